@@ -1,0 +1,5 @@
+"""``python -m soklet_cli`` runs the ``soklet`` command."""
+
+from soklet_cli.app import main
+
+main()

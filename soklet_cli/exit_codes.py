@@ -1,0 +1,19 @@
+"""The documented exit codes shared by every ``soklet`` command."""
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit statuses. Each command's ``--help`` lists the ones it uses."""
+
+    OK = 0
+    #: The input or the change was refused (bad JSON, a keyring rule, a state that would not open).
+    REFUSED = 1
+    #: The command line itself is wrong.
+    USAGE = 2
+    #: A file, permission or other I/O problem.
+    IO = 3
+    #: No key in the keyring can open the state.
+    NO_KEY = 4
+    #: A bug in soklet: reported in one line, never as a traceback.
+    INTERNAL = 70

@@ -1,0 +1,216 @@
+"""The strict JSON codec: bytes in, closed value model out, and back.
+
+Parsing takes two steps. The C ``json`` module does the grammar, with hooks that keep every number exact, check
+the number limits and refuse duplicate members and non-finite constants; cheap whole-buffer passes check depth,
+node count and escaped surrogates. Whenever either step doubts the document, the reference scanner
+(:mod:`.scanner`) walks it again and reports the first problem with its byte offset, so every refusal is the same
+:class:`JsonError` whichever step noticed it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from itertools import accumulate
+from typing import Any, Final, NoReturn
+
+from .errors import JsonError, JsonErrorReason
+from .limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_TOKEN_CHARS
+from .numbers import decimal_from_token
+from .scanner import locate_refusal
+from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue, _new
+
+__all__ = ["decode_text", "load_raw", "parse", "serialize", "structure_within_limits"]
+
+_BOM: Final = b"\xef\xbb\xbf"
+# An escaped surrogate pair, and any escaped surrogate; what is left after removing pairs is a lone one.
+_ESCAPED_PAIR: Final = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_ESCAPED_SURROGATE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+_KEEP_STRUCTURAL: Final = bytes(b for b in range(256) if b not in b"[]{},")
+_DEPTH_DELTA: Final = [0] * 256
+_DEPTH_DELTA[ord("[")] = _DEPTH_DELTA[ord("{")] = 1
+_DEPTH_DELTA[ord("]")] = _DEPTH_DELTA[ord("}")] = -1
+
+
+class _Doubt(Exception):
+    """Raised from inside a parse hook; the reference scanner then finds the exact reason and offset."""
+
+
+def decode_text(data: bytes | bytearray | memoryview | str, *, max_bytes: int | None = None) -> tuple[str, bytes]:
+    """Strictly decode input to ``(text, utf8_bytes)``: no BOM, valid UTF-8, no lone surrogates."""
+    if isinstance(data, str):
+        try:
+            raw = data.encode("utf-8")
+        except UnicodeEncodeError as error:
+            offset = len(data[: error.start].encode("utf-8", "surrogatepass"))
+            raise JsonError(JsonErrorReason.LONE_SURROGATE, offset) from None
+        text = data
+    else:
+        raw = bytes(data)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            start = error.start
+            # UTF-8 encodings of surrogates (ED A0..BF xx) are refused by the codec; name them for what they are.
+            lone = raw[start] == 0xED and start + 1 < len(raw) and 0xA0 <= raw[start + 1] <= 0xBF
+            reason = JsonErrorReason.LONE_SURROGATE if lone else JsonErrorReason.INVALID_UTF8
+            raise JsonError(reason, start) from None
+    if raw.startswith(_BOM):
+        raise JsonError(JsonErrorReason.BYTE_ORDER_MARK, 0)
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise JsonError(JsonErrorReason.INPUT_TOO_LARGE, max_bytes)
+    return text, raw
+
+
+def _may_hold_lone_surrogate(text: str) -> bool:
+    if "\\u" not in text or not _ESCAPED_SURROGATE.search(text):
+        return False
+    # Escaped backslashes pair up left to right exactly as a parser reads them; once they are gone, every
+    # remaining backslash starts an escape of its own.
+    return _ESCAPED_SURROGATE.search(_ESCAPED_PAIR.sub("", text.replace("\\\\", ""))) is not None
+
+
+def structure_within_limits(raw: bytes) -> bool:
+    """Whether a document that the grammar accepted is within the depth and node limits.
+
+    Only for grammatical input: string contents are removed by pairing quotes and escapes, which is exact then.
+    """
+    openers = raw.count(b"[") + raw.count(b"{")
+    if openers <= MAX_DEPTH and openers + raw.count(b",") + 1 <= MAX_NODES:
+        return True
+    bare = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    bare = b"".join(bare.split(b'"')[::2]).translate(None, _KEEP_STRUCTURAL)
+    opened = bare.count(b"[") + bare.count(b"{")
+    # Values = the root + one per comma + one for the first item of each non-empty container.
+    nodes = 1 + bare.count(b",") + opened - bare.count(b"[]") - bare.count(b"{}")
+    if nodes > MAX_NODES:
+        return False
+    if opened <= MAX_DEPTH:
+        return True
+    return max(accumulate(map(_DEPTH_DELTA.__getitem__, bare.replace(b",", b"")))) <= MAX_DEPTH
+
+
+def _refuse_constant(_: str) -> NoReturn:
+    raise _Doubt
+
+
+def load_raw(
+    text: str,
+    raw: bytes,
+    *,
+    parse_number: Callable[[str], Any],
+    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any],
+) -> Any:
+    """Run the C grammar with the given hooks and every strict check; raise :class:`JsonError` on refusal."""
+    doubt = _may_hold_lone_surrogate(text)
+    if not doubt:
+        try:
+            result = json.loads(
+                text,
+                parse_int=parse_number,
+                parse_float=parse_number,
+                parse_constant=_refuse_constant,
+                object_pairs_hook=object_pairs_hook,
+            )
+        except (_Doubt, JsonError, ValueError, RecursionError):
+            doubt = True
+        else:
+            if structure_within_limits(raw):
+                return result
+            doubt = True
+    refusal = locate_refusal(text)
+    if refusal is not None:
+        raise refusal
+    # Only reachable if the fast path and the reference scanner disagree; refuse rather than guess.
+    raise JsonError(JsonErrorReason.UNEXPECTED_CHARACTER, 0)  # pragma: no cover
+
+
+def _number(token: str) -> JsonNumber:
+    if len(token) > MAX_NUMBER_TOKEN_CHARS:
+        raise _Doubt
+    try:
+        value = Decimal(token) if token.isdigit() or token[1:].isdigit() else decimal_from_token(token)
+    except JsonError:
+        raise _Doubt from None
+    return _new(JsonNumber, _value=value)
+
+
+_TRUE: Final = JsonBoolean.from_value(True)
+_FALSE: Final = JsonBoolean.from_value(False)
+_NULL: Final = JsonNull.instance()
+
+
+def _wrap(value: Any) -> JsonValue:
+    kind = type(value)
+    if kind is str:
+        return _new(JsonString, _value=value)
+    if kind is list:
+        return JsonArray._of(tuple(map(_wrap, value)))
+    if value is True:
+        return _TRUE
+    if value is False:
+        return _FALSE
+    if value is None:
+        return _NULL
+    return value  # type: ignore[no-any-return]  # already a JsonObject or JsonNumber from a hook
+
+
+def _object(pairs: list[tuple[str, Any]]) -> JsonObject:
+    members = {name: _wrap(value) for name, value in pairs}
+    if len(members) != len(pairs):
+        raise _Doubt
+    return JsonObject._of(members)
+
+
+def parse(data: bytes | bytearray | memoryview | str, *, max_bytes: int | None = None) -> JsonValue:
+    """Parse one strict JSON document into the closed value model.
+
+    Refuses (with :class:`JsonError`, reason and byte offset) a BOM, invalid UTF-8, lone surrogates (raw or
+    escaped), duplicate member names, NaN/Infinity, malformed numbers, unescaped control characters, trailing
+    content, number tokens over 1,024 characters, exponents beyond ±10,000 (token or canonical), nesting deeper
+    than 256, more than ``MAX_NODES`` values, and input over ``max_bytes`` when given.
+    """
+    text, raw = decode_text(data, max_bytes=max_bytes)
+    return _wrap(load_raw(text, raw, parse_number=_number, object_pairs_hook=_object))
+
+
+# Numbers travel through the C encoder as strings fenced by two lone surrogates. Strings that came from valid
+# input can never hold a lone surrogate, so after encoding, '"\ud800' and '\udfff"' mark exactly the fences.
+NUMBER_OPEN: Final = "\ud800"
+NUMBER_CLOSE: Final = "\udfff"
+_FENCE_OPEN: Final = '"' + NUMBER_OPEN
+_FENCE_CLOSE: Final = NUMBER_CLOSE + '"'
+
+
+def unfence(chunk: str) -> str:
+    """Remove the number fences from encoder output."""
+    if chunk.isascii():
+        return chunk
+    return chunk.replace(_FENCE_OPEN, "").replace(_FENCE_CLOSE, "")
+
+
+_AS_HELD: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False, allow_nan=False)
+
+
+def _fenced_as_held(value: JsonValue, depth: int) -> Any:
+    if isinstance(value, JsonString):
+        return value.value
+    if isinstance(value, JsonNumber):
+        return NUMBER_OPEN + str(value.value) + NUMBER_CLOSE
+    if isinstance(value, JsonBoolean):
+        return value.value
+    if isinstance(value, JsonNull):
+        return None
+    if depth >= MAX_DEPTH:
+        raise JsonError(JsonErrorReason.DEPTH_EXCEEDED)
+    if isinstance(value, JsonObject):
+        return {name: _fenced_as_held(item, depth + 1) for name, item in value.items()}
+    assert isinstance(value, JsonArray)
+    return [_fenced_as_held(item, depth + 1) for item in value]
+
+
+def serialize(value: JsonValue) -> str:
+    """Compact JSON text of ``value``: members in their held order, numbers spelled as held (``3.50``)."""
+    return unfence(_AS_HELD.encode(_fenced_as_held(value, 0)))

@@ -1,0 +1,81 @@
+"""The stable params digest: what a sealed request state is bound to.
+
+SHA-256 over the canonical bytes of the request ``params`` with the retry-only and transient members removed:
+``inputResponses`` and ``requestState`` (top level), and ``progressToken``, ``traceparent``, ``tracestate`` and
+``baggage`` inside ``_meta``. A retry that adds responses or changes those members keeps the digest; any other
+change moves it. Canonical bytes are streamed into the hash and refused beyond the 32 MiB allowance.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .canonical import CanonicalTree, feed_canonical, load_canonical_tree, tree_from_value
+from .errors import JsonError, JsonErrorReason
+from .limits import MAX_CANONICAL_PARAMS_BYTES
+from .values import JsonValue
+
+__all__ = ["EXCLUDED_META_MEMBERS", "EXCLUDED_PARAMS_MEMBERS", "ParamsDigest", "params_digest"]
+
+EXCLUDED_PARAMS_MEMBERS: Final = frozenset({"inputResponses", "requestState"})
+EXCLUDED_META_MEMBERS: Final = frozenset({"progressToken", "traceparent", "tracestate", "baggage"})
+
+
+@dataclass(frozen=True, slots=True)
+class ParamsDigest:
+    """A params digest: 32 bytes, shown as base64url without padding. ``canonical_size`` is the hashed length."""
+
+    digest: bytes
+    canonical_size: int
+
+    @property
+    def text(self) -> str:
+        """base64url, no padding (43 characters)."""
+        return base64.urlsafe_b64encode(self.digest).rstrip(b"=").decode("ascii")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _is_request(root: Any) -> bool:
+    return type(root) is dict and "jsonrpc" in root and "method" in root
+
+
+def _stable_params(root: Any, *, whole_request: bool | None) -> Any:
+    if whole_request is None:
+        whole_request = _is_request(root)
+    params = root.get("params", {}) if whole_request else root
+    if type(params) is list:
+        return params
+    if type(params) is not dict:
+        raise JsonError(JsonErrorReason.PARAMS_NOT_STRUCTURED)
+    stable = {name: value for name, value in params.items() if name not in EXCLUDED_PARAMS_MEMBERS}
+    meta = stable.get("_meta")
+    if type(meta) is dict:
+        stable["_meta"] = {name: value for name, value in meta.items() if name not in EXCLUDED_META_MEMBERS}
+    return stable
+
+
+def params_digest(
+    source: JsonValue | bytes | bytearray | memoryview | str,
+    *,
+    whole_request: bool | None = None,
+    max_bytes: int | None = None,
+) -> ParamsDigest:
+    """The stable params digest of a JSON-RPC request (its ``params``) or of a bare params value.
+
+    ``source`` is a parsed value or a JSON document (parsed strictly, without building the value model).
+    ``whole_request`` says what it is; by default an object with ``jsonrpc`` and ``method`` members is a request.
+    A request without ``params`` digests as ``{}``. Params that are neither object nor array are refused.
+    """
+    if isinstance(source, JsonValue):
+        tree = tree_from_value(source)
+    else:
+        tree = load_canonical_tree(source, max_bytes=max_bytes)
+    stable = CanonicalTree(_stable_params(tree.root, whole_request=whole_request), presorted=tree.presorted)
+    hasher = hashlib.sha256()
+    size = feed_canonical(stable, hasher.update, limit=MAX_CANONICAL_PARAMS_BYTES)
+    return ParamsDigest(hasher.digest(), size)

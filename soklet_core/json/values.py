@@ -1,0 +1,421 @@
+"""The closed, immutable JSON value model.
+
+Six kinds and no others: :class:`JsonObject`, :class:`JsonArray`, :class:`JsonString`, :class:`JsonNumber`,
+:class:`JsonBoolean` and :class:`JsonNull`. Values have no public constructors; use the named factories
+(``JsonString.from_value``, ``JsonNumber.from_value``, ``JsonObject.builder()`` …) or ``JsonValue.from_python``.
+
+Numbers are exact :class:`decimal.Decimal` values. Equality and hashing follow numeric value (``1``, ``1.0`` and
+``1E+0`` are equal and hash alike), also inside objects and arrays; a boolean never equals a number.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any, Final, NoReturn, TypeAlias, TypeVar, Union, overload
+
+from .errors import JsonError, JsonErrorReason
+from .limits import MAX_DEPTH, MAX_EXPONENT_MAGNITUDE, MAX_NUMBER_TOKEN_CHARS
+
+__all__ = [
+    "JsonArray",
+    "JsonArrayBuilder",
+    "JsonBoolean",
+    "JsonNull",
+    "JsonNumber",
+    "JsonObject",
+    "JsonObjectBuilder",
+    "JsonString",
+    "JsonValue",
+    "PythonJson",
+]
+
+#: Plain Python data that converts to a JsonValue.
+PythonJson: TypeAlias = Union[  # noqa: UP007  # a recursive alias needs the string form
+    None, bool, int, Decimal, str, Mapping[str, "PythonJson"], Sequence["PythonJson"], "JsonValue"
+]
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_T = TypeVar("_T", bound="JsonValue")
+
+
+def _immutable(self: object, *_: object) -> NoReturn:
+    raise AttributeError(f"{type(self).__name__} is immutable")
+
+
+class JsonValue:
+    """Base of the closed JSON value model. Not constructible; not subclassable outside this module."""
+
+    __slots__ = ()
+    __setattr__ = _immutable
+    __delattr__ = _immutable
+
+    def __init__(self) -> None:
+        raise TypeError(f"{type(self).__name__} has no public constructor; use its named factories")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        if cls.__module__ != __name__:
+            raise TypeError("the JSON value model is closed")
+        super().__init_subclass__(**kwargs)
+
+    @staticmethod
+    def from_python(value: PythonJson) -> JsonValue:
+        """Convert plain Python data (dict, list/tuple, str, int, Decimal, bool, None) to a JsonValue.
+
+        Floats are refused (binary floating point is not exact); pass a ``Decimal`` or a string instead.
+        """
+        return _from_python(value, 0)
+
+    def to_python(self) -> Any:
+        """Plain Python data: dict, list, str, Decimal, bool or None."""
+        raise NotImplementedError
+
+    def __copy__(self: _T) -> _T:
+        return self
+
+    def __deepcopy__(self: _T, memo: object) -> _T:
+        return self
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        return (JsonValue.from_python, (self.to_python(),))
+
+
+def _new(cls: type[_T], **fields: object) -> _T:
+    obj = object.__new__(cls)
+    for name, value in fields.items():
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+class JsonString(JsonValue):
+    """A JSON string: any sequence of Unicode scalar values (lone surrogates are refused)."""
+
+    __slots__ = ("_value",)
+    _value: str
+
+    @classmethod
+    def from_value(cls, value: str) -> JsonString:
+        """The string ``value``. Raises ``JsonError(LONE_SURROGATE)`` for text that is not valid Unicode."""
+        if not isinstance(value, str):
+            raise TypeError("JsonString.from_value takes a str")
+        if not value.isascii() and _SURROGATE.search(value):
+            raise JsonError(JsonErrorReason.LONE_SURROGATE)
+        return _new(cls, _value=str(value))
+
+    @property
+    def value(self) -> str:
+        """The exact text."""
+        return self._value
+
+    def to_python(self) -> str:
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JsonString) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __repr__(self) -> str:
+        return f"JsonString({self._value!r})"
+
+
+def _check_decimal(value: Decimal) -> None:
+    if not value.is_finite():
+        raise JsonError(JsonErrorReason.NON_FINITE_NUMBER)
+    if value and abs(value.adjusted()) > MAX_EXPONENT_MAGNITUDE:
+        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
+    exponent = value.as_tuple().exponent
+    assert isinstance(exponent, int)
+    if abs(exponent) > MAX_EXPONENT_MAGNITUDE + MAX_NUMBER_TOKEN_CHARS or len(str(value)) > MAX_NUMBER_TOKEN_CHARS:
+        raise JsonError(JsonErrorReason.NUMBER_TOO_LONG)
+
+
+class JsonNumber(JsonValue):
+    """An exact JSON number. ``value`` keeps the supplied scale (``3.50`` stays ``Decimal('3.50')``)."""
+
+    __slots__ = ("_value",)
+    _value: Decimal
+
+    @classmethod
+    def from_value(cls, value: Decimal | int) -> JsonNumber:
+        """The number ``value``, which must be finite and within the production number limits.
+
+        ``int`` is accepted as an exact integer; ``bool`` and ``float`` are refused with ``TypeError``.
+        """
+        if isinstance(value, bool) or not isinstance(value, Decimal | int):
+            raise TypeError("JsonNumber.from_value takes a Decimal or an int")
+        number = Decimal(value)
+        _check_decimal(number)
+        return _new(cls, _value=number)
+
+    @property
+    def value(self) -> Decimal:
+        """The exact value, with the scale it was given."""
+        return self._value
+
+    def to_python(self) -> Decimal:
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JsonNumber) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __repr__(self) -> str:
+        return f"JsonNumber({str(self._value)!r})"
+
+
+class JsonBoolean(JsonValue):
+    """``true`` or ``false``. Never equal to a number."""
+
+    __slots__ = ("_value",)
+    _value: bool
+
+    @classmethod
+    def from_value(cls, value: bool) -> JsonBoolean:
+        """The shared ``true`` or ``false`` value."""
+        if not isinstance(value, bool):
+            raise TypeError("JsonBoolean.from_value takes a bool")
+        return _TRUE if value else _FALSE
+
+    @property
+    def value(self) -> bool:
+        """The boolean."""
+        return self._value
+
+    def to_python(self) -> bool:
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JsonBoolean) and other._value is self._value
+
+    def __hash__(self) -> int:
+        return hash(("json-boolean", self._value))
+
+    def __repr__(self) -> str:
+        return f"JsonBoolean({self._value})"
+
+
+class JsonNull(JsonValue):
+    """``null``: one shared instance."""
+
+    __slots__ = ()
+
+    @classmethod
+    def instance(cls) -> JsonNull:
+        """The one ``null`` value."""
+        return _NULL
+
+    def to_python(self) -> None:
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JsonNull)
+
+    def __hash__(self) -> int:
+        return hash("json-null")
+
+    def __repr__(self) -> str:
+        return "JsonNull()"
+
+
+class JsonObject(JsonValue, Mapping[str, JsonValue]):
+    """An immutable JSON object. Member order is kept as given; equality ignores it."""
+
+    __slots__ = ("_hash", "_members")
+    _members: dict[str, JsonValue]
+    _hash: int | None
+
+    @classmethod
+    def builder(cls) -> JsonObjectBuilder:
+        """A builder; ``put`` refuses a repeated member name."""
+        return JsonObjectBuilder()
+
+    @classmethod
+    def empty_instance(cls) -> JsonObject:
+        """The empty object ``{}``."""
+        return _EMPTY_OBJECT
+
+    @classmethod
+    def from_mapping(cls, members: Mapping[str, PythonJson]) -> JsonObject:
+        """An object with the members of ``members`` (values converted as by ``JsonValue.from_python``)."""
+        result = _from_python(members, 0)
+        if not isinstance(result, JsonObject):
+            raise TypeError("from_mapping takes a mapping")
+        return result
+
+    @classmethod
+    def _of(cls, members: dict[str, JsonValue]) -> JsonObject:
+        return _new(cls, _members=members, _hash=None)
+
+    def __getitem__(self, name: str) -> JsonValue:
+        return self._members[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._members)
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._members
+
+    def to_python(self) -> dict[str, Any]:
+        return {name: value.to_python() for name, value in self._members.items()}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JsonObject) and other._members == self._members
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash(frozenset(self._members.items())))
+        assert self._hash is not None
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"JsonObject({self._members!r})"
+
+
+class JsonArray(JsonValue, Sequence[JsonValue]):
+    """An immutable JSON array."""
+
+    __slots__ = ("_hash", "_items")
+    _items: tuple[JsonValue, ...]
+    _hash: int | None
+
+    @classmethod
+    def builder(cls) -> JsonArrayBuilder:
+        """A builder that appends with ``add``."""
+        return JsonArrayBuilder()
+
+    @classmethod
+    def empty_instance(cls) -> JsonArray:
+        """The empty array ``[]``."""
+        return _EMPTY_ARRAY
+
+    @classmethod
+    def of(cls, *items: PythonJson) -> JsonArray:
+        """An array of ``items`` (converted as by ``JsonValue.from_python``)."""
+        return cls._of(tuple(_from_python(item, 1) for item in items))
+
+    @classmethod
+    def _of(cls, items: tuple[JsonValue, ...]) -> JsonArray:
+        return _new(cls, _items=items, _hash=None)
+
+    @overload
+    def __getitem__(self, index: int) -> JsonValue: ...
+    @overload
+    def __getitem__(self, index: slice) -> JsonArray: ...
+    def __getitem__(self, index: int | slice) -> JsonValue | JsonArray:
+        if isinstance(index, slice):
+            return JsonArray._of(self._items[index])
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[JsonValue]:
+        return iter(self._items)
+
+    def to_python(self) -> list[Any]:
+        return [item.to_python() for item in self._items]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JsonArray) and other._items == self._items
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash(self._items))
+        assert self._hash is not None
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"JsonArray({list(self._items)!r})"
+
+
+class JsonObjectBuilder:
+    """Collects members for one :class:`JsonObject`. Not thread-safe; build once."""
+
+    __slots__ = ("_members",)
+
+    def __init__(self) -> None:
+        self._members: dict[str, JsonValue] = {}
+
+    def put(self, name: str, value: PythonJson) -> JsonObjectBuilder:
+        """Add member ``name``; a repeated name raises ``JsonError(DUPLICATE_MEMBER)``."""
+        key = JsonString.from_value(name).value
+        if key in self._members:
+            raise JsonError(JsonErrorReason.DUPLICATE_MEMBER)
+        self._members[key] = _from_python(value, 1)
+        return self
+
+    def put_all(self, members: Mapping[str, PythonJson]) -> JsonObjectBuilder:
+        """Add every member of ``members``, in its order."""
+        for name, value in members.items():
+            self.put(name, value)
+        return self
+
+    def build(self) -> JsonObject:
+        """The object; the builder keeps no reference to it."""
+        return JsonObject._of(dict(self._members))
+
+
+class JsonArrayBuilder:
+    """Collects items for one :class:`JsonArray`."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: list[JsonValue] = []
+
+    def add(self, value: PythonJson) -> JsonArrayBuilder:
+        """Append ``value``."""
+        self._items.append(_from_python(value, 1))
+        return self
+
+    def add_all(self, values: Iterable[PythonJson]) -> JsonArrayBuilder:
+        """Append each of ``values``."""
+        for value in values:
+            self.add(value)
+        return self
+
+    def build(self) -> JsonArray:
+        """The array."""
+        return JsonArray._of(tuple(self._items))
+
+
+_TRUE: Final = _new(JsonBoolean, _value=True)
+_FALSE: Final = _new(JsonBoolean, _value=False)
+_NULL: Final = _new(JsonNull)
+_EMPTY_OBJECT: Final = JsonObject._of({})
+_EMPTY_ARRAY: Final = JsonArray._of(())
+
+
+def _from_python(value: object, depth: int) -> JsonValue:
+    if isinstance(value, JsonValue):
+        return value
+    if value is None:
+        return _NULL
+    if isinstance(value, bool):
+        return _TRUE if value else _FALSE
+    if isinstance(value, str):
+        return JsonString.from_value(value)
+    if isinstance(value, int | Decimal):
+        return JsonNumber.from_value(value)
+    if isinstance(value, float):
+        raise TypeError("floats are not exact; pass a Decimal or a str")
+    if depth >= MAX_DEPTH:
+        raise JsonError(JsonErrorReason.DEPTH_EXCEEDED)
+    if isinstance(value, Mapping):
+        members: dict[str, JsonValue] = {}
+        for name, item in value.items():
+            if not isinstance(name, str):
+                raise TypeError("JSON member names are str")
+            members[JsonString.from_value(name).value] = _from_python(item, depth + 1)
+        return JsonObject._of(members)
+    if isinstance(value, list | tuple):
+        return JsonArray._of(tuple(_from_python(item, depth + 1) for item in value))
+    raise TypeError(f"{type(value).__name__} is not JSON data")
