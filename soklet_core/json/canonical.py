@@ -5,9 +5,13 @@ No whitespace; members sorted by UTF-16 code units; strings escape only ``"``, `
 canonical spelling (:mod:`.numbers`). The form is versioned with the request-state envelope: changing it is a new
 envelope version.
 
-The C ``json`` encoder does the escaping and the member sort; numbers ride through it fenced as strings (see
-:func:`.codec.unfence`). Large containers are encoded in slices so that the canonical text of a big document is
-streamed to its consumer (a hash) instead of held whole.
+How it stays fast in pure Python: the C ``json`` module parses, with every number token kept as its exact text
+fenced by two lone surrogates (a C-level ``str.format``, no Python call per number), and the C encoder escapes
+strings and sorts members. The encoder's output then passes two C-level regular expressions: one finds the
+rare number tokens whose spelling must change (exponents, trailing zeros, ``-0``, tiny fractions) and rewrites
+only those through :func:`.numbers.canonical_number_text`, and plain replacement drops the fences. Strings from
+valid input can never hold a lone surrogate, so the fences are unambiguous. Large containers are encoded in
+slices, so the canonical bytes of a big document are streamed to their consumer instead of held whole.
 """
 
 from __future__ import annotations
@@ -15,26 +19,73 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Final
 
-from .codec import NUMBER_CLOSE, NUMBER_OPEN, decode_text, load_raw, unfence
+from .codec import NUMBER_CLOSE, NUMBER_OPEN, decode_text, load_raw, locate, strict_decoder
 from .errors import JsonError, JsonErrorReason
-from .limits import MAX_DEPTH
+from .limits import MAX_DEPTH, MAX_NUMBER_TOKEN_CHARS
 from .numbers import canonical_decimal_text, canonical_number_text
 from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue
 
-__all__ = ["canonical_bytes", "canonical_chunks", "canonical_text", "load_canonical_tree", "utf16_key"]
+__all__ = [
+    "CanonicalTree",
+    "canonical_bytes",
+    "canonical_chunks",
+    "canonical_text",
+    "feed_canonical",
+    "load_canonical_tree",
+    "tree_from_value",
+    "utf16_key",
+]
 
 #: Containers with more children than this are encoded slice by slice.
 _SLICE: Final = 1024
 #: Containers this close to the root are always walked (so params → arguments → rows streams).
 _WALK_DEPTH: Final = 3
-_SORTED: Final = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False, allow_nan=False
+#: Encoder output is gathered into pieces of about this many characters before it is finished and yielded.
+_PIECE: Final = 1 << 16
+
+
+def _encoder(*, sort_keys: bool) -> Callable[[Any], str]:
+    """A compact, non-ASCII-preserving encoder; the C one directly where CPython has it (it saves a third)."""
+    if c_make_encoder is not None:
+        encode = c_make_encoder(None, None, encode_basestring, None, ":", ",", sort_keys, False, False)
+        return lambda node: "".join(encode(node, 0))
+    encoder = json.JSONEncoder(
+        ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys, check_circular=False, allow_nan=False
+    )
+    return encoder.encode
+
+
+_SORTED: Final = _encoder(sort_keys=True)
+_IN_ORDER: Final = _encoder(sort_keys=False)
+# Code point order equals UTF-16 order unless a supplementary character is in play: raw (its UTF-8 lead byte
+# is F0–F4) or escaped as a surrogate pair.
+_SUPPLEMENTARY_LEADS: Final = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
+_ESCAPED_HIGH_SURROGATE: Final = re.compile(r"\\u[dD][89abAB]")
+
+
+def _needs_utf16_order(text: str, raw: bytes) -> bool:
+    if text.isascii():
+        return False
+    if any(lead in raw for lead in _SUPPLEMENTARY_LEADS):
+        return True
+    return "\\u" in text and _ESCAPED_HIGH_SURROGATE.search(text) is not None
+
+
+_FENCE: Final = (NUMBER_OPEN + "{}" + NUMBER_CLOSE).format
+# A fenced token already in canonical spelling: 0, an integer not ending in 0, a plain decimal whose last digit
+# is not 0 with a non-zero integer part, or one of 0.1 … 0.000001 (a seventh zero switches to 1E-7).
+_ALREADY_CANONICAL: Final = r"(?:0|-?[1-9](?:[0-9]*[1-9])?|-?[1-9][0-9]*\.[0-9]*[1-9]|-?0\.0{0,5}[1-9](?:[0-9]*[1-9])?)"
+# Everything else, including any token over the length limit, is respelled (and so checked) one by one.
+_NEEDS_SPELLING: Final = re.compile(
+    f'"{NUMBER_OPEN}'
+    f"(?!(?=[^{NUMBER_CLOSE}]{{1,{MAX_NUMBER_TOKEN_CHARS}}}{NUMBER_CLOSE}){_ALREADY_CANONICAL}{NUMBER_CLOSE})"
+    f'([^{NUMBER_CLOSE}]*){NUMBER_CLOSE}"'
 )
-_IN_ORDER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False, allow_nan=False)
-# Code point order equals UTF-16 order unless a supplementary character (escaped or raw) is in play.
-_SUPPLEMENTARY: Final = re.compile("[\U00010000-\U0010ffff]|\\\\u[dD][89abAB]")
+_FENCE_OPEN: Final = '"' + NUMBER_OPEN
+_FENCE_CLOSE: Final = NUMBER_CLOSE + '"'
 
 
 def utf16_key(name: str) -> bytes:
@@ -43,17 +94,22 @@ def utf16_key(name: str) -> bytes:
 
 
 class CanonicalTree:
-    """Plain Python data ready for canonical encoding: numbers fenced, objects' order known. Internal."""
+    """Plain Python data ready for canonical encoding: numbers fenced, member order known.
 
-    __slots__ = ("presorted", "root")
+    ``source`` is the UTF-8 input it was parsed from (kept by reference, to locate a refusal found while
+    encoding, and as a size hint: small documents are encoded in one call, large ones streamed).
+    """
 
-    def __init__(self, root: Any, *, presorted: bool) -> None:
+    __slots__ = ("presorted", "root", "source")
+
+    def __init__(self, root: Any, *, presorted: bool, source: bytes | None) -> None:
         self.root = root
         self.presorted = presorted
+        self.source = source
 
-
-def _fenced_number(token: str) -> str:
-    return NUMBER_OPEN + canonical_number_text(token) + NUMBER_CLOSE
+    def with_root(self, root: Any) -> CanonicalTree:
+        """The same tree settings over another root (a part of this tree)."""
+        return CanonicalTree(root, presorted=self.presorted, source=self.source)
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -70,14 +126,19 @@ def _unique_utf16(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return members
 
 
+_DECODER: Final = strict_decoder(parse_int=_FENCE, parse_float=_FENCE, object_pairs_hook=_unique)
+_UTF16_DECODER: Final = strict_decoder(parse_int=_FENCE, parse_float=_FENCE, object_pairs_hook=_unique_utf16)
+
+
 def load_canonical_tree(data: bytes | bytearray | memoryview | str, *, max_bytes: int | None = None) -> CanonicalTree:
-    """Strictly parse ``data`` straight into canonical-ready data (no value model is built)."""
+    """Strictly parse ``data`` straight into canonical-ready data (no value model is built).
+
+    Number limits are checked while encoding (see :func:`canonical_chunks`), still with the exact offset.
+    """
     text, raw = decode_text(data, max_bytes=max_bytes)
-    presorted = not text.isascii() and _SUPPLEMENTARY.search(text) is not None
-    hook = _unique_utf16 if presorted else _unique
-    return CanonicalTree(
-        load_raw(text, raw, parse_number=_fenced_number, object_pairs_hook=hook), presorted=presorted
-    )
+    presorted = _needs_utf16_order(text, raw)
+    root = load_raw(text, raw, _UTF16_DECODER if presorted else _DECODER)
+    return CanonicalTree(root, presorted=presorted, source=raw)
 
 
 def _tree_from_value(value: JsonValue, depth: int) -> Any:
@@ -92,11 +153,7 @@ def _tree_from_value(value: JsonValue, depth: int) -> Any:
     if depth >= MAX_DEPTH:
         raise JsonError(JsonErrorReason.DEPTH_EXCEEDED)
     if isinstance(value, JsonObject):
-        names = list(value)
-        if not all(name.isascii() for name in names):
-            names.sort(key=utf16_key)
-        else:
-            names.sort()
+        names = sorted(value, key=None if all(name.isascii() for name in value) else utf16_key)
         return {name: _tree_from_value(value[name], depth + 1) for name in names}
     assert isinstance(value, JsonArray)
     return [_tree_from_value(item, depth + 1) for item in value]
@@ -104,61 +161,69 @@ def _tree_from_value(value: JsonValue, depth: int) -> Any:
 
 def tree_from_value(value: JsonValue) -> CanonicalTree:
     """Canonical-ready data for a value of the model (objects presorted in UTF-16 order)."""
-    return CanonicalTree(_tree_from_value(value, 0), presorted=True)
+    return CanonicalTree(_tree_from_value(value, 0), presorted=True, source=None)
 
 
-def _chunks(node: Any, depth: int, presorted: bool) -> Iterator[str]:
+def _encoded(node: Any, depth: int, presorted: bool) -> Iterator[str]:
     encoder = _IN_ORDER if presorted else _SORTED
     kind = type(node)
     if kind is dict and (depth < _WALK_DEPTH or len(node) > _SLICE):
         names = list(node) if presorted else sorted(node)
         yield "{"
         for index, name in enumerate(names):
-            yield ("," if index else "") + encoder.encode(name) + ":"
-            yield from _chunks(node[name], depth + 1, presorted)
+            yield ("," if index else "") + encoder(name) + ":"
+            yield from _encoded(node[name], depth + 1, presorted)
         yield "}"
-    elif kind is list and (depth < _WALK_DEPTH or len(node) > _SLICE):
-        if len(node) > _SLICE:
-            yield "["
-            for start in range(0, len(node), _SLICE):
-                part = encoder.encode(node[start : start + _SLICE])
-                yield ("," if start else "") + part[1:-1]
-            yield "]"
-        else:
-            yield "["
-            for index, item in enumerate(node):
-                if index:
-                    yield ","
-                yield from _chunks(item, depth + 1, presorted)
-            yield "]"
+    elif kind is list and len(node) > _SLICE:
+        yield "["
+        for start in range(0, len(node), _SLICE):
+            yield ("," if start else "") + encoder(node[start : start + _SLICE])[1:-1]
+        yield "]"
+    elif kind is list and depth < _WALK_DEPTH:
+        yield "["
+        for index, item in enumerate(node):
+            if index:
+                yield ","
+            yield from _encoded(item, depth + 1, presorted)
+        yield "]"
     else:
-        yield encoder.encode(node)
+        yield encoder(node)
+
+
+def _respell(match: re.Match[str]) -> str:
+    return canonical_number_text(match.group(1))
+
+
+def _finish(piece: str, tree: CanonicalTree) -> bytes:
+    """Turn encoder output into canonical UTF-8: numbers checked and respelled, fences dropped."""
+    if not piece.isascii():
+        try:
+            piece = _NEEDS_SPELLING.sub(_respell, piece)
+        except JsonError:
+            if tree.source is None:
+                raise
+            raise locate(tree.source.decode("utf-8")) from None
+        piece = piece.replace(_FENCE_OPEN, "").replace(_FENCE_CLOSE, "")
+    return piece.encode("utf-8")
 
 
 def canonical_chunks(tree: CanonicalTree) -> Iterator[bytes]:
-    """The canonical UTF-8 bytes of ``tree``, in pieces."""
+    """The canonical UTF-8 bytes of ``tree``, in pieces of about 64 KiB (more when one value is larger)."""
+    if tree.source is None or len(tree.source) <= _PIECE:
+        # Values built in code (sealed states) and small requests: one encoder call beats walking.
+        yield _finish((_IN_ORDER if tree.presorted else _SORTED)(tree.root), tree)
+        return
     pending: list[str] = []
     size = 0
-    for chunk in _chunks(tree.root, 0, tree.presorted):
+    for chunk in _encoded(tree.root, 0, tree.presorted):
         pending.append(chunk)
         size += len(chunk)
-        if size >= 65536:
-            yield unfence("".join(pending)).encode("utf-8")
+        if size >= _PIECE:
+            yield _finish("".join(pending), tree)
             pending.clear()
             size = 0
     if pending:
-        yield unfence("".join(pending)).encode("utf-8")
-
-
-def canonical_bytes(value: JsonValue | bytes | bytearray | memoryview | str) -> bytes:
-    """The canonical form of a value, or of a JSON document given as bytes or text (parsed strictly)."""
-    tree = tree_from_value(value) if isinstance(value, JsonValue) else load_canonical_tree(value)
-    return b"".join(canonical_chunks(tree))
-
-
-def canonical_text(value: JsonValue | bytes | bytearray | memoryview | str) -> str:
-    """The canonical form as text."""
-    return canonical_bytes(value).decode("utf-8")
+        yield _finish("".join(pending), tree)
 
 
 def feed_canonical(tree: CanonicalTree, sink: Callable[[bytes], object], *, limit: int | None = None) -> int:
@@ -170,3 +235,14 @@ def feed_canonical(tree: CanonicalTree, sink: Callable[[bytes], object], *, limi
             raise JsonError(JsonErrorReason.CANONICAL_TOO_LARGE)
         sink(piece)
     return total
+
+
+def canonical_bytes(value: JsonValue | bytes | bytearray | memoryview | str) -> bytes:
+    """The canonical form of a value, or of a JSON document given as bytes or text (parsed strictly)."""
+    tree = tree_from_value(value) if isinstance(value, JsonValue) else load_canonical_tree(value)
+    return b"".join(canonical_chunks(tree))
+
+
+def canonical_text(value: JsonValue | bytes | bytearray | memoryview | str) -> str:
+    """The canonical form as text."""
+    return canonical_bytes(value).decode("utf-8")

@@ -22,13 +22,21 @@ from .numbers import decimal_from_token
 from .scanner import locate_refusal
 from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue, _new
 
-__all__ = ["decode_text", "load_raw", "parse", "serialize", "structure_within_limits"]
+__all__ = [
+    "NUMBER_CLOSE",
+    "NUMBER_OPEN",
+    "decode_text",
+    "load_raw",
+    "parse",
+    "serialize",
+    "structure_within_limits",
+]
 
 _BOM: Final = b"\xef\xbb\xbf"
 # An escaped surrogate pair, and any escaped surrogate; what is left after removing pairs is a lone one.
 _ESCAPED_PAIR: Final = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _ESCAPED_SURROGATE: Final = re.compile(r"\\u[dD][89a-fA-F]")
-_KEEP_STRUCTURAL: Final = bytes(b for b in range(256) if b not in b"[]{},")
+_KEEP_STRUCTURAL_AND_QUOTES: Final = bytes(b for b in range(256) if b not in b'[]{},"')
 _DEPTH_DELTA: Final = [0] * 256
 _DEPTH_DELTA[ord("[")] = _DEPTH_DELTA[ord("{")] = 1
 _DEPTH_DELTA[ord("]")] = _DEPTH_DELTA[ord("}")] = -1
@@ -80,8 +88,13 @@ def structure_within_limits(raw: bytes) -> bool:
     openers = raw.count(b"[") + raw.count(b"{")
     if openers <= MAX_DEPTH and openers + raw.count(b",") + 1 <= MAX_NODES:
         return True
-    bare = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    bare = b"".join(bare.split(b'"')[::2]).translate(None, _KEEP_STRUCTURAL)
+    # Escapes go first (they pair left to right as a parser reads them); what remains of quotes then fences
+    # exactly the strings, whose contents are dropped with every byte that is not structural.
+    bare = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _KEEP_STRUCTURAL_AND_QUOTES)
+    # Contents are gone, so most strings are now '""'; dropping those pairs cannot shift the quote parity.
+    bare = bare.replace(b'""', b"")
+    if b'"' in bare:
+        bare = b"".join(bare.split(b'"')[::2])
     opened = bare.count(b"[") + bare.count(b"{")
     # Values = the root + one per comma + one for the first item of each non-empty container.
     nodes = 1 + bare.count(b",") + opened - bare.count(b"[]") - bare.count(b"{}")
@@ -96,45 +109,51 @@ def _refuse_constant(_: str) -> NoReturn:
     raise _Doubt
 
 
-def load_raw(
-    text: str,
-    raw: bytes,
+def strict_decoder(
     *,
-    parse_number: Callable[[str], Any],
+    parse_int: Callable[[str], Any],
+    parse_float: Callable[[str], Any],
     object_pairs_hook: Callable[[list[tuple[str, Any]]], Any],
-) -> Any:
-    """Run the C grammar with the given hooks and every strict check; raise :class:`JsonError` on refusal."""
-    doubt = _may_hold_lone_surrogate(text)
-    if not doubt:
+) -> json.JSONDecoder:
+    """A reusable C decoder with the given hooks that refuses NaN/Infinity and raw control characters."""
+    return json.JSONDecoder(
+        parse_int=parse_int,
+        parse_float=parse_float,
+        parse_constant=_refuse_constant,
+        object_pairs_hook=object_pairs_hook,
+        strict=True,
+    )
+
+
+def load_raw(text: str, raw: bytes, decoder: json.JSONDecoder) -> Any:
+    """Decode with every strict check; raise :class:`JsonError` (reason and byte offset) on refusal.
+
+    The depth and node limits are checked on the bytes before the decoder builds anything, so an over-deep or
+    over-large document costs no tree.
+    """
+    if structure_within_limits(raw) and not _may_hold_lone_surrogate(text):
         try:
-            result = json.loads(
-                text,
-                parse_int=parse_number,
-                parse_float=parse_number,
-                parse_constant=_refuse_constant,
-                object_pairs_hook=object_pairs_hook,
-            )
+            return decoder.decode(text)
         except (_Doubt, JsonError, ValueError, RecursionError):
-            doubt = True
-        else:
-            if structure_within_limits(raw):
-                return result
-            doubt = True
+            pass
+    raise locate(text)
+
+
+def locate(text: str) -> JsonError:
+    """The refusal the reference scanner finds in ``text``, which the fast path already doubted."""
     refusal = locate_refusal(text)
-    if refusal is not None:
-        raise refusal
-    # Only reachable if the fast path and the reference scanner disagree; refuse rather than guess.
-    raise JsonError(JsonErrorReason.UNEXPECTED_CHARACTER, 0)  # pragma: no cover
+    # None only if the fast path and the reference scanner disagree; refuse rather than guess.
+    return refusal if refusal is not None else JsonError(JsonErrorReason.UNEXPECTED_CHARACTER, 0)
+
+
+def _integer(token: str) -> JsonNumber:
+    if len(token) > MAX_NUMBER_TOKEN_CHARS:
+        raise _Doubt
+    return _new(JsonNumber, _value=Decimal(token))
 
 
 def _number(token: str) -> JsonNumber:
-    if len(token) > MAX_NUMBER_TOKEN_CHARS:
-        raise _Doubt
-    try:
-        value = Decimal(token) if token.isdigit() or token[1:].isdigit() else decimal_from_token(token)
-    except JsonError:
-        raise _Doubt from None
-    return _new(JsonNumber, _value=value)
+    return _new(JsonNumber, _value=decimal_from_token(token))
 
 
 _TRUE: Final = JsonBoolean.from_value(True)
@@ -164,6 +183,9 @@ def _object(pairs: list[tuple[str, Any]]) -> JsonObject:
     return JsonObject._of(members)
 
 
+_VALUE_DECODER: Final = strict_decoder(parse_int=_integer, parse_float=_number, object_pairs_hook=_object)
+
+
 def parse(data: bytes | bytearray | memoryview | str, *, max_bytes: int | None = None) -> JsonValue:
     """Parse one strict JSON document into the closed value model.
 
@@ -173,7 +195,7 @@ def parse(data: bytes | bytearray | memoryview | str, *, max_bytes: int | None =
     than 256, more than ``MAX_NODES`` values, and input over ``max_bytes`` when given.
     """
     text, raw = decode_text(data, max_bytes=max_bytes)
-    return _wrap(load_raw(text, raw, parse_number=_number, object_pairs_hook=_object))
+    return _wrap(load_raw(text, raw, _VALUE_DECODER))
 
 
 # Numbers travel through the C encoder as strings fenced by two lone surrogates. Strings that came from valid
@@ -184,11 +206,8 @@ _FENCE_OPEN: Final = '"' + NUMBER_OPEN
 _FENCE_CLOSE: Final = NUMBER_CLOSE + '"'
 
 
-def unfence(chunk: str) -> str:
-    """Remove the number fences from encoder output."""
-    if chunk.isascii():
-        return chunk
-    return chunk.replace(_FENCE_OPEN, "").replace(_FENCE_CLOSE, "")
+def _unfence(chunk: str) -> str:
+    return chunk.replace(_FENCE_OPEN, "").replace(_FENCE_CLOSE, "") if not chunk.isascii() else chunk
 
 
 _AS_HELD: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False, allow_nan=False)
@@ -213,4 +232,4 @@ def _fenced_as_held(value: JsonValue, depth: int) -> Any:
 
 def serialize(value: JsonValue) -> str:
     """Compact JSON text of ``value``: members in their held order, numbers spelled as held (``3.50``)."""
-    return unfence(_AS_HELD.encode(_fenced_as_held(value, 0)))
+    return _unfence(_AS_HELD.encode(_fenced_as_held(value, 0)))

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .canonical import CanonicalTree, feed_canonical, load_canonical_tree, tree_from_value
+from .canonical import feed_canonical, load_canonical_tree, tree_from_value
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_CANONICAL_PARAMS_BYTES
 from .values import JsonValue
@@ -75,7 +75,7 @@ def params_digest(
         tree = tree_from_value(source)
     else:
         tree = load_canonical_tree(source, max_bytes=max_bytes)
-    stable = CanonicalTree(_stable_params(tree.root, whole_request=whole_request), presorted=tree.presorted)
+    stable = tree.with_root(_stable_params(tree.root, whole_request=whole_request))
     hasher = hashlib.sha256()
     size = feed_canonical(stable, hasher.update, limit=MAX_CANONICAL_PARAMS_BYTES)
     return ParamsDigest(hasher.digest(), size)

@@ -2,87 +2,58 @@
 
 The canonical spelling is the decimal "to-scientific-string" (Java ``BigDecimal.toString``) of the exact value
 with trailing zeros stripped and zero spelled ``0``: ``100`` → ``1E+2``, ``1.50`` → ``1.5``, ``0.0000001`` →
-``1E-7``. Nothing here uses a decimal context, because contexts round (Python's default keeps 28 digits).
+``1E-7``. Python's default decimal context keeps 28 digits and would round; every operation here runs in
+:data:`EXACT`, a context wide enough that nothing is ever rounded.
 """
 
 from __future__ import annotations
 
+import decimal
 from decimal import Decimal
+from typing import Final
 
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_EXPONENT_MAGNITUDE, MAX_NUMBER_TOKEN_CHARS
 
-__all__ = ["canonical_decimal_text", "canonical_number_text", "decimal_from_token"]
+__all__ = ["EXACT", "canonical_decimal_text", "canonical_number_text", "decimal_from_token"]
+
+#: A context that never rounds, clamps or traps inexactness: for normalizing exact values.
+EXACT: Final = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
 
 
 def _token_exponent(token: str) -> int:
-    cut = max(token.find("e"), token.find("E"))
+    cut = token.find("e")
+    if cut < 0:
+        cut = token.find("E")
     return int(token[cut + 1 :]) if cut >= 0 else 0
 
 
 def decimal_from_token(token: str) -> Decimal:
-    """The exact value of a JSON number token that the grammar already accepted, after the limit checks.
+    """The exact value of a number token that the JSON grammar accepted, after every number limit check.
 
-    Raises :class:`JsonError` (``NUMBER_TOO_LONG`` or ``EXPONENT_OUT_OF_RANGE``, no offset).
+    Raises :class:`JsonError` (``NUMBER_TOO_LONG`` or ``EXPONENT_OUT_OF_RANGE``, no offset): the token over
+    1,024 characters, its own exponent beyond ±10,000, or its canonical exponent beyond that ("12e10000" is
+    1.2E+10001).
     """
     if len(token) > MAX_NUMBER_TOKEN_CHARS:
         raise JsonError(JsonErrorReason.NUMBER_TOO_LONG)
-    if abs(_token_exponent(token)) > MAX_EXPONENT_MAGNITUDE:
-        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
     value = Decimal(token)
-    if value and abs(value.adjusted()) > MAX_EXPONENT_MAGNITUDE:
-        # The token's exponent passed, but the canonical spelling's would not ("12e10000" is 1.2E+10001).
+    adjusted = value.adjusted() if value else 0
+    # The token's exponent differs from the adjusted one by less than the token's length: only look when close.
+    if (abs(adjusted) + len(token) > MAX_EXPONENT_MAGNITUDE or not value) and (
+        abs(adjusted) > MAX_EXPONENT_MAGNITUDE or abs(_token_exponent(token)) > MAX_EXPONENT_MAGNITUDE
+    ):
         raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
     return value
 
 
 def canonical_decimal_text(value: Decimal) -> str:
-    """The canonical spelling of a finite decimal. The caller has checked the limits."""
+    """The canonical spelling of a finite decimal."""
     if not value:
         return "0"
-    sign, digits, exponent = value.as_tuple()
-    assert isinstance(exponent, int)
-    end = len(digits)
-    while digits[end - 1] == 0:
-        end -= 1
-    return str(Decimal((sign, digits[:end], exponent + len(digits) - end)))
-
-
-def _strip_integer(text: str) -> str:
-    """Canonical spelling of a plain integer text (optional '-', no leading zeros)."""
-    if text[-1] != "0":
-        return text
-    stripped = text.rstrip("0")
-    if stripped in ("", "-"):
-        return "0"
-    zeros = len(text) - len(stripped)
-    negative = stripped[0] == "-"
-    digits = stripped[1:] if negative else stripped
-    sign = "-" if negative else ""
-    if len(digits) == 1:
-        return f"{sign}{digits}E+{zeros}"
-    return f"{sign}{digits[0]}.{digits[1:]}E+{zeros + len(digits) - 1}"
+    return str(value.normalize(EXACT))
 
 
 def canonical_number_text(token: str) -> str:
-    """Canonical spelling of a number token that the JSON grammar accepted, checking every number limit.
-
-    Common shapes (integers, plain decimals) take a string-only path; anything with an exponent, and the rare
-    plain decimal that would need one, goes through the exact decimal path.
-    """
-    if len(token) > MAX_NUMBER_TOKEN_CHARS:
-        raise JsonError(JsonErrorReason.NUMBER_TOO_LONG)
-    if "e" in token or "E" in token:
-        return canonical_decimal_text(decimal_from_token(token))
-    point = token.find(".")
-    if point < 0:
-        return _strip_integer(token)
-    whole = token[:point]
-    fraction = token[point + 1 :].rstrip("0")
-    if not fraction:
-        return _strip_integer(whole)
-    if whole in ("0", "-0"):
-        # 0.000001 stays plain; one more leading zero switches to scientific (adjusted exponent < -6).
-        if len(fraction) - len(fraction.lstrip("0")) > 5:
-            return canonical_decimal_text(Decimal(token))
-    return f"{whole}.{fraction}"
+    """Canonical spelling of a number token that the JSON grammar accepted, checking every number limit."""
+    return canonical_decimal_text(decimal_from_token(token))

@@ -48,7 +48,9 @@ def _scan_string(text: str, pos: int) -> tuple[str, int]:
         if char == '"':
             return "".join(parts), pos + 1
         if char != "\\":
-            reason = JsonErrorReason.LONE_SURROGATE if "\ud800" <= char <= "\udfff" else JsonErrorReason.CONTROL_CHARACTER
+            reason = (
+                JsonErrorReason.LONE_SURROGATE if "\ud800" <= char <= "\udfff" else JsonErrorReason.CONTROL_CHARACTER
+            )
             raise _Refused(reason, pos)
         if pos + 1 >= n:
             raise _Refused(JsonErrorReason.UNTERMINATED_STRING, n)
@@ -131,8 +133,9 @@ def _scan(text: str) -> None:
                     stack.append(None)
                     continue
                 else:
-                    stack.append(set())
-                    pos = _scan_member_name(text, pos, stack[-1])
+                    names: set[str] = set()
+                    stack.append(names)
+                    pos = _scan_member_name(text, pos, names)
                     continue
             elif char == '"':
                 pos = _scan_string(text, pos)[1]

@@ -32,8 +32,8 @@ __all__ = [
 ]
 
 #: Plain Python data that converts to a JsonValue.
-PythonJson: TypeAlias = Union[  # noqa: UP007  # a recursive alias needs the string form
-    None, bool, int, Decimal, str, Mapping[str, "PythonJson"], Sequence["PythonJson"], "JsonValue"
+PythonJson: TypeAlias = Union[  # a recursive alias needs the string form
+    bool, int, Decimal, str, Mapping[str, "PythonJson"], Sequence["PythonJson"], "JsonValue", None
 ]
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
