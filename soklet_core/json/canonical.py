@@ -62,16 +62,14 @@ _SORTED: Final = _encoder(sort_keys=True)
 _IN_ORDER: Final = _encoder(sort_keys=False)
 # Code point order equals UTF-16 order unless a supplementary character is in play: raw (its UTF-8 lead byte
 # is F0–F4) or escaped as a surrogate pair.
-_SUPPLEMENTARY_LEADS: Final = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
+_ALL_BUT_SUPPLEMENTARY_LEADS: Final = bytes(b for b in range(256) if not 0xF0 <= b <= 0xF4)
 _ESCAPED_HIGH_SURROGATE: Final = re.compile(r"\\u[dD][89abAB]")
 
 
 def _needs_utf16_order(text: str, raw: bytes) -> bool:
-    if text.isascii():
-        return False
-    if any(lead in raw for lead in _SUPPLEMENTARY_LEADS):
+    if "\\u" in text and _ESCAPED_HIGH_SURROGATE.search(text) is not None:
         return True
-    return "\\u" in text and _ESCAPED_HIGH_SURROGATE.search(text) is not None
+    return not text.isascii() and bool(raw.translate(None, _ALL_BUT_SUPPLEMENTARY_LEADS))
 
 
 _FENCE: Final = (NUMBER_OPEN + "{}" + NUMBER_CLOSE).format
@@ -203,7 +201,7 @@ def _finish(piece: str, tree: CanonicalTree) -> bytes:
             if tree.source is None:
                 raise
             raise locate(tree.source.decode("utf-8")) from None
-        piece = piece.replace(_FENCE_OPEN, "").replace(_FENCE_CLOSE, "")
+        piece = "".join("".join(piece.split(_FENCE_OPEN)).split(_FENCE_CLOSE))
     return piece.encode("utf-8")
 
 

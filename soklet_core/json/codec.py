@@ -75,9 +75,10 @@ def decode_text(data: bytes | bytearray | memoryview | str, *, max_bytes: int | 
 def _may_hold_lone_surrogate(text: str) -> bool:
     if "\\u" not in text or not _ESCAPED_SURROGATE.search(text):
         return False
-    # Escaped backslashes pair up left to right exactly as a parser reads them; once they are gone, every
-    # remaining backslash starts an escape of its own.
-    return _ESCAPED_SURROGATE.search(_ESCAPED_PAIR.sub("", text.replace("\\\\", ""))) is not None
+    # Escaped backslashes pair up left to right exactly as a parser reads them; once each is replaced by a
+    # character that is no backslash (so its neighbours cannot join into a false pair), every remaining backslash
+    # starts an escape of its own.
+    return _ESCAPED_SURROGATE.search(_ESCAPED_PAIR.sub("", text.replace("\\\\", "."))) is not None
 
 
 def structure_within_limits(raw: bytes) -> bool:

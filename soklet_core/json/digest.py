@@ -47,6 +47,8 @@ def _is_request(root: Any) -> bool:
 def _stable_params(root: Any, *, whole_request: bool | None) -> Any:
     if whole_request is None:
         whole_request = _is_request(root)
+    if whole_request and type(root) is not dict:
+        raise JsonError(JsonErrorReason.PARAMS_NOT_STRUCTURED)
     params = root.get("params", {}) if whole_request else root
     if type(params) is list:
         return params

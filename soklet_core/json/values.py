@@ -16,7 +16,8 @@ from decimal import Decimal
 from typing import Any, Final, NoReturn, TypeAlias, TypeVar, Union, overload
 
 from .errors import JsonError, JsonErrorReason
-from .limits import MAX_DEPTH, MAX_EXPONENT_MAGNITUDE, MAX_NUMBER_TOKEN_CHARS
+from .limits import MAX_DEPTH
+from .numbers import decimal_from_token
 
 __all__ = [
     "JsonArray",
@@ -124,12 +125,8 @@ class JsonString(JsonValue):
 def _check_decimal(value: Decimal) -> None:
     if not value.is_finite():
         raise JsonError(JsonErrorReason.NON_FINITE_NUMBER)
-    if value and abs(value.adjusted()) > MAX_EXPONENT_MAGNITUDE:
-        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
-    exponent = value.as_tuple().exponent
-    assert isinstance(exponent, int)
-    if abs(exponent) > MAX_EXPONENT_MAGNITUDE + MAX_NUMBER_TOKEN_CHARS or len(str(value)) > MAX_NUMBER_TOKEN_CHARS:
-        raise JsonError(JsonErrorReason.NUMBER_TOO_LONG)
+    # The held spelling is what serialize writes, so it must be a token the parser accepts, limits included.
+    decimal_from_token(str(value))
 
 
 class JsonNumber(JsonValue):
