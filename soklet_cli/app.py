@@ -10,16 +10,18 @@ from soklet_core import __version__
 
 from .canonicalize import canonicalize
 from .exit_codes import ExitCode
+from .fingerprint import fingerprint
+from .keys import keys_app
 
 app = typer.Typer(
     name="soklet",
     help=(
         "Seal, bind, expire and rotate MCP input-required request state across a fleet.\n\n"
-        "Run [b]soklet COMMAND --help[/b] for a command's options, an example and its exit codes."
+        "Run **soklet COMMAND --help** for a command's options, an example and its exit codes."
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -38,6 +40,8 @@ def _root(
 
 
 app.command("canonicalize")(canonicalize)
+app.command("fingerprint")(fingerprint)
+app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:
@@ -49,6 +53,6 @@ def main() -> None:
         sys.exit(130)
     except SystemExit:
         raise
-    except Exception as error:  # noqa: BLE001  # the last guard: users get one line, never a traceback
+    except Exception as error:  # the last guard: users get one line, never a traceback
         sys.stderr.write(f"soklet: internal error ({type(error).__name__}); please report it\n")
         sys.exit(int(ExitCode.INTERNAL))

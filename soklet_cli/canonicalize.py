@@ -43,7 +43,7 @@ def canonicalize(
     numbers in canonical spelling (100 → 1E+2, 1.50 → 1.5). The input is parsed strictly: duplicate
     members, lone surrogates, NaN, numbers over the limits and the like are refused.
 
-    [b]Examples[/b]
+    **Examples**
 
       soklet canonicalize request.json
 
@@ -51,7 +51,7 @@ def canonicalize(
 
       soklet canonicalize --params-digest request.json
 
-    [b]Exit codes[/b]: 0 printed; 1 refused (one line on stderr with the reason and byte offset);
+    **Exit codes**: 0 printed; 1 refused (one line on stderr with the reason and byte offset);
     2 usage; 3 the file could not be read.
     """
     data = read_input(source, max_bytes=max_bytes)

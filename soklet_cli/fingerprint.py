@@ -1,0 +1,60 @@
+"""``soklet fingerprint``: the keyring file's fingerprint, to compare instances before a rotation step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from soklet_core.keys import FINGERPRINT_VERSIONS, Fingerprint
+
+from .exit_codes import ExitCode
+from .keyring_path import (
+    DEFAULT_KEYRING_FILE,
+    InsecureOption,
+    JsonOption,
+    KeyringOption,
+    load_document,
+    resolve_keyring_path,
+)
+from .output import console, emit_json, fail
+
+
+def fingerprint(
+    version: Annotated[
+        int,
+        typer.Option("--version", metavar="1|2", help="Fingerprint encoding: 2 (bytes) or legacy 1 (ids only)."),
+    ] = 2,
+    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    allow_insecure: InsecureOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the keyring file's fingerprint: version, profile and value.
+
+    Two instances hold byte-identical keys exactly when their v2 fingerprints agree on version, profile and
+    value. Legacy v1 covers key ids only and can match keyrings that cannot open each other's state; v1 and
+    v2 fingerprints are incomparable, never equal.
+
+    **Examples**
+
+      soklet fingerprint
+
+      soklet fingerprint --json --keyring /etc/soklet/keyring.toml
+
+    **Exit codes**: 0 printed; 1 the file is malformed; 2 usage (unknown version); 3 the file is missing,
+    unreadable or readable by group/others.
+    """
+    if version not in FINGERPRINT_VERSIONS:
+        fail(f"usage: --version must be one of {', '.join(map(str, FINGERPRINT_VERSIONS))}", ExitCode.USAGE)
+    document = load_document(resolve_keyring_path(keyring), allow_insecure_permissions=allow_insecure)
+    result = Fingerprint.of(document.keyring(), version=version)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    for name, value in (
+        ("version", str(result.version)),
+        ("profile", result.profile),
+        ("value", result.value),
+    ):
+        console.print(f"{name:<8} {value}", markup=False, highlight=False)

@@ -1,0 +1,68 @@
+"""Where the keyring file is, the options every keyring command shares, and how file errors become exits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Final, NoReturn
+
+import typer
+
+from soklet_core.files import KeyringDocument, KeyringFileError, KeyringFileErrorReason, read_keyring_file
+from soklet_core.keys import KeyringError
+
+from .exit_codes import ExitCode
+from .output import fail
+
+#: The environment variable that names the keyring file when ``--keyring`` is not given.
+KEYRING_ENV: Final = "SOKLET_KEYRING"
+#: The keyring file used when neither ``--keyring`` nor ``$SOKLET_KEYRING`` is given.
+DEFAULT_KEYRING_FILE: Final = "soklet-keyring.toml"
+
+KeyringOption = Annotated[
+    Path,
+    typer.Option(
+        "--keyring",
+        metavar="FILE",
+        envvar=KEYRING_ENV,
+        show_default=True,
+        help="The keyring file; else $SOKLET_KEYRING, else ./soklet-keyring.toml.",
+    ),
+]
+InsecureOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-insecure-permissions",
+        help="Read key files that group or others may access (normally refused).",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")]
+
+
+_INSECURE: Final = frozenset(
+    {KeyringFileErrorReason.INSECURE_PERMISSIONS, KeyringFileErrorReason.MATERIAL_FILE_INSECURE}
+)
+
+
+def resolve_keyring_path(option: Path | None) -> Path:
+    """``option`` if given (Typer fills it from ``$SOKLET_KEYRING`` too), else ``./soklet-keyring.toml``."""
+    return option if option is not None and str(option) else Path(DEFAULT_KEYRING_FILE)
+
+
+def fail_for(error: KeyringFileError | KeyringError) -> NoReturn:
+    """Exit with the documented code for ``error``: 3 for file-system problems, 1 for everything refused."""
+    if isinstance(error, KeyringFileError):
+        hint = ""
+        if error.reason is KeyringFileErrorReason.NOT_FOUND:
+            hint = "; create one with: soklet keys generate"
+        elif error.reason in _INSECURE:
+            hint = " (or pass --allow-insecure-permissions)"
+        fail(f"{error}{hint}", ExitCode.IO if error.reason.is_io else ExitCode.REFUSED)
+    fail(f"refused: {error}", ExitCode.REFUSED)
+
+
+def load_document(path: Path, *, allow_insecure_permissions: bool) -> KeyringDocument:
+    """Read the keyring file at ``path`` or exit with its error."""
+    try:
+        return read_keyring_file(path, allow_insecure_permissions=allow_insecure_permissions)
+    except (KeyringFileError, KeyringError) as error:
+        fail_for(error)

@@ -1,0 +1,577 @@
+"""``soklet keys``: create, list, stage, activate, remove, rotate and export the keys of a keyring file."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Final
+
+import typer
+from rich.table import Table
+
+from soklet_core.files import (
+    MAX_MATERIAL_FILE_BYTES,
+    KeyringDocument,
+    KeyringFileError,
+    read_secret_file,
+    update_keyring_file,
+    utc_now,
+)
+from soklet_core.keys import (
+    DEFAULT_KEY_MATERIAL_BYTES,
+    MIN_KEY_MATERIAL_BYTES,
+    KeyringError,
+    KeyringErrorReason,
+    ProtectionKey,
+    ProtectionKeyring,
+    decode_base64url,
+    encode_base64url,
+    is_valid_key_id,
+)
+
+from .exit_codes import ExitCode
+from .keyring_path import (
+    DEFAULT_KEYRING_FILE,
+    InsecureOption,
+    JsonOption,
+    KeyringOption,
+    fail_for,
+    load_document,
+    resolve_keyring_path,
+)
+from .output import console, emit_json, fail
+
+#: The request-state lifetime ``keys rotate`` assumes when told nothing: the spec's default maximum.
+DEFAULT_STATE_LIFETIME: Final = "15m"
+
+keys_app = typer.Typer(
+    name="keys",
+    help=(
+        "Manage the keys of a keyring file: one active key seals, verification keys only open.\n\n"
+        "Key material never appears on the command line or in output, except through **keys export**."
+    ),
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class Role(StrEnum):
+    """The role a new key takes."""
+
+    active = "active"
+    verification = "verification"
+
+
+def _check_id(value: str | None) -> str | None:
+    # The rejected value is not echoed: a mistyped id could be a pasted secret.
+    if value is not None and not is_valid_key_id(value):
+        raise typer.BadParameter("a key id is 1 to 64 RFC 9110 token characters (letters, digits, !#$%&'*+-.^_`|~)")
+    return value
+
+
+def _check_duration(value: str) -> str:
+    _parse_duration(value)
+    return value
+
+
+IdOption = Annotated[
+    str | None,
+    typer.Option(
+        "--id",
+        metavar="ID",
+        callback=_check_id,
+        help="The new key's id; default: today's date (UTC), made unique with .2, .3, ...",
+    ),
+]
+BytesOption = Annotated[
+    int,
+    typer.Option("--bytes", metavar="N", min=MIN_KEY_MATERIAL_BYTES, help="Material size in bytes (at least 32)."),
+]
+KeyIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The key's id.")]
+
+#: The longest ``--state-lifetime`` accepted: far beyond any sensible request-state lifetime.
+MAX_STATE_LIFETIME: Final = timedelta(days=366)
+
+# ASCII digits only: \d would also take other scripts' digits.
+_DURATION: Final = re.compile(r"(?:([0-9]{1,9})h)?(?:([0-9]{1,9})m)?(?:([0-9]{1,9})s)?")
+_SECONDS: Final = re.compile(r"[0-9]{1,12}")
+
+
+def _parse_duration(text: str) -> timedelta:
+    """``15m``, ``900s``, ``1h``, ``1h30m`` or plain seconds (``900``); positive, at most 366 days."""
+    found = _DURATION.fullmatch(text)
+    if _SECONDS.fullmatch(text):
+        seconds = int(text)
+    elif text and found is not None:
+        hours, minutes, secs = (int(part) if part else 0 for part in found.groups())
+        seconds = hours * 3600 + minutes * 60 + secs
+    else:
+        raise typer.BadParameter("a duration such as 15m, 900s, 1h or 1h30m")
+    if seconds <= 0 or seconds > MAX_STATE_LIFETIME.total_seconds():
+        raise typer.BadParameter("the duration must be positive and at most 366 days")
+    return timedelta(seconds=seconds)
+
+
+def _unique_id(requested: str | None, keyring: ProtectionKeyring | None, today: datetime) -> str:
+    if requested is not None:
+        return requested
+    base = today.strftime("%Y-%m-%d")
+    taken = set(keyring.key_ids) if keyring is not None else set()
+    candidate, counter = base, 1
+    while candidate in taken:
+        counter += 1
+        candidate = f"{base}.{counter}"
+    return candidate
+
+
+def _time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _say(text: str) -> None:
+    console.print(text, markup=False, highlight=False)
+
+
+def _update(
+    path: Path, change: Callable[[KeyringDocument | None], KeyringDocument], allow_insecure: bool
+) -> tuple[KeyringDocument | None, KeyringDocument, bool]:
+    try:
+        result = update_keyring_file(path, change, allow_insecure_permissions=allow_insecure)
+    except (KeyringFileError, KeyringError) as error:
+        fail_for(error)
+    return result.before, result.after, result.written
+
+
+def _existing(document: KeyringDocument | None, path: Path) -> KeyringDocument:
+    if document is None:
+        fail(f"{path}: not-found: no such file; create one with: soklet keys generate", ExitCode.IO)
+    return document
+
+
+def _fingerprint_lines(document: KeyringDocument) -> None:
+    fingerprint = document.keyring().fingerprint()
+    _say(f"fingerprint v{fingerprint.version} {fingerprint.value}")
+
+
+def _role_of(document: KeyringDocument, key_id: str) -> str:
+    entry = document.entry(key_id)
+    return entry.role.value if entry is not None else "absent"
+
+
+@keys_app.command("generate")
+def generate(
+    key_id: IdOption = None,
+    size: BytesOption = DEFAULT_KEY_MATERIAL_BYTES,
+    role: Annotated[
+        Role | None,
+        typer.Option(
+            "--role",
+            help="active, or verification (staged only). Default: active in a new file, else verification.",
+        ),
+    ] = None,
+    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    allow_insecure: InsecureOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Generate a key from the system's CSPRNG and add it to the keyring file.
+
+    Creates the file (mode 0600) if it is missing; its first key is the active key. In an existing file the
+    new key is staged for verification, unless **--role active** also activates it.
+
+    **Examples**
+
+      soklet keys generate
+
+      soklet keys generate --id 2026-08 --bytes 64 --keyring /etc/soklet/keyring.toml
+
+      soklet keys generate --role verification --json
+
+    **Exit codes**: 0 generated; 1 refused (the id is taken, or --role verification for a new file);
+    2 usage; 3 the keyring file could not be read or written.
+    """
+    path = resolve_keyring_path(keyring)
+    created: list[str] = []
+    former: list[str] = []
+
+    def change(document: KeyringDocument | None) -> KeyringDocument:
+        now = utc_now()
+        current = document.keyring() if document is not None else None
+        key = ProtectionKey.generate(_unique_id(key_id, current, now), size)
+        created.append(key.id)
+        if document is None or current is None:
+            if role is Role.verification:
+                raise KeyringError(KeyringErrorReason.NO_ACTIVE_KEY, key.id)
+            return KeyringDocument.new(key, created=now)
+        # An explicit --id that is taken meets fresh random bytes: refused as conflicting material.
+        changed = current.with_staged(key)
+        if role is Role.active:
+            former.append(current.active_key.id)
+            changed = changed.with_activated(key.id)
+        return document.with_keyring(changed, now=now)
+
+    before, after, _written = _update(path, change, allow_insecure)
+    new_id = created[-1]
+    entry = after.entry(new_id)
+    assert entry is not None
+    if as_json:
+        emit_json(
+            {
+                "keyring": str(path),
+                "id": new_id,
+                "role": entry.role.value,
+                "check_value": entry.key.check_value_text,
+                "created_file": before is None,
+                "former_active": former[-1] if former else None,
+                "fingerprint": after.keyring().fingerprint().to_json(),
+            }
+        )
+        return
+    verb = "created keyring with" if before is None else "added"
+    _say(f"{verb} {entry.role.value} key {new_id} (check {entry.key.check_value_text[:8]}) in {path}")
+    if former:
+        _say(f"former active key {former[-1]} now only verifies")
+    _fingerprint_lines(after)
+
+
+@keys_app.command("list")
+def list_keys(
+    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    allow_insecure: InsecureOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """List the keys of the keyring file: id, role, created, check value, material source; never material.
+
+    The check value is HMAC-SHA256(material, "soklet key check value v2"), base64url: equal check values mean
+    equal material. The table shows its first 8 characters; --json gives it whole, with the v2 fingerprint.
+
+    **Examples**
+
+      soklet keys list
+
+      SOKLET_KEYRING=/etc/soklet/keyring.toml soklet keys list --json
+
+    **Exit codes**: 0 listed; 1 the file is malformed; 2 usage; 3 the file is missing, unreadable or
+    readable by group/others.
+    """
+    path = resolve_keyring_path(keyring)
+    document = load_document(path, allow_insecure_permissions=allow_insecure)
+    fingerprint = document.keyring().fingerprint()
+    if as_json:
+        emit_json(
+            {
+                "keyring": str(path),
+                "profile": document.profile,
+                "active": document.active_entry.key.id,
+                "keys": [
+                    {
+                        "id": entry.key.id,
+                        "role": entry.role.value,
+                        "created": _time(entry.created),
+                        "check_value": entry.key.check_value_text,
+                        "source": entry.source.kind,
+                    }
+                    for entry in document.entries
+                ],
+                "fingerprint": fingerprint.to_json(),
+            }
+        )
+        return
+    table = Table(title=str(path), title_justify="left")
+    for column in ("id", "role", "created", "check", "source"):
+        table.add_column(column)
+    for entry in document.entries:
+        table.add_row(
+            entry.key.id,
+            entry.role.value,
+            _time(entry.created),
+            entry.key.check_value_text[:8],
+            entry.source.kind,
+        )
+    console.print(table)
+    _fingerprint_lines(document)
+
+
+def _material_from(from_file: Path | None, from_env: str | None, from_stdin: bool, allow_insecure: bool) -> bytes:
+    try:
+        if from_file is not None:
+            raw = read_secret_file(from_file, limit=MAX_MATERIAL_FILE_BYTES, allow_insecure_permissions=allow_insecure)
+        elif from_env is not None:
+            if from_env not in os.environ:
+                fail(f"refused: the environment variable {from_env} is not set", ExitCode.REFUSED)
+            raw = os.environ[from_env].encode("utf-8", "surrogateescape")
+        else:
+            raw = sys.stdin.buffer.read(MAX_MATERIAL_FILE_BYTES + 1)
+            if len(raw) > MAX_MATERIAL_FILE_BYTES:
+                fail("refused: standard input is larger than a key's base64url text can be", ExitCode.REFUSED)
+    except KeyringFileError as error:
+        fail_for(error)
+    try:
+        return decode_base64url(raw.decode("ascii").strip())
+    except (UnicodeDecodeError, ValueError):
+        fail("refused: the key material must be base64url text without padding", ExitCode.REFUSED)
+
+
+@keys_app.command("stage")
+def stage(
+    from_file: Annotated[
+        Path | None,
+        typer.Option("--from-file", metavar="PATH", help="Read base64url material from this file (mode 0600)."),
+    ] = None,
+    from_env: Annotated[
+        str | None,
+        typer.Option("--from-env", metavar="VAR", help="Read base64url material from this environment variable."),
+    ] = None,
+    from_stdin: Annotated[bool, typer.Option("--stdin", help="Read base64url material from standard input.")] = False,
+    generate_new: Annotated[bool, typer.Option("--generate", help="Generate new material.")] = False,
+    key_id: IdOption = None,
+    size: BytesOption = DEFAULT_KEY_MATERIAL_BYTES,
+    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    allow_insecure: InsecureOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Stage a key for verification: it opens state but does not seal until **keys activate**.
+
+    Stage the identical key (same id, same bytes) on every instance before activating it anywhere. Give
+    exactly one source of material; material is never taken as a command-line argument, since process lists
+    show arguments. Staging a key that is already present with the same bytes changes nothing; the same id
+    with other bytes is refused.
+
+    **Examples**
+
+      soklet keys stage --id 2026-09 --from-file /run/secrets/soklet-2026-09
+
+      soklet keys export 2026-09 --keyring a.toml | soklet keys stage --id 2026-09 --stdin --keyring b.toml
+
+      soklet keys stage --generate
+
+    **Exit codes**: 0 staged (or already staged); 1 refused (other bytes under this id, bad or short
+    material, unset variable); 2 usage (not exactly one source); 3 a file is missing, unreadable or readable
+    by group/others, or could not be written.
+    """
+    sources = [from_file is not None, from_env is not None, from_stdin, generate_new]
+    if sum(sources) != 1:
+        fail("usage: give exactly one of --from-file, --from-env, --stdin, --generate", ExitCode.USAGE)
+    if key_id is None and not generate_new:
+        fail("usage: --id is required unless --generate is given", ExitCode.USAGE)
+    path = resolve_keyring_path(keyring)
+    material = None if generate_new else _material_from(from_file, from_env, from_stdin, allow_insecure)
+    staged: list[ProtectionKey] = []
+
+    def change(document: KeyringDocument | None) -> KeyringDocument:
+        document = _existing(document, path)
+        current = document.keyring()
+        now = utc_now()
+        if material is None:
+            key = ProtectionKey.generate(_unique_id(key_id, current, now), size)
+        else:
+            key = ProtectionKey.from_id_and_bytes(_unique_id(key_id, current, now), material)
+        staged.append(key)
+        return document.with_keyring(current.with_staged(key), now=now)
+
+    _before, after, written = _update(path, change, allow_insecure)
+    key = staged[-1]
+    role = _role_of(after, key.id)
+    if as_json:
+        emit_json(
+            {
+                "keyring": str(path),
+                "id": key.id,
+                "role": role,
+                "check_value": key.check_value_text,
+                "changed": written,
+                "fingerprint": after.keyring().fingerprint().to_json(),
+            }
+        )
+        return
+    if written:
+        _say(f"staged {key.id} (check {key.check_value_text[:8]}) for verification in {path}")
+    else:
+        _say(f"{key.id} is already in {path} as {role} with the same bytes: nothing changed")
+    _fingerprint_lines(after)
+
+
+@keys_app.command("activate")
+def activate(
+    key_id: KeyIdArgument,
+    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    allow_insecure: InsecureOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Make a staged key the active key; the former active key stays, for verification only.
+
+    Activate only after every instance has staged the key and their v2 fingerprints match.
+
+    **Examples**
+
+      soklet keys activate 2026-09
+
+      soklet keys activate 2026-09 --keyring /etc/soklet/keyring.toml --json
+
+    **Exit codes**: 0 active (or already active); 1 refused (no such key); 2 usage; 3 the keyring file
+    could not be read or written.
+    """
+    path = resolve_keyring_path(keyring)
+
+    def change(document: KeyringDocument | None) -> KeyringDocument:
+        document = _existing(document, path)
+        return document.with_keyring(document.keyring().with_activated(key_id))
+
+    before, after, written = _update(path, change, allow_insecure)
+    former = before.active_entry.key.id if before is not None else None
+    if as_json:
+        emit_json(
+            {
+                "keyring": str(path),
+                "active": key_id,
+                "former_active": former if written else None,
+                "changed": written,
+                "fingerprint": after.keyring().fingerprint().to_json(),
+            }
+        )
+        return
+    if written:
+        _say(f"activated {key_id} in {path}; former active key {former} now only verifies")
+    else:
+        _say(f"{key_id} is already the active key in {path}: nothing changed")
+    _fingerprint_lines(after)
+
+
+@keys_app.command("remove")
+def remove(
+    key_id: KeyIdArgument,
+    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    allow_insecure: InsecureOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove a verification key. The active key cannot be removed.
+
+    Remove a former active key only after the maximum request-state lifetime has passed since it stopped
+    sealing (see **keys rotate**), on every instance: state it sealed cannot be opened afterwards.
+
+    **Examples**
+
+      soklet keys remove 2026-08
+
+      soklet keys remove 2026-08 --keyring /etc/soklet/keyring.toml --json
+
+    **Exit codes**: 0 removed; 1 refused (no such key, or it is the active key); 2 usage; 3 the keyring
+    file could not be read or written.
+    """
+    path = resolve_keyring_path(keyring)
+
+    def change(document: KeyringDocument | None) -> KeyringDocument:
+        document = _existing(document, path)
+        return document.with_keyring(document.keyring().without(key_id))
+
+    _before, after, _written = _update(path, change, allow_insecure)
+    if as_json:
+        emit_json({"keyring": str(path), "removed": key_id, "fingerprint": after.keyring().fingerprint().to_json()})
+        return
+    _say(f"removed {key_id} from {path}")
+    _fingerprint_lines(after)
+
+
+@keys_app.command("rotate")
+def rotate(
+    key_id: IdOption = None,
+    size: BytesOption = DEFAULT_KEY_MATERIAL_BYTES,
+    state_lifetime: Annotated[
+        str,
+        typer.Option(
+            "--state-lifetime",
+            metavar="DURATION",
+            callback=_check_duration,
+            help="The maximum request-state lifetime (15m, 900s, 1h): how long the former key must stay.",
+        ),
+    ] = DEFAULT_STATE_LIFETIME,
+    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    allow_insecure: InsecureOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Generate a key, stage it and activate it in one atomic change of one keyring file.
+
+    Prints the former active key and the earliest time it may be removed: now plus the maximum request-state
+    lifetime. For a fleet, stage the same key on every instance first (**keys stage**), compare
+    fingerprints, then **keys activate** everywhere; rotate is the single-instance shortcut.
+
+    **Examples**
+
+      soklet keys rotate
+
+      soklet keys rotate --id 2026-09 --state-lifetime 30m --json
+
+    **Exit codes**: 0 rotated; 1 refused (the id is taken); 2 usage; 3 the keyring file could not be read
+    or written.
+    """
+    lifetime = _parse_duration(state_lifetime)
+    path = resolve_keyring_path(keyring)
+    rotated: list[ProtectionKey] = []
+
+    def change(document: KeyringDocument | None) -> KeyringDocument:
+        document = _existing(document, path)
+        current = document.keyring()
+        now = utc_now()
+        key = ProtectionKey.generate(_unique_id(key_id, current, now), size)
+        rotated.append(key)
+        return document.with_keyring(current.with_rotated(key), now=now)
+
+    before, after, _written = _update(path, change, allow_insecure)
+    assert before is not None
+    key = rotated[-1]
+    former = before.active_entry.key.id
+    remove_after = utc_now() + lifetime
+    if as_json:
+        emit_json(
+            {
+                "keyring": str(path),
+                "active": key.id,
+                "check_value": key.check_value_text,
+                "former_active": former,
+                "remove_after": _time(remove_after),
+                "state_lifetime_seconds": int(lifetime.total_seconds()),
+                "fingerprint": after.keyring().fingerprint().to_json(),
+            }
+        )
+        return
+    _say(f"activated new key {key.id} (check {key.check_value_text[:8]}) in {path}")
+    _say(f"former active key {former} now only verifies; remove it after {_time(remove_after)}:")
+    _say(f"  soklet keys remove {former}")
+    _fingerprint_lines(after)
+
+
+@keys_app.command("export")
+def export(
+    key_id: KeyIdArgument,
+    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    allow_insecure: InsecureOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Print one key's material (base64url, no padding): the only command that shows a secret.
+
+    Use it to copy a staged key to other instances without the material touching a command line: pipe it to
+    **keys stage --stdin** or write it to a 0600 file for **--from-file**.
+
+    **Examples**
+
+      soklet keys export 2026-09 > /run/secrets/soklet-2026-09
+
+      soklet keys export 2026-09 | ssh host2 soklet keys stage --id 2026-09 --stdin
+
+    **Exit codes**: 0 printed; 1 refused (no such key); 2 usage; 3 the keyring file could not be read.
+    """
+    path = resolve_keyring_path(keyring)
+    document = load_document(path, allow_insecure_permissions=allow_insecure)
+    entry = document.entry(key_id)
+    if entry is None:
+        fail_for(KeyringError(KeyringErrorReason.UNKNOWN_KEY, key_id if is_valid_key_id(key_id) else None))
+    material = encode_base64url(entry.key.material)
+    if as_json:
+        emit_json({"id": entry.key.id, "material": material})
+        return
+    sys.stdout.write(material + "\n")

@@ -1,0 +1,67 @@
+"""Keyring files: the TOML format, strict parsing, atomic 0600 writes, advisory locking, permission checks.
+
+This layer sits beside ``soklet_core.keys`` and builds on it: a file becomes a ``KeyringDocument`` and
+``document.keyring()`` the ``ProtectionKeyring`` a server loads.
+
+>>> from soklet_core.files import read_keyring_file           # doctest: +SKIP
+>>> keyring = read_keyring_file("soklet-keyring.toml").keyring()   # doctest: +SKIP
+"""
+
+from .atomic import TEMP_PREFIX, atomic_write
+from .document import (
+    InlineMaterial,
+    KeyEntry,
+    KeyringDocument,
+    KeyRole,
+    MaterialEnv,
+    MaterialFile,
+    MaterialSource,
+    utc_now,
+)
+from .errors import KeyringFileError, KeyringFileErrorReason
+from .keyring_file import (
+    KEYRING_FILE_MODE,
+    KeyringUpdate,
+    read_keyring_file,
+    update_keyring_file,
+    write_keyring_file,
+)
+from .keyring_format import (
+    KEYRING_FORMAT,
+    MAX_KEYRING_FILE_BYTES,
+    MAX_MATERIAL_FILE_BYTES,
+    parse_keyring_document,
+    render_keyring_document,
+)
+from .lock import LOCK_SUFFIX, file_lock, lock_path_for
+from .secret_file import is_mode_secure, read_secret_file
+
+__all__ = [
+    "KEYRING_FILE_MODE",
+    "KEYRING_FORMAT",
+    "LOCK_SUFFIX",
+    "MAX_KEYRING_FILE_BYTES",
+    "MAX_MATERIAL_FILE_BYTES",
+    "TEMP_PREFIX",
+    "InlineMaterial",
+    "KeyEntry",
+    "KeyRole",
+    "KeyringDocument",
+    "KeyringFileError",
+    "KeyringFileErrorReason",
+    "KeyringUpdate",
+    "MaterialEnv",
+    "MaterialFile",
+    "MaterialSource",
+    "atomic_write",
+    "file_lock",
+    "is_mode_secure",
+    "lock_path_for",
+    "parse_keyring_document",
+    "read_keyring_file",
+    "read_secret_file",
+    "render_keyring_document",
+    "update_keyring_file",
+    "utc_now",
+    "write_keyring_file",
+]

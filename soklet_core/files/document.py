@@ -1,0 +1,145 @@
+"""The keyring file's content as values: a profile and keys with role, creation time and material source.
+
+A document is what a keyring file says; :meth:`KeyringDocument.keyring` turns it into the
+``ProtectionKeyring`` that seals and opens. Changes go the other way: apply a keyring change (``with_staged``,
+``with_activated``, ...) and fold the result back with :meth:`KeyringDocument.with_keyring`, which keeps each
+surviving key's creation time and material source (a key read from ``material_file`` is written back as that
+reference, never inlined).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from soklet_core.keys import PROTECTION_PROFILE, ProtectionKey, ProtectionKeyring
+
+__all__ = [
+    "InlineMaterial",
+    "KeyEntry",
+    "KeyRole",
+    "KeyringDocument",
+    "MaterialEnv",
+    "MaterialFile",
+    "MaterialSource",
+    "utc_now",
+]
+
+
+class KeyRole(enum.Enum):
+    """A key's role in the file: the one active key, or a verification-only key."""
+
+    ACTIVE = "active"
+    VERIFICATION = "verification"
+
+
+@dataclass(frozen=True, slots=True)
+class InlineMaterial:
+    """The material is written in the file itself (``material = "..."``)."""
+
+    @property
+    def kind(self) -> str:
+        """``inline``."""
+        return "inline"
+
+
+@dataclass(frozen=True, slots=True)
+class MaterialFile:
+    """The material is read from another file (``material_file = PATH``), relative to the keyring's folder."""
+
+    path: str
+
+    @property
+    def kind(self) -> str:
+        """``file``."""
+        return "file"
+
+
+@dataclass(frozen=True, slots=True)
+class MaterialEnv:
+    """The material is read from an environment variable (``material_env = NAME``)."""
+
+    name: str
+
+    @property
+    def kind(self) -> str:
+        """``env``."""
+        return "env"
+
+
+#: Where a key's material comes from. Each holds base64url text without padding.
+MaterialSource = InlineMaterial | MaterialFile | MaterialEnv
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEntry:
+    """One ``[[keys]]`` table: the key, its role, when it was created, and where its material lives."""
+
+    key: ProtectionKey
+    role: KeyRole
+    created: datetime
+    source: MaterialSource = InlineMaterial()
+
+    def __repr__(self) -> str:
+        return f"KeyEntry(id={self.key.id!r}, role={self.role.value}, source={self.source.kind})"
+
+
+def utc_now() -> datetime:
+    """The current time in UTC, to the second: the precision of ``created`` in the file."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyringDocument:
+    """A whole keyring file: the profile and the key entries in file order.
+
+    A document built by this package always holds a valid keyring (one active key, unique ids); the parser
+    and :meth:`with_keyring` guarantee it.
+    """
+
+    entries: tuple[KeyEntry, ...]
+    profile: str = PROTECTION_PROFILE
+
+    @classmethod
+    def new(cls, active: ProtectionKey, *, created: datetime | None = None) -> KeyringDocument:
+        """A document holding one key, ``active``, with inline material."""
+        return cls((KeyEntry(active, KeyRole.ACTIVE, created or utc_now()),))
+
+    def keyring(self) -> ProtectionKeyring:
+        """The keyring this document describes."""
+        active = next(entry.key for entry in self.entries if entry.role is KeyRole.ACTIVE)
+        others = (entry.key for entry in self.entries if entry.role is KeyRole.VERIFICATION)
+        return ProtectionKeyring.with_active_key(active).verification_keys(others).build()
+
+    def entry(self, key_id: str) -> KeyEntry | None:
+        """The entry of key ``key_id``, or ``None``."""
+        return next((entry for entry in self.entries if entry.key.id == key_id), None)
+
+    @property
+    def active_entry(self) -> KeyEntry:
+        """The entry of the active key."""
+        return next(entry for entry in self.entries if entry.role is KeyRole.ACTIVE)
+
+    def with_keyring(self, keyring: ProtectionKeyring, *, now: datetime | None = None) -> KeyringDocument:
+        """This document changed to hold exactly ``keyring``'s keys and roles.
+
+        Keys that stay keep their position, creation time and material source; keys that leave are dropped;
+        new keys are appended with inline material, created ``now``. Returns ``self`` when nothing changes.
+        """
+        kept: list[KeyEntry] = []
+        for entry in self.entries:
+            key = keyring.key(entry.key.id)
+            if key is None:
+                continue
+            role = KeyRole.ACTIVE if keyring.is_active(key.id) else KeyRole.VERIFICATION
+            kept.append(entry if role is entry.role else KeyEntry(entry.key, role, entry.created, entry.source))
+        present = {entry.key.id for entry in kept}
+        stamp = now or utc_now()
+        for key in keyring.keys:
+            if key.id not in present:
+                role = KeyRole.ACTIVE if keyring.is_active(key.id) else KeyRole.VERIFICATION
+                kept.append(KeyEntry(key, role, stamp))
+        if tuple(kept) == self.entries:
+            return self
+        return KeyringDocument(tuple(kept), self.profile)

@@ -1,0 +1,104 @@
+"""Reading, writing and updating a keyring file on disk."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .atomic import atomic_write
+from .document import KeyringDocument
+from .errors import KeyringFileError
+from .errors import KeyringFileErrorReason as Reason
+from .keyring_format import MAX_KEYRING_FILE_BYTES, parse_keyring_document, render_keyring_document
+from .lock import file_lock
+from .secret_file import read_secret_file
+
+__all__ = [
+    "KEYRING_FILE_MODE",
+    "KeyringUpdate",
+    "read_keyring_file",
+    "update_keyring_file",
+    "write_keyring_file",
+]
+
+#: Keyring files are written owner read/write only.
+KEYRING_FILE_MODE = 0o600
+
+
+@dataclass(frozen=True, slots=True)
+class KeyringUpdate:
+    """What :func:`update_keyring_file` did: the document before (``None`` if there was no file), after,
+    and whether the file was written (``False`` when the change was a no-op)."""
+
+    before: KeyringDocument | None
+    after: KeyringDocument
+    written: bool
+
+
+def read_keyring_file(
+    path: str | os.PathLike[str],
+    *,
+    allow_insecure_permissions: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> KeyringDocument:
+    """Read and validate the keyring file at ``path``; ``material_file`` paths are relative to its folder.
+
+    Refuses a file that group or others may access unless ``allow_insecure_permissions``. Raises
+    ``KeyringFileError``.
+    """
+    data = read_secret_file(path, limit=MAX_KEYRING_FILE_BYTES, allow_insecure_permissions=allow_insecure_permissions)
+    return parse_keyring_document(
+        data,
+        path=str(path),
+        base_dir=Path(path).parent,
+        environ=environ,
+        allow_insecure_permissions=allow_insecure_permissions,
+    )
+
+
+def write_keyring_file(path: str | os.PathLike[str], document: KeyringDocument) -> None:
+    """Write ``document`` to ``path`` atomically with mode 0600.
+
+    Holds the file's lock while writing; to change a file based on what it holds, use
+    :func:`update_keyring_file`, which holds the lock across the read as well.
+    """
+    target = _real(path)
+    with file_lock(target):
+        atomic_write(target, render_keyring_document(document).encode("utf-8"), mode=KEYRING_FILE_MODE)
+
+
+def update_keyring_file(
+    path: str | os.PathLike[str],
+    change: Callable[[KeyringDocument | None], KeyringDocument],
+    *,
+    allow_insecure_permissions: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> KeyringUpdate:
+    """Read, change and write the keyring file at ``path`` under its exclusive lock.
+
+    ``change`` gets the current document (``None`` when the file does not exist) and returns the new one;
+    returning the same object means "no change" and nothing is written. Whatever ``change`` raises propagates
+    with the file untouched. Concurrent updates from any number of processes are serialized, so none is lost.
+    """
+    target = _real(path)
+    with file_lock(target):
+        try:
+            before: KeyringDocument | None = read_keyring_file(
+                target, allow_insecure_permissions=allow_insecure_permissions, environ=environ
+            )
+        except KeyringFileError as error:
+            if error.reason is not Reason.NOT_FOUND:
+                raise
+            before = None
+        after = change(before)
+        if after is before:
+            return KeyringUpdate(before, after, written=False)
+        atomic_write(target, render_keyring_document(after).encode("utf-8"), mode=KEYRING_FILE_MODE)
+        return KeyringUpdate(before, after, written=True)
+
+
+def _real(path: str | os.PathLike[str]) -> Path:
+    # Through a symlink, replace (and lock) the file it points to rather than the link.
+    return Path(os.path.realpath(path))

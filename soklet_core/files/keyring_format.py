@@ -1,0 +1,265 @@
+"""The keyring file format, ``soklet-keyring/1``: TOML text to a ``KeyringDocument`` and back.
+
+::
+
+    format = "soklet-keyring/1"
+    profile = "soklet-mcp-protection-v1"
+
+    [[keys]]
+    id = "2026-08"
+    role = "active"                          # or "verification"
+    material = "<base64url, no padding>"     # or material_file = "/run/secrets/k", or material_env = "VAR"
+    created = 2026-08-01T00:00:00Z
+
+Parsing is strict: unknown fields, a second material source, a bad id, bad base64url, short material, a
+missing reference, duplicate ids and anything but exactly one active key are refused, each naming the key and
+field. Nothing here touches the file system except to resolve ``material_file`` references.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import tomli_w
+
+from soklet_core.keys import (
+    MIN_KEY_MATERIAL_BYTES,
+    PROTECTION_PROFILE,
+    ProtectionKey,
+    decode_base64url,
+    encode_base64url,
+    is_valid_key_id,
+)
+
+from .document import (
+    InlineMaterial,
+    KeyEntry,
+    KeyringDocument,
+    KeyRole,
+    MaterialEnv,
+    MaterialFile,
+    MaterialSource,
+)
+from .errors import KeyringFileError
+from .errors import KeyringFileErrorReason as Reason
+from .secret_file import read_secret_file
+
+__all__ = [
+    "KEYRING_FORMAT",
+    "MAX_KEYRING_FILE_BYTES",
+    "MAX_MATERIAL_FILE_BYTES",
+    "parse_keyring_document",
+    "render_keyring_document",
+]
+
+#: The value of the ``format`` field this version reads and writes.
+KEYRING_FORMAT: Final = "soklet-keyring/1"
+#: A keyring file larger than this is refused before parsing.
+MAX_KEYRING_FILE_BYTES: Final = 1024 * 1024
+#: A ``material_file`` larger than this is refused (it holds one base64url line).
+MAX_MATERIAL_FILE_BYTES: Final = 64 * 1024
+
+_TOP_FIELDS: Final = frozenset({"format", "profile", "keys"})
+_KEY_FIELDS: Final = frozenset({"id", "role", "material", "material_file", "material_env", "created"})
+_MATERIAL_FIELDS: Final = ("material", "material_file", "material_env")
+_POSITION: Final = re.compile(r"\(at line (\d+), column (\d+)\)")
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_keyring_document(
+    text: bytes | str,
+    *,
+    path: str | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    allow_insecure_permissions: bool = False,
+) -> KeyringDocument:
+    """Parse keyring file content. ``path`` labels errors; ``base_dir`` anchors relative ``material_file``
+    paths (default: the current folder); ``environ`` resolves ``material_env`` (default: ``os.environ``).
+
+    Raises ``KeyringFileError``; its message names the key and field and never repeats file content.
+    """
+    parser = _Parser(path, Path(base_dir) if base_dir is not None else Path(), environ, allow_insecure_permissions)
+    return parser.document(text)
+
+
+def render_keyring_document(document: KeyringDocument) -> str:
+    """The TOML text of ``document``: the header, then one ``[[keys]]`` table per key in document order."""
+    lines = [
+        "# soklet keyring: holds secret key material. Keep it mode 0600; soklet writes it that way.",
+        tomli_w.dumps({"format": KEYRING_FORMAT, "profile": document.profile}).rstrip("\n"),
+    ]
+    for entry in document.entries:
+        fields: dict[str, str] = {"id": entry.key.id, "role": entry.role.value}
+        source = entry.source
+        if isinstance(source, MaterialFile):
+            fields["material_file"] = source.path
+        elif isinstance(source, MaterialEnv):
+            fields["material_env"] = source.name
+        else:
+            fields["material"] = encode_base64url(entry.key.material)
+        # tomli-w spells an offset date-time "2026-08-01 00:00:00+00:00"; the documented form ends in Z.
+        created = entry.created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines += ["", "[[keys]]", tomli_w.dumps(fields).rstrip("\n"), f"created = {created}"]
+    return "\n".join(lines) + "\n"
+
+
+class _Parser:
+    __slots__ = ("_allow_insecure", "_base_dir", "_environ", "_path")
+
+    def __init__(
+        self, path: str | None, base_dir: Path, environ: Mapping[str, str] | None, allow_insecure: bool
+    ) -> None:
+        self._path = path
+        self._base_dir = base_dir
+        self._environ = environ if environ is not None else os.environ
+        self._allow_insecure = allow_insecure
+
+    def _error(
+        self,
+        reason: Reason,
+        *,
+        key: str | None = None,
+        field: str | None = None,
+        detail: str | None = None,
+    ) -> KeyringFileError:
+        return KeyringFileError(reason, path=self._path, key=key, field=field, detail=detail)
+
+    def document(self, text: bytes | str) -> KeyringDocument:
+        if isinstance(text, bytes):
+            if len(text) > MAX_KEYRING_FILE_BYTES:
+                raise self._error(Reason.TOO_LARGE, detail=f"limit {MAX_KEYRING_FILE_BYTES} bytes")
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError:
+                raise self._error(Reason.INVALID_UTF8) from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            # tomllib's messages can quote a character of the file; keep only the position.
+            found = _POSITION.search(str(error))
+            detail = f"line {found.group(1)}, column {found.group(2)}" if found else None
+            raise self._error(Reason.INVALID_TOML, detail=detail) from None
+        for name in sorted(data):
+            if name not in _TOP_FIELDS:
+                raise self._error(Reason.UNKNOWN_FIELD, field=_field_label(name))
+        if "format" not in data:
+            raise self._error(Reason.MISSING_FIELD, field="format")
+        if data["format"] != KEYRING_FORMAT:
+            raise self._error(Reason.UNKNOWN_FORMAT, field="format")
+        if "profile" not in data:
+            raise self._error(Reason.MISSING_FIELD, field="profile")
+        if data["profile"] != PROTECTION_PROFILE:
+            raise self._error(Reason.UNKNOWN_PROFILE, field="profile")
+        tables = data.get("keys", [])
+        if not isinstance(tables, list) or not all(isinstance(table, dict) for table in tables):
+            raise self._error(Reason.INVALID_FIELD, field="keys", detail="an array of [[keys]] tables")
+        entries: list[KeyEntry] = []
+        seen: set[str] = set()
+        for index, table in enumerate(tables):
+            entry = self._entry(index, table)
+            if entry.key.id in seen:
+                raise self._error(Reason.DUPLICATE_KEY_ID, key=_key_label(index, entry.key.id), field="id")
+            seen.add(entry.key.id)
+            entries.append(entry)
+        active = [entry for entry in entries if entry.role is KeyRole.ACTIVE]
+        if not active:
+            raise self._error(Reason.NO_ACTIVE_KEY, field="role")
+        if len(active) > 1:
+            ids = ", ".join(repr(entry.key.id) for entry in active)
+            raise self._error(Reason.MULTIPLE_ACTIVE_KEYS, field="role", detail=f"active: {ids}")
+        return KeyringDocument(tuple(entries), PROTECTION_PROFILE)
+
+    def _entry(self, index: int, table: dict[str, Any]) -> KeyEntry:
+        position = f"keys[{index}]"
+        key_id = table.get("id")
+        label = _key_label(index, key_id if is_valid_key_id(key_id) else None)
+        for name in sorted(table):
+            if name not in _KEY_FIELDS:
+                raise self._error(Reason.UNKNOWN_FIELD, key=label, field=_field_label(name))
+        if key_id is None:
+            raise self._error(Reason.MISSING_FIELD, key=position, field="id")
+        if not isinstance(key_id, str):
+            raise self._error(Reason.INVALID_FIELD, key=position, field="id", detail="a string")
+        if not is_valid_key_id(key_id):
+            raise self._error(Reason.INVALID_KEY_ID, key=position, field="id")
+        role = self._role(label, table)
+        created = table.get("created")
+        if created is None:
+            raise self._error(Reason.MISSING_FIELD, key=label, field="created")
+        if not isinstance(created, datetime) or created.tzinfo is None:
+            raise self._error(Reason.INVALID_CREATED, key=label, field="created")
+        source, field, text = self._material_text(label, table)
+        try:
+            material = decode_base64url(text)
+        except ValueError:
+            raise self._error(Reason.INVALID_BASE64, key=label, field=field) from None
+        if len(material) < MIN_KEY_MATERIAL_BYTES:
+            raise self._error(Reason.MATERIAL_TOO_SHORT, key=label, field=field, detail=f"{len(material)} bytes")
+        key = ProtectionKey.from_id_and_bytes(key_id, material)
+        return KeyEntry(key, role, created.astimezone(UTC), source)
+
+    def _role(self, label: str, table: dict[str, Any]) -> KeyRole:
+        role = table.get("role")
+        if role is None:
+            raise self._error(Reason.MISSING_FIELD, key=label, field="role")
+        for candidate in KeyRole:
+            if role == candidate.value:
+                return candidate
+        raise self._error(Reason.INVALID_ROLE, key=label, field="role")
+
+    def _material_text(self, label: str, table: dict[str, Any]) -> tuple[MaterialSource, str, str]:
+        present = [name for name in _MATERIAL_FIELDS if name in table]
+        if not present:
+            raise self._error(Reason.MISSING_MATERIAL, key=label, field="material")
+        if len(present) > 1:
+            raise self._error(Reason.CONFLICTING_MATERIAL_SOURCES, key=label, field=" and ".join(present))
+        field = present[0]
+        value = table[field]
+        if not isinstance(value, str):
+            raise self._error(Reason.INVALID_FIELD, key=label, field=field, detail="a string")
+        if field == "material":
+            return InlineMaterial(), field, value
+        if field == "material_env":
+            if not _ENV_NAME.fullmatch(value):
+                raise self._error(Reason.INVALID_FIELD, key=label, field=field, detail="an environment name")
+            if value not in self._environ:
+                raise self._error(Reason.MATERIAL_ENV_MISSING, key=label, field=field, detail=f"${value}")
+            return MaterialEnv(value), field, self._environ[value].strip()
+        return MaterialFile(value), field, self._read_material_file(label, field, value)
+
+    def _read_material_file(self, label: str, field: str, name: str) -> str:
+        target = self._base_dir / name
+        try:
+            data = read_secret_file(
+                target, limit=MAX_MATERIAL_FILE_BYTES, allow_insecure_permissions=self._allow_insecure
+            )
+        except KeyringFileError as problem:
+            reason = _MATERIAL_FILE_REASONS.get(problem.reason, Reason.MATERIAL_FILE_UNREADABLE)
+            detail = f"{target}: {problem.detail}" if problem.detail else str(target)
+            raise self._error(reason, key=label, field=field, detail=detail) from None
+        try:
+            return data.decode("ascii").strip()
+        except UnicodeDecodeError:
+            raise self._error(Reason.INVALID_BASE64, key=label, field=field) from None
+
+
+_MATERIAL_FILE_REASONS: Final = {
+    Reason.NOT_FOUND: Reason.MATERIAL_FILE_NOT_FOUND,
+    Reason.INSECURE_PERMISSIONS: Reason.MATERIAL_FILE_INSECURE,
+}
+
+
+def _key_label(index: int, key_id: str | None) -> str:
+    return f"{key_id!r} (keys[{index}])" if key_id is not None else f"keys[{index}]"
+
+
+def _field_label(name: str) -> str:
+    # A field name is file content too: show it only if it looks like a name, not like pasted material.
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]{0,31}", name) else "<unprintable>"

@@ -1,0 +1,57 @@
+"""Protection keys, keyrings, the live keyring manager, secret-free snapshots and fingerprints.
+
+>>> from soklet_core.keys import KeyringManager, ProtectionKey, ProtectionKeyring
+>>> manager = KeyringManager(ProtectionKeyring.with_active_key(ProtectionKey.generate("2026-08")).build())
+>>> manager.rotate_active_key(ProtectionKey.generate("2026-09")).active_key_id
+'2026-09'
+>>> manager.current().verification_keys[0].id
+'2026-08'
+"""
+
+from .base64url import decode_base64url, encode_base64url
+from .errors import KeyInUse, KeyringError, KeyringErrorReason
+from .fingerprint import (
+    CURRENT_FINGERPRINT_VERSION,
+    FINGERPRINT_VERSIONS,
+    Fingerprint,
+    FingerprintComparison,
+    compare,
+)
+from .key import (
+    CHECK_VALUE_LABEL,
+    DEFAULT_KEY_MATERIAL_BYTES,
+    MAX_KEY_ID_BYTES,
+    MIN_KEY_MATERIAL_BYTES,
+    ProtectionKey,
+    is_valid_key_id,
+)
+from .keyring import ProtectionKeyring, ProtectionKeyringBuilder
+from .manager import KeyringManager, SealingReservation
+from .profile import PROTECTION_PROFILE
+from .snapshot import KeyCheckValue, KeyringSnapshot
+
+__all__ = [
+    "CHECK_VALUE_LABEL",
+    "CURRENT_FINGERPRINT_VERSION",
+    "DEFAULT_KEY_MATERIAL_BYTES",
+    "FINGERPRINT_VERSIONS",
+    "MAX_KEY_ID_BYTES",
+    "MIN_KEY_MATERIAL_BYTES",
+    "PROTECTION_PROFILE",
+    "Fingerprint",
+    "FingerprintComparison",
+    "KeyCheckValue",
+    "KeyInUse",
+    "KeyringError",
+    "KeyringErrorReason",
+    "KeyringManager",
+    "KeyringSnapshot",
+    "ProtectionKey",
+    "ProtectionKeyring",
+    "ProtectionKeyringBuilder",
+    "SealingReservation",
+    "compare",
+    "decode_base64url",
+    "encode_base64url",
+    "is_valid_key_id",
+]

@@ -1,0 +1,154 @@
+"""``ProtectionKey``: an id and at least 32 bytes of secret material, redacted wherever it could show."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from typing import Any, Final, NoReturn
+
+from .base64url import encode_base64url
+from .errors import KeyringError, KeyringErrorReason
+
+__all__ = [
+    "CHECK_VALUE_LABEL",
+    "DEFAULT_KEY_MATERIAL_BYTES",
+    "MAX_KEY_ID_BYTES",
+    "MIN_KEY_MATERIAL_BYTES",
+    "ProtectionKey",
+    "is_valid_key_id",
+]
+
+#: A key id is 1 to this many bytes of RFC 9110 token characters.
+MAX_KEY_ID_BYTES: Final = 64
+#: Key material must be at least this many bytes from a CSPRNG.
+MIN_KEY_MATERIAL_BYTES: Final = 32
+#: What ``ProtectionKey.generate`` draws when no size is given.
+DEFAULT_KEY_MATERIAL_BYTES: Final = 32
+#: The HMAC message of a per-key check value: HMAC-SHA256(material, CHECK_VALUE_LABEL).
+CHECK_VALUE_LABEL: Final = b"soklet key check value v2"
+
+# RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_"
+#                          / "`" / "|" / "~" / DIGIT / ALPHA
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1," + str(MAX_KEY_ID_BYTES) + "}")
+
+
+def is_valid_key_id(key_id: object) -> bool:
+    """Whether ``key_id`` is a str of 1 to 64 RFC 9110 token characters (ASCII: one byte each)."""
+    return isinstance(key_id, str) and _TOKEN.fullmatch(key_id) is not None
+
+
+class ProtectionKey:
+    """One protection key: a non-secret id and secret material.
+
+    Build one with :meth:`from_id_and_bytes` (or :meth:`generate`); there is no public constructor. The
+    material is copied on the way in, never appears in ``repr``/``str``/pickles/exceptions, and is compared in
+    constant time. Equality is id and material; the hash is the id's, so equal keys hash alike. Instances are
+    immutable.
+
+    >>> ProtectionKey.from_id_and_bytes("2026-08", bytes(32))
+    ProtectionKey(id='2026-08', material=<redacted 32 bytes>)
+    """
+
+    __slots__ = ("_check_value", "_id", "_material")
+
+    _id: str
+    _material: bytes
+    _check_value: bytes
+
+    def __init__(self, *_args: object, **_kwargs: object) -> None:
+        raise TypeError("use ProtectionKey.from_id_and_bytes(key_id, material) or ProtectionKey.generate(key_id)")
+
+    @classmethod
+    def _create(cls, key_id: str, material: bytes) -> ProtectionKey:
+        key = object.__new__(cls)
+        object.__setattr__(key, "_id", key_id)
+        object.__setattr__(key, "_material", material)
+        # Computed once: snapshots and fingerprints ask for it often; it is a one-way function of the secret.
+        object.__setattr__(key, "_check_value", hmac.new(material, CHECK_VALUE_LABEL, hashlib.sha256).digest())
+        return key
+
+    @classmethod
+    def from_id_and_bytes(cls, key_id: str, material: bytes | bytearray | memoryview) -> ProtectionKey:
+        """A key with id ``key_id`` and a private copy of ``material``.
+
+        Raises ``KeyringError`` (``invalid-key-id`` or ``material-too-short``) and ``TypeError`` for a
+        non-bytes material. The caller may wipe its own buffer afterwards: the key holds a copy.
+        """
+        if not is_valid_key_id(key_id):
+            raise KeyringError(KeyringErrorReason.INVALID_KEY_ID)
+        if not isinstance(material, bytes | bytearray | memoryview):
+            raise TypeError("key material must be bytes, bytearray or memoryview")
+        copied = bytes(material)
+        if len(copied) < MIN_KEY_MATERIAL_BYTES:
+            raise KeyringError(KeyringErrorReason.MATERIAL_TOO_SHORT, key_id)
+        return cls._create(key_id, copied)
+
+    @classmethod
+    def generate(cls, key_id: str, size: int = DEFAULT_KEY_MATERIAL_BYTES) -> ProtectionKey:
+        """A new key with ``size`` bytes (at least 32) from the operating system's CSPRNG."""
+        if size < MIN_KEY_MATERIAL_BYTES:
+            raise KeyringError(KeyringErrorReason.MATERIAL_TOO_SHORT, key_id if is_valid_key_id(key_id) else None)
+        return cls.from_id_and_bytes(key_id, secrets.token_bytes(size))
+
+    @property
+    def id(self) -> str:
+        """The key id: non-secret, written in sealed state headers, snapshots and fingerprints."""
+        return self._id
+
+    @property
+    def material(self) -> bytes:
+        """The secret material. Only sealing, opening and an explicit export may read it; never log it."""
+        return self._material
+
+    @property
+    def size(self) -> int:
+        """The material's length in bytes (not secret)."""
+        return len(self._material)
+
+    @property
+    def check_value(self) -> bytes:
+        """HMAC-SHA256(material, ``b"soklet key check value v2"``): a one-way, domain-separated digest."""
+        return self._check_value
+
+    @property
+    def check_value_text(self) -> str:
+        """The check value as base64url without padding (43 characters)."""
+        return encode_base64url(self._check_value)
+
+    def same_material(self, other: ProtectionKey) -> bool:
+        """Whether ``other`` holds the same material, compared in constant time (ids are not compared)."""
+        return hmac.compare_digest(self._material, other._material)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProtectionKey):
+            return NotImplemented
+        return self._id == other._id and hmac.compare_digest(self._material, other._material)
+
+    def __hash__(self) -> int:
+        return hash((ProtectionKey, self._id))
+
+    def __repr__(self) -> str:
+        return f"ProtectionKey(id={self._id!r}, material=<redacted {len(self._material)} bytes>)"
+
+    __str__ = __repr__
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError("ProtectionKey is immutable")
+
+    def __delattr__(self, name: str) -> NoReturn:
+        raise AttributeError("ProtectionKey is immutable")
+
+    def __copy__(self) -> ProtectionKey:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ProtectionKey:
+        return self
+
+    def __reduce__(self) -> NoReturn:
+        # A pickle would carry the material into files, caches and queues without anyone asking to export it.
+        raise TypeError("ProtectionKey cannot be pickled: export its material explicitly if you must")
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise TypeError("ProtectionKey cannot be pickled: export its material explicitly if you must")
