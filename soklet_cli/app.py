@@ -11,7 +11,9 @@ from soklet_core import __version__
 from .canonicalize import canonicalize
 from .exit_codes import ExitCode
 from .fingerprint import fingerprint
+from .inspect_state import inspect_state
 from .keys import keys_app
+from .seal_state import seal_state
 
 app = typer.Typer(
     name="soklet",
@@ -42,6 +44,8 @@ def _root(
 app.command("canonicalize")(canonicalize)
 app.command("fingerprint")(fingerprint)
 app.add_typer(keys_app, name="keys")
+app.command("inspect-state")(inspect_state)
+app.command("seal-state")(seal_state)
 
 
 def main() -> None:

@@ -9,6 +9,8 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
+from soklet_core.json import JsonError, JsonErrorReason
+
 from .exit_codes import ExitCode
 
 #: Human output; rich degrades to plain text when stdout is not a terminal.
@@ -44,5 +46,5 @@ def read_input(source: str, *, max_bytes: int) -> bytes:
     except OSError as error:
         fail(f"cannot read {source!r}: {error.strerror or 'I/O error'}", ExitCode.IO)
     if len(data) > max_bytes:
-        fail(f"input is larger than {max_bytes} bytes", ExitCode.REFUSED)
+        fail(f"refused: {JsonError(JsonErrorReason.INPUT_TOO_LARGE, max_bytes)}", ExitCode.REFUSED)
     return data

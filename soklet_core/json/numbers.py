@@ -37,12 +37,11 @@ def decimal_from_token(token: str) -> Decimal:
     """
     if len(token) > MAX_NUMBER_TOKEN_CHARS:
         raise JsonError(JsonErrorReason.NUMBER_TOO_LONG)
+    # The token's own exponent first: Decimal() itself refuses exponents past its range.
+    if abs(_token_exponent(token)) > MAX_EXPONENT_MAGNITUDE:
+        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
     value = Decimal(token)
-    adjusted = value.adjusted() if value else 0
-    # The token's exponent differs from the adjusted one by less than the token's length: only look when close.
-    if (abs(adjusted) + len(token) > MAX_EXPONENT_MAGNITUDE or not value) and (
-        abs(adjusted) > MAX_EXPONENT_MAGNITUDE or abs(_token_exponent(token)) > MAX_EXPONENT_MAGNITUDE
-    ):
+    if value and abs(value.adjusted()) > MAX_EXPONENT_MAGNITUDE:
         raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
     return value
 

@@ -1,0 +1,122 @@
+"""Framework-protected MCP request state: configuration, envelope v1, binding, sealing and opening.
+
+>>> from soklet_core.json import JsonValue
+>>> from soklet_core.keys import ProtectionKey, ProtectionKeyring
+>>> keyring = ProtectionKeyring.with_active_key(ProtectionKey.generate("2026-08")).build()
+>>> sealer = RequestStateSealer.for_server(ProtectionConfig.with_keyring(keyring).build())
+>>> first = BoundRequest.of(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}',
+...                         path="/mcp", partition=ANONYMOUS_PARTITION)
+>>> token = sealer.seal(JsonValue.from_python({"step": 100}), first)
+>>> retry = BoundRequest.of(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t"}}',
+...                         path="/mcp/", partition=ANONYMOUS_PARTITION)
+>>> sealer.open(token, retry).state.to_python()
+{'step': Decimal('1E+2')}
+
+The format is specified byte by byte, with test vectors, in ``docs/protection-format.md``.
+"""
+
+from .binding import (
+    ANONYMOUS_PARTITION,
+    DEFAULT_PROTOCOL_VERSION,
+    PARTITION_DIGEST_LABEL,
+    BoundRequest,
+    RequestId,
+    RequestStateBinding,
+    partition_digest,
+)
+from .config import (
+    DEFAULT_MAXIMUM_DECODED_BYTES,
+    DEFAULT_MAXIMUM_ENCODED_BYTES,
+    DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,
+    DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
+    ProtectionConfig,
+    ProtectionConfigBuilder,
+)
+from .envelope import (
+    AEAD_KEY_BYTES,
+    HKDF_INFO,
+    NONCE_BYTES,
+    TAG_BYTES,
+    EnvelopeHeader,
+    EnvelopeProtector,
+    NonceSource,
+    derive_aead_key,
+)
+from .errors import (
+    OPENING_CLIENT_MESSAGE,
+    SEALING_CLIENT_MESSAGE,
+    BindingField,
+    ProtectionError,
+    ProtectionUsageError,
+    ProtectionUsageReason,
+    Reason,
+    RequestStateProtectionException,
+    RequestStateProtectionReason,
+)
+from .paths import normalize_endpoint_path
+from .protector import (
+    ASSOCIATED_DATA_PREFIX,
+    ENVELOPE_VERSION,
+    RequestStateProtectionContext,
+    RequestStateProtector,
+    envelope_header,
+)
+from .sealer import (
+    CheckResult,
+    CheckStatus,
+    Clock,
+    OpenedRequestState,
+    OpeningDiagnosis,
+    OpeningStep,
+    RequestStateSealer,
+    SealedStateContents,
+    system_clock_ms,
+)
+
+__all__ = [
+    "AEAD_KEY_BYTES",
+    "ANONYMOUS_PARTITION",
+    "ASSOCIATED_DATA_PREFIX",
+    "DEFAULT_MAXIMUM_DECODED_BYTES",
+    "DEFAULT_MAXIMUM_ENCODED_BYTES",
+    "DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME",
+    "DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS",
+    "DEFAULT_PROTOCOL_VERSION",
+    "ENVELOPE_VERSION",
+    "HKDF_INFO",
+    "NONCE_BYTES",
+    "OPENING_CLIENT_MESSAGE",
+    "PARTITION_DIGEST_LABEL",
+    "SEALING_CLIENT_MESSAGE",
+    "TAG_BYTES",
+    "BindingField",
+    "BoundRequest",
+    "CheckResult",
+    "CheckStatus",
+    "Clock",
+    "EnvelopeHeader",
+    "EnvelopeProtector",
+    "NonceSource",
+    "OpenedRequestState",
+    "OpeningDiagnosis",
+    "OpeningStep",
+    "ProtectionConfig",
+    "ProtectionConfigBuilder",
+    "ProtectionError",
+    "ProtectionUsageError",
+    "ProtectionUsageReason",
+    "Reason",
+    "RequestId",
+    "RequestStateBinding",
+    "RequestStateProtectionContext",
+    "RequestStateProtectionException",
+    "RequestStateProtectionReason",
+    "RequestStateProtector",
+    "RequestStateSealer",
+    "SealedStateContents",
+    "derive_aead_key",
+    "envelope_header",
+    "normalize_endpoint_path",
+    "partition_digest",
+    "system_clock_ms",
+]

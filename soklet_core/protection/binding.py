@@ -1,0 +1,223 @@
+"""What a sealed state is bound to: :class:`RequestStateBinding`, and :class:`BoundRequest` (binding + request id).
+
+The binding holds five strings, compared in this order when a state is opened (each mismatch has its own
+reason): the JSON-RPC **method**, the normalized endpoint **path** (:mod:`.paths`), the MCP **protocol
+version**, the **partition digest** of the admitted authorization partition, and the stable **params digest**
+(:func:`soklet_core.json.params_digest`: it ignores ``inputResponses``, ``requestState`` and the transient
+``_meta`` members, so a retry that adds responses still matches).
+
+The partition itself is not sealed, only its digest: base64url (no padding) of SHA-256 over
+``b"soklet partition" ‖ 0x00 ‖ partition (UTF-8)``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from soklet_core.json import JsonError, JsonNumber, JsonObject, JsonString, JsonValue, ParamsDigest, parse
+from soklet_core.json import params_digest as compute_params_digest
+
+from .errors import BindingField, ProtectionUsageError, ProtectionUsageReason
+from .paths import normalize_endpoint_path
+
+__all__ = [
+    "ANONYMOUS_PARTITION",
+    "DEFAULT_PROTOCOL_VERSION",
+    "PARTITION_DIGEST_LABEL",
+    "BoundRequest",
+    "RequestId",
+    "RequestStateBinding",
+    "partition_digest",
+]
+
+#: The protocol version a request is taken to speak when its ``params._meta`` does not say.
+DEFAULT_PROTOCOL_VERSION: Final = "2026-07-28"
+#: The partition an unauthenticated caller is admitted to.
+ANONYMOUS_PARTITION: Final = "anonymous"
+#: The domain-separation label of the partition digest (followed by one 0x00 byte, then the partition).
+PARTITION_DIGEST_LABEL: Final = b"soklet partition"
+
+#: A JSON-RPC request id: a JSON string or a JSON number. Compared as JSON values (``1`` equals ``1.0``).
+RequestId = JsonString | JsonNumber
+
+_DIGEST_TEXT: Final = re.compile(r"[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]")
+
+
+def partition_digest(partition: str) -> str:
+    """base64url (no padding) SHA-256 of ``b"soklet partition" ‖ 0x00 ‖ partition``; 43 characters."""
+    if not isinstance(partition, str):
+        raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING)
+    try:
+        data = partition.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING) from None
+    digest = hashlib.sha256(PARTITION_DIGEST_LABEL + b"\x00" + data).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestStateBinding:
+    """The request a state is bound to, as sealed: every field a plain string.
+
+    Build it with :meth:`of` (which normalizes the path and digests the partition) or :meth:`for_request`; the
+    constructor takes the fields exactly as they appear in the plaintext and only checks their types.
+    """
+
+    method: str
+    path: str
+    protocol_version: str
+    partition_digest: str
+    params_digest: str
+
+    def __post_init__(self) -> None:
+        texts = (self.method, self.path, self.protocol_version, self.partition_digest, self.params_digest)
+        if not all(isinstance(text, str) for text in texts):
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING)
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        method: str,
+        path: str,
+        protocol_version: str,
+        partition: str,
+        params_digest: ParamsDigest | str,
+    ) -> RequestStateBinding:
+        """The binding of one request: ``path`` is normalized, ``partition`` digested.
+
+        ``params_digest`` is a :class:`~soklet_core.json.ParamsDigest` or its 43-character text.
+        """
+        digest = params_digest.text if isinstance(params_digest, ParamsDigest) else params_digest
+        if not isinstance(digest, str) or not _DIGEST_TEXT.fullmatch(digest):
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING)
+        if not isinstance(method, str) or not isinstance(protocol_version, str):
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING)
+        return cls(method, normalize_endpoint_path(path), protocol_version, partition_digest(partition), digest)
+
+    @classmethod
+    def for_request(
+        cls,
+        request: JsonValue | bytes,
+        *,
+        path: str,
+        partition: str,
+        protocol_version: str | None = None,
+    ) -> RequestStateBinding:
+        """The binding of a JSON-RPC request (a parsed object or its JSON bytes).
+
+        ``protocol_version`` defaults to the request's ``params._meta.protocolVersion``, else
+        :data:`DEFAULT_PROTOCOL_VERSION`. Raises ``ProtectionUsageError(INVALID_REQUEST)`` for anything that is
+        not a request object with a string method and structured params (``JsonError`` reasons are not
+        repeated: they would only describe attacker input).
+        """
+        return BoundRequest.of(request, path=path, partition=partition, protocol_version=protocol_version).binding
+
+    def mismatches(self, other: RequestStateBinding) -> tuple[BindingField, ...]:
+        """The fields in which ``other`` differs, in comparison order (method, path, version, partition, params)."""
+        return tuple(field for field in BindingField if self.field(field) != other.field(field))
+
+    def first_mismatch(self, other: RequestStateBinding) -> BindingField | None:
+        """The first field (in comparison order) in which ``other`` differs, or ``None`` when they agree."""
+        if self.method != other.method:
+            return BindingField.METHOD
+        if self.path != other.path:
+            return BindingField.PATH
+        if self.protocol_version != other.protocol_version:
+            return BindingField.PROTOCOL_VERSION
+        if self.partition_digest != other.partition_digest:
+            return BindingField.PARTITION
+        if self.params_digest != other.params_digest:
+            return BindingField.PARAMS
+        return None
+
+    def field(self, field: BindingField) -> str:
+        """The value of one binding field."""
+        if field is BindingField.METHOD:
+            return self.method
+        if field is BindingField.PATH:
+            return self.path
+        if field is BindingField.PROTOCOL_VERSION:
+            return self.protocol_version
+        if field is BindingField.PARTITION:
+            return self.partition_digest
+        return self.params_digest
+
+
+def _check_request_id(request_id: object) -> RequestId:
+    if isinstance(request_id, JsonString | JsonNumber):
+        return request_id
+    if isinstance(request_id, str):
+        return JsonString.from_value(request_id)
+    if isinstance(request_id, int) and not isinstance(request_id, bool):
+        return JsonNumber.from_value(request_id)
+    raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST_ID)
+
+
+@dataclass(frozen=True, slots=True)
+class BoundRequest:
+    """One request as the sealer and opener see it: its binding and its JSON-RPC id.
+
+    A server computes it once per request and uses it to open the state the request carries and to seal the
+    state its handler emits.
+    """
+
+    binding: RequestStateBinding
+    request_id: RequestId
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.binding, RequestStateBinding):
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING)
+        object.__setattr__(self, "request_id", _check_request_id(self.request_id))
+
+    @classmethod
+    def of(
+        cls,
+        request: JsonValue | bytes,
+        *,
+        path: str,
+        partition: str,
+        protocol_version: str | None = None,
+    ) -> BoundRequest:
+        """Binding and id of a JSON-RPC request (see :meth:`RequestStateBinding.for_request`)."""
+        source: JsonValue | bytes = request
+        if isinstance(request, bytes | bytearray | memoryview):
+            # Parsed once for method and id; the digest reads the bytes again, which is cheaper than the model.
+            source = bytes(request)
+            try:
+                request = parse(source)
+            except JsonError:
+                raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST) from None
+        if not isinstance(request, JsonObject):
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST)
+        method = request.get("method")
+        if not isinstance(method, JsonString):
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST)
+        request_id = request.get("id")
+        if not isinstance(request_id, JsonString | JsonNumber):
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST_ID)
+        if protocol_version is None:
+            protocol_version = _declared_protocol_version(request) or DEFAULT_PROTOCOL_VERSION
+        try:
+            digest = compute_params_digest(source, whole_request=True)
+        except JsonError:
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST) from None
+        binding = RequestStateBinding.of(
+            method=method.value,
+            path=path,
+            protocol_version=protocol_version,
+            partition=partition,
+            params_digest=digest,
+        )
+        return cls(binding, request_id)
+
+
+def _declared_protocol_version(request: JsonObject) -> str | None:
+    params = request.get("params")
+    meta = params.get("_meta") if isinstance(params, JsonObject) else None
+    version = meta.get("protocolVersion") if isinstance(meta, JsonObject) else None
+    return version.value if isinstance(version, JsonString) else None

@@ -1,0 +1,564 @@
+"""Sealing and opening framework-protected request state: :class:`RequestStateSealer`.
+
+The plaintext of a sealed state is the canonical JSON object (members in canonical order)::
+
+    {"b":{"a":partition digest,"d":params digest,"m":method,"p":normalized path,"v":protocol version},
+     "e":expires-at ms,"i":issued-at ms,"q":emitting request id,"r":round,"s":application state}
+
+**Sealing.** A first emission records round 1, issued-at = now, expires-at = now + the maximum lifetime and the
+emitting request's id. A re-emission (sealing while continuing an opened state) keeps issued-at and expires-at,
+increments the round and records the current request's id. Sealing refuses, emitting nothing, when the retry
+already carried the last allowed round (``LAST_ROUND``), when the state expired while the handler ran
+(``EXPIRED_DURING_HANDLER``), or when the plaintext or the token would exceed its limit (``TOO_LARGE``). The
+built-in protector holds a reservation on the active key while it seals.
+
+**Opening** runs these checks in order and raises the first failure's reason: encoded size, base64url, version,
+key id, authentication (the protector), decoded size, JSON schema, expiry, round, binding (method, path,
+protocol version, partition, params — each its own reason), request id reused. It returns an
+:class:`OpenedRequestState` whose only public content is the application JSON, with canonical numbers
+(``100`` comes back as ``1E+2``).
+
+**Expiry** is half-open: a state is valid while ``now < expires-at``; at exactly ``expires-at`` it has expired.
+A state whose ``expires-at - issued-at`` exceeds the configured maximum lifetime is expired as well (the
+difference comes from one clock, so fleet clock skew does not matter).
+
+Refusals go to the ``soklet.protection`` logger as the reason alone: never the token, the plaintext or a key.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from json.encoder import encode_basestring
+from typing import Final, cast
+
+from soklet_core.json import (
+    JsonError,
+    JsonNumber,
+    JsonObject,
+    JsonString,
+    JsonValue,
+    canonical_bytes,
+    canonical_decimal_text,
+    parse,
+)
+from soklet_core.keys import KeyringManager
+
+from .binding import BoundRequest, RequestId, RequestStateBinding
+from .config import ProtectionConfig
+from .envelope import EnvelopeProtector, NonceSource
+from .errors import (
+    BindingField,
+    ProtectionUsageError,
+    ProtectionUsageReason,
+    Reason,
+    RequestStateProtectionException,
+)
+from .protector import RequestStateProtectionContext, RequestStateProtector
+
+__all__ = [
+    "CheckResult",
+    "CheckStatus",
+    "Clock",
+    "OpenedRequestState",
+    "OpeningDiagnosis",
+    "OpeningStep",
+    "RequestStateSealer",
+    "SealedStateContents",
+    "system_clock_ms",
+]
+
+#: A clock: returns the current time as integer milliseconds since the Unix epoch.
+Clock = Callable[[], int]
+
+_logger = logging.getLogger("soklet.protection")
+#: Framework integers (times, rounds) beyond this magnitude are not the schema.
+_MAX_INTEGER: Final = 2**63
+_PROTECTOR_REASONS: Final = frozenset({Reason.BASE64URL, Reason.VERSION, Reason.UNKNOWN_KEY, Reason.AUTHENTICATION})
+_TOP_MEMBERS: Final = frozenset({"b", "e", "i", "q", "r", "s"})
+_BINDING_MEMBERS: Final = frozenset({"a", "d", "m", "p", "v"})
+
+
+def system_clock_ms() -> int:
+    """The system clock in integer milliseconds since the Unix epoch."""
+    return time.time_ns() // 1_000_000
+
+
+def _text(value: str) -> bytes:
+    # The C JSON string encoder escapes exactly what the canonical form escapes (", \ and U+0000–U+001F, the
+    # latter as \b \t \n \f \r or lowercase \u00xx) and keeps everything else raw.
+    try:
+        return encode_basestring(value).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING) from None
+
+
+def _integer_text(value: int) -> bytes:
+    return canonical_decimal_text(Decimal(value)).encode("ascii")
+
+
+def _request_id_text(request_id: RequestId) -> bytes:
+    if isinstance(request_id, JsonString):
+        return _text(request_id.value)
+    return canonical_decimal_text(request_id.value).encode("ascii")
+
+
+def _integer(value: JsonValue | None) -> int:
+    if not isinstance(value, JsonNumber):
+        raise RequestStateProtectionException(Reason.JSON)
+    number = value.value
+    if not -_MAX_INTEGER <= number <= _MAX_INTEGER:
+        raise RequestStateProtectionException(Reason.JSON)
+    whole = int(number)
+    if whole != number:
+        raise RequestStateProtectionException(Reason.JSON)
+    return whole
+
+
+@dataclass(frozen=True, slots=True)
+class SealedStateContents:
+    """Everything a sealed state holds: binding, round, times, emitting request id and application state.
+
+    This is diagnostic and tooling surface (``soklet inspect-state``, ``soklet seal-state``, test vectors); an
+    application handler only ever sees :attr:`OpenedRequestState.state`. ``repr`` leaves the state out.
+    """
+
+    binding: RequestStateBinding
+    round: int
+    issued_at_ms: int
+    expires_at_ms: int
+    request_id: RequestId
+    state: JsonValue
+
+    def plaintext(self) -> bytes:
+        """The canonical JSON plaintext (the exact bytes the protector seals)."""
+        binding = self.binding
+        return b"".join(
+            (
+                b'{"b":{"a":',
+                _text(binding.partition_digest),
+                b',"d":',
+                _text(binding.params_digest),
+                b',"m":',
+                _text(binding.method),
+                b',"p":',
+                _text(binding.path),
+                b',"v":',
+                _text(binding.protocol_version),
+                b'},"e":',
+                _integer_text(self.expires_at_ms),
+                b',"i":',
+                _integer_text(self.issued_at_ms),
+                b',"q":',
+                _request_id_text(self.request_id),
+                b',"r":',
+                _integer_text(self.round),
+                b',"s":',
+                canonical_bytes(self.state),
+                b"}",
+            )
+        )
+
+    @classmethod
+    def from_plaintext(cls, plaintext: bytes) -> SealedStateContents:
+        """Decode a plaintext; raises ``RequestStateProtectionException(JSON)`` unless it is exactly the schema."""
+        try:
+            root = parse(plaintext)
+        except JsonError:
+            raise RequestStateProtectionException(Reason.JSON) from None
+        if not isinstance(root, JsonObject) or root.keys() != _TOP_MEMBERS:
+            raise RequestStateProtectionException(Reason.JSON)
+        bound = root["b"]
+        if not isinstance(bound, JsonObject) or bound.keys() != _BINDING_MEMBERS:
+            raise RequestStateProtectionException(Reason.JSON)
+        fields = [bound[name] for name in ("m", "p", "v", "a", "d")]
+        if not all(isinstance(item, JsonString) for item in fields):
+            raise RequestStateProtectionException(Reason.JSON)
+        method, path, version, partition, params = (item.value for item in fields)  # type: ignore[attr-defined]
+        request_id = root["q"]
+        if not isinstance(request_id, JsonString | JsonNumber):
+            raise RequestStateProtectionException(Reason.JSON)
+        return cls(
+            RequestStateBinding(method, path, version, partition, params),
+            _integer(root["r"]),
+            _integer(root["i"]),
+            _integer(root["e"]),
+            request_id,
+            root["s"],
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"SealedStateContents(binding={self.binding!r}, round={self.round}, issued_at_ms={self.issued_at_ms}, "
+            f"expires_at_ms={self.expires_at_ms}, request_id=<withheld>, state=<withheld>)"
+        )
+
+
+class OpenedRequestState:
+    """A verified state: :attr:`state` is the application JSON; round and times stay inside, for re-emission.
+
+    Only :meth:`RequestStateSealer.open` makes one; pass it back as ``continuing`` when the handler emits state
+    again.
+    """
+
+    __slots__ = ("_contents",)
+
+    _contents: SealedStateContents
+
+    def __init__(self, *_args: object, **_kwargs: object) -> None:
+        raise TypeError("OpenedRequestState comes from RequestStateSealer.open")
+
+    @classmethod
+    def _of(cls, contents: SealedStateContents) -> OpenedRequestState:
+        opened = object.__new__(cls)
+        object.__setattr__(opened, "_contents", contents)
+        return opened
+
+    @property
+    def state(self) -> JsonValue:
+        """The application JSON as sealed, with canonical numbers; none of the framework's metadata."""
+        return self._contents.state
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("OpenedRequestState is immutable")
+
+    def __repr__(self) -> str:
+        return "OpenedRequestState(state=<withheld>)"
+
+
+class OpeningStep(enum.Enum):
+    """One opening check, in the order the opener runs them; :attr:`reason` is its failure reason."""
+
+    ENCODED_SIZE = "encoded-size"
+    BASE64URL = "base64url"
+    VERSION = "version"
+    KEY_ID = "key-id"
+    AUTHENTICATION = "authentication"
+    DECODED_SIZE = "decoded-size"
+    JSON = "json"
+    EXPIRY = "expiry"
+    ROUND = "round"
+    BINDING_METHOD = "binding-method"
+    BINDING_PATH = "binding-path"
+    BINDING_PROTOCOL_VERSION = "binding-protocol-version"
+    BINDING_PARTITION = "binding-partition"
+    BINDING_PARAMS = "binding-params"
+    REQUEST_ID = "request-id"
+
+    @property
+    def reason(self) -> Reason:
+        """The refusal reason when this check fails."""
+        return _STEP_REASONS[self]
+
+    @classmethod
+    def failing_with(cls, reason: Reason) -> OpeningStep:
+        """The check whose failure is ``reason`` (an opening reason)."""
+        return _REASON_STEPS[reason]
+
+
+_STEP_REASONS: Final = {
+    OpeningStep.ENCODED_SIZE: Reason.ENCODED_TOO_LARGE,
+    OpeningStep.BASE64URL: Reason.BASE64URL,
+    OpeningStep.VERSION: Reason.VERSION,
+    OpeningStep.KEY_ID: Reason.UNKNOWN_KEY,
+    OpeningStep.AUTHENTICATION: Reason.AUTHENTICATION,
+    OpeningStep.DECODED_SIZE: Reason.DECODED_TOO_LARGE,
+    OpeningStep.JSON: Reason.JSON,
+    OpeningStep.EXPIRY: Reason.EXPIRED,
+    OpeningStep.ROUND: Reason.ROUND,
+    OpeningStep.BINDING_METHOD: Reason.BINDING_METHOD,
+    OpeningStep.BINDING_PATH: Reason.BINDING_PATH,
+    OpeningStep.BINDING_PROTOCOL_VERSION: Reason.BINDING_PROTOCOL_VERSION,
+    OpeningStep.BINDING_PARTITION: Reason.BINDING_PARTITION,
+    OpeningStep.BINDING_PARAMS: Reason.BINDING_PARAMS,
+    OpeningStep.REQUEST_ID: Reason.REQUEST_ID_REUSED,
+}
+_REASON_STEPS: Final = {reason: step for step, reason in _STEP_REASONS.items()}
+_BINDING_STEPS: Final = {field: OpeningStep.failing_with(Reason.for_binding(field)) for field in BindingField}
+
+
+class CheckStatus(enum.Enum):
+    """The outcome of one opening check in a diagnosis."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    #: Not run: an earlier check failed in a way that leaves nothing to check, or no retry was given.
+    NOT_RUN = "not-run"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One row of an :class:`OpeningDiagnosis`."""
+
+    step: OpeningStep
+    status: CheckStatus
+
+
+@dataclass(frozen=True, slots=True)
+class OpeningDiagnosis:
+    """Every opening check for one token (and optionally one retry), for operators and ``soklet inspect-state``.
+
+    Unlike :meth:`RequestStateSealer.open`, a diagnosis goes on after a failure wherever it still can (a
+    decrypted state is checked for expiry, round, every binding field and the request id), so it lists every
+    problem; :attr:`first_failure` is the reason ``open`` raises. ``contents`` is the decrypted state, when the
+    token decrypted and decoded.
+    """
+
+    checks: tuple[CheckResult, ...]
+    contents: SealedStateContents | None
+    now_ms: int
+
+    @property
+    def failures(self) -> tuple[Reason, ...]:
+        """The reasons of every failed check, in order."""
+        return tuple(check.step.reason for check in self.checks if check.status is CheckStatus.FAILED)
+
+    @property
+    def first_failure(self) -> Reason | None:
+        """The reason ``open`` would raise, or ``None`` if every check that ran passed."""
+        failures = self.failures
+        return failures[0] if failures else None
+
+    @property
+    def opens(self) -> bool:
+        """Whether nothing failed (checks not run for want of a retry do not count)."""
+        return not self.failures
+
+
+def _encoded_size(token: str) -> int:
+    return len(token) if token.isascii() else len(token.encode("utf-8", "surrogatepass"))
+
+
+class RequestStateSealer:
+    """Seals and opens framework-protected state for one server. Thread-safe.
+
+    Build it with :meth:`for_server`, which copies a keyring config into a live :class:`KeyringManager` of its
+    own (see :attr:`keyring_manager`).
+    """
+
+    __slots__ = ("_clock", "_config", "_context", "_lifetime_ms", "_manager", "_protector")
+
+    _config: ProtectionConfig
+    _manager: KeyringManager | None
+    _protector: RequestStateProtector
+    _clock: Clock
+    _lifetime_ms: int
+    _context: RequestStateProtectionContext
+
+    def __init__(self, *_args: object, **_kwargs: object) -> None:
+        raise TypeError("use RequestStateSealer.for_server(config)")
+
+    @classmethod
+    def for_server(
+        cls,
+        config: ProtectionConfig,
+        *,
+        clock: Clock | None = None,
+        nonce_source: NonceSource | None = None,
+    ) -> RequestStateSealer:
+        """A sealer for one server.
+
+        ``clock`` (default :func:`system_clock_ms`) and ``nonce_source`` (default ``os.urandom``; only the
+        built-in protector uses it) are injectable so tests and test vectors are deterministic.
+        """
+        if not isinstance(config, ProtectionConfig):
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_PROVIDER)
+        sealer = object.__new__(cls)
+        if config.keyring is not None:
+            manager: KeyringManager | None = KeyringManager(config.keyring)
+            assert manager is not None
+            protector: RequestStateProtector = EnvelopeProtector.over(manager, nonce_source=nonce_source)
+        else:
+            assert config.protector is not None
+            manager, protector = None, config.protector
+        sealer._config = config
+        sealer._manager = manager
+        sealer._protector = protector
+        sealer._clock = clock if clock is not None else system_clock_ms
+        sealer._lifetime_ms = config.lifetime_ms
+        sealer._context = RequestStateProtectionContext.framework()
+        return sealer
+
+    @property
+    def config(self) -> ProtectionConfig:
+        """The configuration this sealer enforces."""
+        return self._config
+
+    @property
+    def keyring_manager(self) -> KeyringManager | None:
+        """This server's live keyring (for a keyring config), else ``None``."""
+        return self._manager
+
+    @property
+    def protector(self) -> RequestStateProtector:
+        """The protector that seals and opens tokens."""
+        return self._protector
+
+    def _now(self) -> int:
+        now = self._clock()
+        if isinstance(now, bool) or not isinstance(now, int):
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_CLOCK)
+        return now
+
+    # ------------------------------------------------------------------------------------------------ sealing
+
+    def seal(self, state: JsonValue, request: BoundRequest, *, continuing: OpenedRequestState | None = None) -> str:
+        """Seal application ``state`` emitted by ``request``; ``continuing`` is the state the request opened.
+
+        Raises ``RequestStateProtectionException`` with ``LAST_ROUND``, ``EXPIRED_DURING_HANDLER``,
+        ``TOO_LARGE`` or ``PROTECTOR_FAILED``; nothing is emitted then.
+        """
+        if not isinstance(state, JsonValue) or not isinstance(request, BoundRequest):
+            raise TypeError("seal takes a JsonValue and a BoundRequest")
+        now = self._now()
+        if continuing is None:
+            contents = SealedStateContents(request.binding, 1, now, now + self._lifetime_ms, request.request_id, state)
+        else:
+            previous = continuing._contents
+            if previous.round >= self._config.maximum_request_state_rounds:
+                raise self._refuse(Reason.LAST_ROUND)
+            if now >= previous.expires_at_ms:
+                raise self._refuse(Reason.EXPIRED_DURING_HANDLER)
+            contents = SealedStateContents(
+                request.binding,
+                previous.round + 1,
+                previous.issued_at_ms,
+                previous.expires_at_ms,
+                request.request_id,
+                state,
+            )
+        return self.seal_contents(contents)
+
+    def seal_contents(self, contents: SealedStateContents) -> str:
+        """Seal exactly ``contents`` (tools, tests and test vectors); only the size limits are checked."""
+        plaintext = contents.plaintext()
+        if len(plaintext) > self._config.maximum_decoded_bytes:
+            raise self._refuse(Reason.TOO_LARGE)
+        try:
+            token = self._protector.seal(plaintext, self._context)
+        except RequestStateProtectionException as error:
+            raise self._refuse(error.reason if error.reason.is_sealing else Reason.PROTECTOR_FAILED) from None
+        except ProtectionUsageError:
+            raise
+        except Exception as error:  # a custom protector's failure must not escape with its own text
+            _logger.error("request state not sealed: protector raised %s", type(error).__name__)
+            raise RequestStateProtectionException(Reason.PROTECTOR_FAILED) from None
+        if not isinstance(token, str) or _encoded_size(token) > self._config.maximum_encoded_bytes:
+            raise self._refuse(Reason.TOO_LARGE if isinstance(token, str) else Reason.PROTECTOR_FAILED)
+        return token
+
+    # ------------------------------------------------------------------------------------------------ opening
+
+    def _decrypt(self, token: str) -> bytes:
+        try:
+            return self._protector.open(token, self._context)
+        except RequestStateProtectionException as error:
+            if error.reason in _PROTECTOR_REASONS:
+                raise
+            raise RequestStateProtectionException(Reason.AUTHENTICATION) from None
+        except ProtectionUsageError:
+            raise
+        except Exception as error:  # fail closed: whatever a custom protector raised, the token did not open
+            _logger.error("request state refused: protector raised %s", type(error).__name__)
+            raise RequestStateProtectionException(Reason.AUTHENTICATION) from None
+
+    def _expired(self, contents: SealedStateContents, now: int) -> bool:
+        return now >= contents.expires_at_ms or contents.expires_at_ms - contents.issued_at_ms > self._lifetime_ms
+
+    def _round_ok(self, contents: SealedStateContents) -> bool:
+        return 1 <= contents.round <= self._config.maximum_request_state_rounds
+
+    def open(self, token: str, request: BoundRequest) -> OpenedRequestState:
+        """Open ``token`` carried by retry ``request``; raises ``RequestStateProtectionException`` with the
+        first failing check's reason (see the module documentation for the order)."""
+        try:
+            return self._open(token, request)
+        except RequestStateProtectionException as error:
+            _logger.warning("request state refused: %s", error.reason.value)
+            raise
+
+    def _open(self, token: str, request: BoundRequest) -> OpenedRequestState:
+        now = self._now()
+        if not isinstance(cast(object, token), str):
+            raise RequestStateProtectionException(Reason.BASE64URL)
+        if _encoded_size(token) > self._config.maximum_encoded_bytes:
+            raise RequestStateProtectionException(Reason.ENCODED_TOO_LARGE)
+        plaintext = self._decrypt(token)
+        if len(plaintext) > self._config.maximum_decoded_bytes:
+            raise RequestStateProtectionException(Reason.DECODED_TOO_LARGE)
+        contents = SealedStateContents.from_plaintext(plaintext)
+        if self._expired(contents, now):
+            raise RequestStateProtectionException(Reason.EXPIRED)
+        if not self._round_ok(contents):
+            raise RequestStateProtectionException(Reason.ROUND)
+        field = contents.binding.first_mismatch(request.binding)
+        if field is not None:
+            raise RequestStateProtectionException(Reason.for_binding(field))
+        if contents.request_id == request.request_id:
+            raise RequestStateProtectionException(Reason.REQUEST_ID_REUSED)
+        return OpenedRequestState._of(contents)
+
+    def diagnose(self, token: str, request: BoundRequest | None = None) -> OpeningDiagnosis:
+        """Run every opening check on ``token`` (against retry ``request`` when given) and report each one.
+
+        Never raises for a bad token: every refusal becomes a failed check.
+        """
+        now = self._now()
+        steps = list(OpeningStep)
+        results: dict[OpeningStep, CheckStatus] = {}
+
+        def stop_at(step: OpeningStep) -> OpeningDiagnosis:
+            for each in steps:
+                if each not in results:
+                    results[each] = CheckStatus.FAILED if each is step else CheckStatus.NOT_RUN
+                    if each is step:
+                        for later in steps[steps.index(step) + 1 :]:
+                            results[later] = CheckStatus.NOT_RUN
+                        break
+                    results[each] = CheckStatus.PASSED
+            return OpeningDiagnosis(tuple(CheckResult(each, results[each]) for each in steps), None, now)
+
+        if not isinstance(cast(object, token), str):
+            return stop_at(OpeningStep.BASE64URL)
+        if _encoded_size(token) > self._config.maximum_encoded_bytes:
+            return stop_at(OpeningStep.ENCODED_SIZE)
+        try:
+            plaintext = self._decrypt(token)
+        except RequestStateProtectionException as error:
+            return stop_at(OpeningStep.failing_with(error.reason))
+        if len(plaintext) > self._config.maximum_decoded_bytes:
+            return stop_at(OpeningStep.DECODED_SIZE)
+        try:
+            contents = SealedStateContents.from_plaintext(plaintext)
+        except RequestStateProtectionException:
+            return stop_at(OpeningStep.JSON)
+        for step in steps[: steps.index(OpeningStep.JSON) + 1]:
+            results[step] = CheckStatus.PASSED
+
+        def verdict(ok: bool) -> CheckStatus:
+            return CheckStatus.PASSED if ok else CheckStatus.FAILED
+
+        results[OpeningStep.EXPIRY] = verdict(not self._expired(contents, now))
+        results[OpeningStep.ROUND] = verdict(self._round_ok(contents))
+        if request is None:
+            for field in BindingField:
+                results[_BINDING_STEPS[field]] = CheckStatus.NOT_RUN
+            results[OpeningStep.REQUEST_ID] = CheckStatus.NOT_RUN
+        else:
+            differing = contents.binding.mismatches(request.binding)
+            for field in BindingField:
+                results[_BINDING_STEPS[field]] = verdict(field not in differing)
+            results[OpeningStep.REQUEST_ID] = verdict(contents.request_id != request.request_id)
+        return OpeningDiagnosis(tuple(CheckResult(each, results[each]) for each in steps), contents, now)
+
+    def _refuse(self, reason: Reason) -> RequestStateProtectionException:
+        _logger.warning("request state not sealed: %s", reason.value)
+        return RequestStateProtectionException(reason)
+
+    def __repr__(self) -> str:
+        provider = "keyring" if self._manager is not None else type(self._protector).__name__
+        return f"RequestStateSealer(provider={provider})"

@@ -1,0 +1,209 @@
+"""``soklet inspect-state`` through the real command: header, contents, every check, exit codes, no leaks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from soklet_core.keys import decode_base64url
+
+RING = "soklet-keyring.toml"
+T0 = "2026-08-01T00:00:00Z"
+LATER = "2026-08-01T00:05:00Z"
+
+
+def write_request(
+    folder: Path, name: str, request_id: object, method: str = "tools/call", meta: dict | None = None, **params: object
+) -> str:
+    body = {
+        "name": "checkout.continue",
+        "arguments": {"sku": "A-100", "qty": 3, "tags": ["a", "b"]},
+        "_meta": {"protocolVersion": "2026-07-28", **(meta or {})},
+        **params,
+    }
+    (folder / name).write_text(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}))
+    return name
+
+
+def sealed(soklet, *extra: str, state: str = '{"step": 100, "big": 1.' + "0" * 59 + "1}") -> str:
+    (soklet.cwd / "state.json").write_text(state)
+    result = soklet.run("seal-state", "--request", "call.json", "--state", "state.json", "--at", T0, *extra)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def checks_of(result) -> dict[str, dict[str, str]]:
+    return {check["check"]: check for check in json.loads(result.stdout)["checks"]}
+
+
+def test_without_a_key_the_header_and_the_key_it_needs(soklet) -> None:
+    soklet.run("keys", "generate", "--id", "2026-08")
+    write_request(soklet.cwd, "call.json", 1)
+    token = sealed(soklet)
+    human, as_json, stdin, broken = soklet.run_together(
+        ("inspect-state", token),
+        ("inspect-state", "--json", token),
+        ("inspect-state", "-"),
+        ("inspect-state", "--json", token[:10] + "!" + token[11:]),
+    )
+    assert human.returncode == 0, human.stderr
+    for text in ("format version", "2026-08", "needs key '2026-08'", f"{len(token):,} bytes"):
+        assert text in human.stdout
+    document = json.loads(as_json.stdout)
+    raw = decode_base64url(token)
+    assert document["header"] == {
+        "encoded_size": len(token),
+        "version": 1,
+        "key_id": "2026-08",
+        "decoded_size": len(raw) - 2 - len("2026-08") - 12 - 16,
+    }
+    assert document["needs_key"] == "2026-08"
+    assert stdin.returncode == 1  # nothing on stdin: an empty token has no envelope version
+    assert broken.returncode == 1
+    assert json.loads(broken.stdout)["header_refusal"] == "base64url"
+    piped = soklet.run("inspect-state", "--json", input=token + "\n")
+    assert json.loads(piped.stdout)["header"]["key_id"] == "2026-08"
+
+
+def test_with_a_keyring_the_contents(soklet) -> None:
+    soklet.run("keys", "generate", "--id", "k1")
+    write_request(soklet.cwd, "call.json", "req-1")
+    token = sealed(soklet, "--round", "2", "--partition", "tenant-9")
+    human, as_json, late = soklet.run_together(
+        ("inspect-state", "--keyring", RING, "--at", LATER, token),
+        ("inspect-state", "--keyring", RING, "--at", LATER, "--json", token),
+        ("inspect-state", "--keyring", RING, "--at", "2026-08-01T00:15:00.001Z", "--json", token),
+    )
+    assert human.returncode == 0, human.stderr
+    for text in ("tools/call", "/mcp", "2026-07-28", "round", "2026-08-01T00:15:00.000Z", "in 10m 0s", '"req-1"'):
+        assert text in human.stdout, text
+    assert "not expired" in human.stdout
+    assert '"step":1E+2' in human.stdout
+    document = json.loads(as_json.stdout)
+    sealed_part = document["sealed"]
+    assert sealed_part["round"] == 2
+    assert sealed_part["request_id"] == "req-1"
+    assert sealed_part["expires_at"]["expired"] is False
+    assert sealed_part["expires_at"]["in_ms"] == 600_000
+    assert sealed_part["issued_at"]["iso"] == "2026-08-01T00:00:00.000Z"
+    assert set(sealed_part["binding"]) == {"method", "path", "protocol_version", "partition_digest", "params_digest"}
+    # The state is exact JSON: the 60-digit decimal survives, 100 comes back canonical.
+    assert '"big":1.' + "0" * 59 + "1" in as_json.stdout
+    assert '"step":1E+2' in as_json.stdout
+    assert document["opens"] is True
+    statuses = {check["check"]: check["status"] for check in document["checks"]}
+    assert statuses["binding-method"] == "not-run"
+    assert statuses["expiry"] == "passed"
+    assert late.returncode == 1
+    late_document = json.loads(late.stdout)
+    assert late_document["refusal"] == "expired"
+    assert late_document["sealed"]["expires_at"]["expired"] is True
+    assert "ago" in checks_of(late)["expiry"]["detail"]
+
+
+def test_with_a_retry_every_check_and_each_refusal_named(soklet) -> None:
+    soklet.run("keys", "generate", "--id", "k1")
+    write_request(soklet.cwd, "call.json", 1, meta={"progressToken": "p1"})
+    token = sealed(soklet)
+    write_request(
+        soklet.cwd, "ok.json", 2, inputResponses={"c": {"action": "accept"}}, requestState=token, meta={"baggage": "b"}
+    )
+    write_request(soklet.cwd, "method.json", 2, method="prompts/get")
+    write_request(soklet.cwd, "params.json", 2, arguments={"sku": "A-100", "qty": 4, "tags": ["a", "c"]})
+    write_request(soklet.cwd, "same-id.json", 1)
+    base = ("inspect-state", "--keyring", RING, "--at", LATER, "--json")
+    runs = soklet.run_together(
+        (*base, "--request", "ok.json", "--path", "//mcp/", token),
+        (*base, "--request", "method.json", token),
+        (*base, "--request", "ok.json", "--path", "/other", token),
+        (*base, "--request", "ok.json", "--protocol-version", "2025-06-18", token),
+        (*base, "--request", "ok.json", "--partition", "tenant-2", token),
+        (*base, "--request", "params.json", "--original-request", "call.json", token),
+        (*base, "--request", "params.json", token),
+        (*base, "--request", "same-id.json", token),
+    )
+    ok, method, path, version, partition, params, params_no_original, same_id = runs
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert all(check["status"] == "passed" for check in json.loads(ok.stdout)["checks"])
+    expected = {
+        "binding-method": method,
+        "binding-path": path,
+        "binding-protocol-version": version,
+        "binding-partition": partition,
+        "binding-params": params,
+        "request-id": same_id,
+    }
+    for check, result in expected.items():
+        assert result.returncode == 1, (check, result.stderr)
+        document = json.loads(result.stdout)
+        failed = [item["check"] for item in document["checks"] if item["status"] == "failed"]
+        assert failed == [check], (check, failed)
+    assert json.loads(same_id.stdout)["refusal"] == "request-id-reused"
+    assert "'prompts/get'" in checks_of(method)["binding-method"]["detail"]
+    assert "'/other'" in checks_of(path)["binding-path"]["detail"]
+    assert "'tenant-2'" in checks_of(partition)["binding-partition"]["detail"]
+    assert json.loads(params.stdout)["params_diff"] == ["/arguments/qty", "/arguments/tags/1"]
+    assert "/arguments/qty" in checks_of(params)["binding-params"]["detail"]
+    assert "--original-request" in checks_of(params_no_original)["binding-params"]["detail"]
+    human = soklet.run("inspect-state", "--keyring", RING, "--at", LATER, "--request", "params.json", token)
+    assert human.returncode == 1
+    assert "FAIL" in human.stdout
+    assert "binding-params" in human.stdout
+    assert "refused: binding-params" in human.stdout
+
+
+def test_no_key_can_open_it_exits_4(soklet) -> None:
+    soklet.run("keys", "generate", "--id", "k1")
+    write_request(soklet.cwd, "call.json", 1)
+    token = sealed(soklet)
+    other = soklet.cwd / "other"
+    other.mkdir()
+    assert soklet.run("keys", "generate", "--id", "k9", "--keyring", "other/a.toml").returncode == 0
+    assert soklet.run("keys", "generate", "--id", "k1", "--keyring", "other/b.toml").returncode == 0
+    unknown, impostor = soklet.run_together(
+        ("inspect-state", "--keyring", "other/a.toml", "--json", token),
+        ("inspect-state", "--keyring", "other/b.toml", token),
+    )
+    assert unknown.returncode == 4
+    assert json.loads(unknown.stdout)["refusal"] == "unknown-key"
+    assert "no key 'k1' in the keyring" in checks_of(unknown)["key-id"]["detail"]
+    assert impostor.returncode == 4
+    assert "did not verify" in impostor.stdout
+    # Rotate, then remove the old key: the state stops opening.
+    soklet.run("keys", "generate", "--id", "k2", "--role", "active")
+    assert soklet.run("inspect-state", "--keyring", RING, "--at", LATER, token).returncode == 0
+    assert soklet.run("keys", "remove", "k1").returncode == 0
+    assert soklet.run("inspect-state", "--keyring", RING, "--at", LATER, token).returncode == 4
+
+
+def test_usage_and_io_errors(soklet) -> None:
+    soklet.run("keys", "generate", "--id", "k1")
+    write_request(soklet.cwd, "call.json", 1)
+    (soklet.cwd / "not-json.json").write_text("{")
+    token = sealed(soklet)
+    results = soklet.run_together(
+        ("inspect-state", "--request", "call.json", token),
+        ("inspect-state", "--keyring", RING, "--at", "soon", token),
+        ("inspect-state", "--keyring", "missing.toml", token),
+        ("inspect-state", "--keyring", RING, "--request", "missing.json", token),
+        ("inspect-state", "--keyring", RING, "--request", "not-json.json", token),
+        ("inspect-state", "--keyring", RING, "--request", "call.json", "--path", "mcp", token),
+    )
+    assert [result.returncode for result in results] == [2, 2, 3, 3, 2, 2], [r.stderr for r in results]
+    assert all("Traceback" not in result.output for result in results)
+
+
+def test_outputs_never_show_key_material_or_plaintext_envelope(soklet) -> None:
+    soklet.run("keys", "generate", "--id", "k1")
+    soklet.run("keys", "generate", "--id", "k2")
+    write_request(soklet.cwd, "call.json", 1)
+    token = sealed(soklet)
+    runs = soklet.run_together(
+        ("inspect-state", "--keyring", RING, "--json", "--request", "call.json", token),
+        ("inspect-state", "--keyring", RING, "--request", "call.json", token),
+        ("inspect-state", "--keyring", RING, token[:-3] + "AAA"),
+    )
+    for result in runs:
+        assert result.returncode in (1, 4)
+    # The fixture scans every output for every form of every key's material; check the count it learnt.
+    assert len(soklet.secrets) == 2

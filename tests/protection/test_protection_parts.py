@@ -1,0 +1,212 @@
+"""Endpoint paths, the partition digest, bindings, the config builder and the exception surface."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import pickle
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from soklet_core.json import params_digest
+from soklet_core.protection import (
+    ANONYMOUS_PARTITION,
+    DEFAULT_MAXIMUM_DECODED_BYTES,
+    DEFAULT_MAXIMUM_ENCODED_BYTES,
+    DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,
+    DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
+    BindingField,
+    BoundRequest,
+    ProtectionConfig,
+    ProtectionConfigBuilder,
+    ProtectionUsageError,
+    ProtectionUsageReason,
+    Reason,
+    RequestStateBinding,
+    RequestStateProtectionException,
+    normalize_endpoint_path,
+    partition_digest,
+)
+from tests.protection.support import key, keyring, request
+
+# ------------------------------------------------------------------------------------------------ paths
+
+PATHS = {
+    "/": "/",
+    "/mcp": "/mcp",
+    "/mcp/": "/mcp",
+    "//mcp": "/mcp",
+    "/mcp//": "/mcp",
+    "///": "/",
+    "/a//b///c/": "/a/b/c",
+    "/a/../mcp": "/mcp",
+    "/a/./b/": "/a/b",
+    "/a/b/..": "/a",
+    "/a/.": "/a",
+    "/..": "/",
+    "/../../mcp": "/mcp",
+    "/%6dcp": "/mcp",
+    "/%6Dcp": "/mcp",
+    "/%7e%2d%2E%5F": "/~-._",
+    "/%2E%2E/x": "/x",
+    "/a%2fb": "/a%2Fb",
+    "/a%2Fb/": "/a%2Fb",
+    "/%3a%40": "/%3A%40",
+    "/mcp ü": "/mcp%20%C3%BC",
+    "/mcp%20%c3%bc": "/mcp%20%C3%BC",
+    "/%": "/%25",
+    "/%zz": "/%25zz",
+    "/.hidden/...": "/.hidden/...",
+    "/MCP": "/MCP",
+    "/a;b=c/@:!$&'()*+,": "/a;b=c/@:!$&'()*+,",
+}
+
+
+@pytest.mark.parametrize(("raw", "normal"), list(PATHS.items()))
+def test_path_normalization_rules(raw: str, normal: str) -> None:
+    assert normalize_endpoint_path(raw) == normal
+    assert normalize_endpoint_path(normal) == normal
+
+
+@pytest.mark.parametrize("bad", ["", "mcp", "/mcp?x=1", "/mcp#f", "http://h/mcp", None, b"/mcp"])
+def test_path_refusals(bad: object) -> None:
+    with pytest.raises(ProtectionUsageError) as caught:
+        normalize_endpoint_path(bad)  # type: ignore[arg-type]
+    assert caught.value.reason is ProtectionUsageReason.INVALID_ENDPOINT_PATH
+    assert "mcp" not in str(caught.value)
+
+
+@given(st.text(alphabet=st.sampled_from(list("/.%aA9-_~ü:@2Ff+ ")), max_size=30))
+def test_path_normalization_is_idempotent_and_canonical(tail: str) -> None:
+    normal = normalize_endpoint_path("/" + tail)
+    assert normalize_endpoint_path(normal) == normal
+    assert normal.startswith("/")
+    assert "//" not in normal
+    assert normal == "/" or not normal.endswith("/")
+    assert "/./" not in normal + "/"
+    assert "/../" not in normal + "/"
+    assert normal.isascii()
+
+
+# ------------------------------------------------------------------------------------------------ binding
+
+
+def test_partition_digest_is_the_documented_hash() -> None:
+    expected = base64.urlsafe_b64encode(hashlib.sha256(b"soklet partition\x00" + "tenant-é".encode()).digest()).rstrip(
+        b"="
+    )
+    assert partition_digest("tenant-é") == expected.decode()
+    assert len(partition_digest(ANONYMOUS_PARTITION)) == 43
+    assert partition_digest("a") != partition_digest("b")
+    with pytest.raises(ProtectionUsageError):
+        partition_digest("\ud800")
+
+
+def test_binding_for_request() -> None:
+    data = request(5, meta={"protocolVersion": "2025-11-25"})
+    binding = RequestStateBinding.for_request(data, path="/x/../mcp/", partition="p")
+    assert binding.method == "tools/call"
+    assert binding.path == "/mcp"
+    assert binding.protocol_version == "2025-11-25"
+    assert binding.partition_digest == partition_digest("p")
+    assert binding.params_digest == params_digest(data).text
+    overridden = RequestStateBinding.for_request(data, path="/mcp", partition="p", protocol_version="2026-07-28")
+    assert binding.mismatches(overridden) == (BindingField.PROTOCOL_VERSION,)
+    no_meta = b'{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"t"}}'
+    assert RequestStateBinding.for_request(no_meta, path="/", partition="p").protocol_version == "2026-07-28"
+    assert BoundRequest.of(no_meta, path="/", partition="p").request_id.value == "x"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"[]", ProtectionUsageReason.INVALID_REQUEST),
+        (b"{", ProtectionUsageReason.INVALID_REQUEST),
+        (b'{"jsonrpc":"2.0","id":1,"method":5}', ProtectionUsageReason.INVALID_REQUEST),
+        (b'{"jsonrpc":"2.0","id":1,"method":"m","params":"x"}', ProtectionUsageReason.INVALID_REQUEST),
+        (b'{"jsonrpc":"2.0","method":"m"}', ProtectionUsageReason.INVALID_REQUEST_ID),
+        (b'{"jsonrpc":"2.0","id":null,"method":"m"}', ProtectionUsageReason.INVALID_REQUEST_ID),
+        (b'{"jsonrpc":"2.0","id":[1],"method":"m"}', ProtectionUsageReason.INVALID_REQUEST_ID),
+    ],
+)
+def test_bound_request_refusals(data: bytes, reason: ProtectionUsageReason) -> None:
+    with pytest.raises(ProtectionUsageError) as caught:
+        BoundRequest.of(data, path="/mcp", partition="p")
+    assert caught.value.reason is reason
+
+
+def test_binding_of_checks_its_inputs() -> None:
+    good = {"method": "m", "path": "/", "protocol_version": "v", "partition": "p", "params_digest": "A" * 43}
+    assert RequestStateBinding.of(**good).params_digest == "A" * 43
+    for name, bad in [("params_digest", "A" * 42), ("params_digest", "A" * 42 + "B"), ("method", 5)]:
+        with pytest.raises(ProtectionUsageError):
+            RequestStateBinding.of(**{**good, name: bad})  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------------ config
+
+
+def test_config_defaults() -> None:
+    config = ProtectionConfig.with_keyring(keyring(key("k1"))).build()
+    assert config.maximum_request_state_lifetime == timedelta(minutes=15) == DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME
+    assert config.maximum_request_state_rounds == 10 == DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
+    assert config.maximum_encoded_bytes == 65_536 == DEFAULT_MAXIMUM_ENCODED_BYTES
+    assert config.maximum_decoded_bytes == 49_152 == DEFAULT_MAXIMUM_DECODED_BYTES
+    assert config.lifetime_ms == 900_000
+    assert config.protector is None
+    assert "material" not in repr(config) or "redacted" in repr(config)
+
+
+def test_config_builder_validates_limits() -> None:
+    def builder() -> ProtectionConfigBuilder:
+        return ProtectionConfig.with_keyring(keyring(key("k1")))
+
+    for method in ("maximum_request_state_rounds", "maximum_encoded_bytes", "maximum_decoded_bytes"):
+        for bad in (0, -1, True, 1.5, "3"):
+            with pytest.raises(ProtectionUsageError) as caught:
+                getattr(builder(), method)(bad)
+            assert caught.value.reason is ProtectionUsageReason.NON_POSITIVE_LIMIT
+    for bad_lifetime in (timedelta(0), timedelta(microseconds=999), timedelta(seconds=-1), 900):
+        with pytest.raises(ProtectionUsageError):
+            builder().maximum_request_state_lifetime(bad_lifetime)  # type: ignore[arg-type]
+    # decoded <= encoded: equal passes, one more is refused.
+    assert builder().maximum_encoded_bytes(1000).maximum_decoded_bytes(1000).build().maximum_decoded_bytes == 1000
+    with pytest.raises(ProtectionUsageError) as caught:
+        builder().maximum_encoded_bytes(1000).maximum_decoded_bytes(1001).build()
+    assert caught.value.reason is ProtectionUsageReason.DECODED_OVER_ENCODED
+    with pytest.raises(ProtectionUsageError):
+        builder().maximum_decoded_bytes(DEFAULT_MAXIMUM_ENCODED_BYTES + 1).build()
+    assert builder().maximum_request_state_lifetime(timedelta(milliseconds=1)).build().lifetime_ms == 1
+    with pytest.raises(TypeError):
+        ProtectionConfig()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        ProtectionConfigBuilder()
+
+
+# ------------------------------------------------------------------------------------------------ exceptions
+
+
+def test_exception_surface() -> None:
+    for reason in Reason:
+        error = RequestStateProtectionException(reason)
+        assert str(error) == f"{reason.value}: {reason.description}"
+        assert RequestStateProtectionException.Reason is type(reason)
+        copy = pickle.loads(pickle.dumps(error))
+        assert copy.reason is reason
+        assert (error.json_rpc_code, error.http_status) == ((-32603, 200) if reason.is_sealing else (-32602, 400))
+    assert {reason.binding_field for reason in Reason if reason.binding_field} == set(BindingField)
+    assert [Reason.for_binding(field) for field in BindingField] == [
+        Reason.BINDING_METHOD,
+        Reason.BINDING_PATH,
+        Reason.BINDING_PROTOCOL_VERSION,
+        Reason.BINDING_PARTITION,
+        Reason.BINDING_PARAMS,
+    ]
+    with pytest.raises(TypeError):
+        RequestStateProtectionException("expired")  # type: ignore[arg-type]
+    usage = ProtectionUsageError(ProtectionUsageReason.INVALID_CLOCK)
+    assert isinstance(usage, ValueError)
+    assert pickle.loads(pickle.dumps(usage)).reason is ProtectionUsageReason.INVALID_CLOCK
