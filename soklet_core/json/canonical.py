@@ -26,7 +26,7 @@ from .codec import NUMBER_CLOSE, NUMBER_OPEN, decode_text, load_raw, locate, str
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_DEPTH, MAX_NUMBER_TOKEN_CHARS
 from .numbers import canonical_decimal_text, canonical_number_text
-from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue
+from .values import JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue
 
 __all__ = [
     "CanonicalTree",
@@ -140,21 +140,23 @@ def load_canonical_tree(data: bytes | bytearray | memoryview | str, *, max_bytes
 
 
 def _tree_from_value(value: JsonValue, depth: int) -> Any:
-    if isinstance(value, JsonString):
-        return value.value
-    if isinstance(value, JsonNumber):
-        return NUMBER_OPEN + canonical_decimal_text(value.value) + NUMBER_CLOSE
-    if isinstance(value, JsonBoolean):
-        return value.value
-    if isinstance(value, JsonNull):
+    kind = type(value)
+    if kind is JsonString:
+        return value._value  # type: ignore[attr-defined]
+    if kind is JsonNumber:
+        return NUMBER_OPEN + canonical_decimal_text(value._value) + NUMBER_CLOSE  # type: ignore[attr-defined]
+    if kind is JsonBoolean:
+        return value._value  # type: ignore[attr-defined]
+    if kind is JsonNull:
         return None
     if depth >= MAX_DEPTH:
         raise JsonError(JsonErrorReason.DEPTH_EXCEEDED)
-    if isinstance(value, JsonObject):
-        names = sorted(value, key=None if all(name.isascii() for name in value) else utf16_key)
-        return {name: _tree_from_value(value[name], depth + 1) for name in names}
-    assert isinstance(value, JsonArray)
-    return [_tree_from_value(item, depth + 1) for item in value]
+    if kind is JsonObject:
+        members = value._members  # type: ignore[attr-defined]
+        # Joining the names is one C call; code point order is UTF-16 order for ASCII (and all BMP) names.
+        names = sorted(members) if "".join(members).isascii() else sorted(members, key=utf16_key)
+        return {name: _tree_from_value(members[name], depth + 1) for name in names}
+    return [_tree_from_value(item, depth + 1) for item in value._items]  # type: ignore[attr-defined]
 
 
 def tree_from_value(value: JsonValue) -> CanonicalTree:

@@ -20,7 +20,18 @@ from .errors import JsonError, JsonErrorReason
 from .limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_TOKEN_CHARS
 from .numbers import decimal_from_token
 from .scanner import locate_refusal
-from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue, _new
+from .values import (
+    JsonArray,
+    JsonBoolean,
+    JsonNull,
+    JsonNumber,
+    JsonObject,
+    JsonString,
+    JsonValue,
+    new_array,
+    new_number,
+    new_object,
+)
 
 __all__ = [
     "NUMBER_CLOSE",
@@ -150,11 +161,11 @@ def locate(text: str) -> JsonError:
 def _integer(token: str) -> JsonNumber:
     if len(token) > MAX_NUMBER_TOKEN_CHARS:
         raise _Doubt
-    return _new(JsonNumber, _value=Decimal(token))
+    return new_number(Decimal(token))
 
 
 def _number(token: str) -> JsonNumber:
-    return _new(JsonNumber, _value=decimal_from_token(token))
+    return new_number(decimal_from_token(token))
 
 
 _TRUE: Final = JsonBoolean.from_value(True)
@@ -162,12 +173,20 @@ _FALSE: Final = JsonBoolean.from_value(False)
 _NULL: Final = JsonNull.instance()
 
 
+_allocate = object.__new__
+_store = object.__setattr__
+
+
 def _wrap(value: Any) -> JsonValue:
+    # Hot: once per value the C decoder hands over. Allocation is inlined (two C calls, no Python frame) because
+    # the decoder builds strings, lists and literals itself; numbers and objects already come wrapped by hooks.
     kind = type(value)
     if kind is str:
-        return _new(JsonString, _value=value)
+        wrapped = _allocate(JsonString)
+        _store(wrapped, "_value", value)
+        return wrapped
     if kind is list:
-        return JsonArray._of(tuple(map(_wrap, value)))
+        return new_array(tuple(map(_wrap, value)))
     if value is True:
         return _TRUE
     if value is False:
@@ -178,10 +197,17 @@ def _wrap(value: Any) -> JsonValue:
 
 
 def _object(pairs: list[tuple[str, Any]]) -> JsonObject:
-    members = {name: _wrap(value) for name, value in pairs}
+    members: dict[str, JsonValue] = {}
+    for name, value in pairs:
+        if type(value) is str:
+            wrapped = _allocate(JsonString)
+            _store(wrapped, "_value", value)
+            members[name] = wrapped
+        else:
+            members[name] = _wrap(value)
     if len(members) != len(pairs):
         raise _Doubt
-    return JsonObject._of(members)
+    return new_object(members)
 
 
 _VALUE_DECODER: Final = strict_decoder(parse_int=_integer, parse_float=_number, object_pairs_hook=_object)

@@ -89,6 +89,40 @@ def _new(cls: type[_T], **fields: object) -> _T:
     return obj
 
 
+_allocate = object.__new__
+_store = object.__setattr__
+
+
+def new_string(value: str) -> JsonString:
+    """A JsonString of text already known to be valid (the parser's fast path; no checks)."""
+    obj = _allocate(JsonString)
+    _store(obj, "_value", value)
+    return obj
+
+
+def new_number(value: Decimal) -> JsonNumber:
+    """A JsonNumber of a value already known to be within the limits (the parser's fast path; no checks)."""
+    obj = _allocate(JsonNumber)
+    _store(obj, "_value", value)
+    return obj
+
+
+def new_object(members: dict[str, JsonValue]) -> JsonObject:
+    """A JsonObject that takes ownership of ``members`` (the caller keeps no reference)."""
+    obj = _allocate(JsonObject)
+    _store(obj, "_members", members)
+    _store(obj, "_hash", None)
+    return obj
+
+
+def new_array(items: tuple[JsonValue, ...]) -> JsonArray:
+    """A JsonArray of ``items``."""
+    obj = _allocate(JsonArray)
+    _store(obj, "_items", items)
+    _store(obj, "_hash", None)
+    return obj
+
+
 class JsonString(JsonValue):
     """A JSON string: any sequence of Unicode scalar values (lone surrogates are refused)."""
 
@@ -246,7 +280,7 @@ class JsonObject(JsonValue, Mapping[str, JsonValue]):
 
     @classmethod
     def _of(cls, members: dict[str, JsonValue]) -> JsonObject:
-        return _new(cls, _members=members, _hash=None)
+        return new_object(members)
 
     def __getitem__(self, name: str) -> JsonValue:
         return self._members[name]
@@ -300,7 +334,7 @@ class JsonArray(JsonValue, Sequence[JsonValue]):
 
     @classmethod
     def _of(cls, items: tuple[JsonValue, ...]) -> JsonArray:
-        return _new(cls, _items=items, _hash=None)
+        return new_array(items)
 
     @overload
     def __getitem__(self, index: int) -> JsonValue: ...
