@@ -1,0 +1,46 @@
+"""The MCP 2026-07-28 method names the model layer refers to.
+
+Input requests are embedded client operations: one of :data:`INPUT_REQUEST_METHODS`, placed only inside an
+``input_required`` result. Such a result may answer only :data:`INPUT_REQUIRED_CAPABLE_METHODS`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "COMPLETION_COMPLETE",
+    "ELICITATION_CREATE",
+    "INPUT_REQUEST_METHODS",
+    "INPUT_REQUIRED_CAPABLE_METHODS",
+    "PROMPTS_GET",
+    "PROMPTS_LIST",
+    "RESOURCES_LIST",
+    "RESOURCES_READ",
+    "RESOURCES_TEMPLATES_LIST",
+    "ROOTS_LIST",
+    "SAMPLING_CREATE_MESSAGE",
+    "SERVER_DISCOVER",
+    "TOOLS_CALL",
+    "TOOLS_LIST",
+]
+
+#: Embedded client operations (the values of ``inputRequests``).
+ELICITATION_CREATE: Final = "elicitation/create"
+SAMPLING_CREATE_MESSAGE: Final = "sampling/createMessage"
+ROOTS_LIST: Final = "roots/list"
+INPUT_REQUEST_METHODS: Final = frozenset({ELICITATION_CREATE, SAMPLING_CREATE_MESSAGE, ROOTS_LIST})
+
+#: Client requests served by a registry.
+SERVER_DISCOVER: Final = "server/discover"
+TOOLS_LIST: Final = "tools/list"
+TOOLS_CALL: Final = "tools/call"
+PROMPTS_LIST: Final = "prompts/list"
+PROMPTS_GET: Final = "prompts/get"
+RESOURCES_LIST: Final = "resources/list"
+RESOURCES_READ: Final = "resources/read"
+RESOURCES_TEMPLATES_LIST: Final = "resources/templates/list"
+COMPLETION_COMPLETE: Final = "completion/complete"
+
+#: The only requests an ``input_required`` result may answer.
+INPUT_REQUIRED_CAPABLE_METHODS: Final = frozenset({TOOLS_CALL, PROMPTS_GET, RESOURCES_READ})
