@@ -48,6 +48,11 @@ def decimal_from_token(token: str) -> Decimal:
 
 def canonical_decimal_text(value: Decimal) -> str:
     """The canonical spelling of a finite decimal."""
+    text = str(value)
+    # str() is already the to-scientific-string of the held coefficient and exponent; without an exponent part
+    # and with a last digit other than 0 the coefficient has no trailing zeros, so normalizing changes nothing.
+    if text[-1] != "0" and "E" not in text:
+        return text
     if not value:
         return "0"
     return str(value.normalize(EXACT))

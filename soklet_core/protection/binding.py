@@ -13,6 +13,7 @@ The partition itself is not sealed, only its digest: base64url (no padding) of S
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -51,6 +52,13 @@ def partition_digest(partition: str) -> str:
     """base64url (no padding) SHA-256 of ``b"soklet partition" ‖ 0x00 ‖ partition``; 43 characters."""
     if not isinstance(partition, str):
         raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING)
+    return _partition_digest(partition)
+
+
+# Partitions come from admission (a configured map, or the one anonymous partition), so they are few: every
+# request of a partition would otherwise hash the same bytes again.
+@functools.lru_cache(maxsize=1024)
+def _partition_digest(partition: str) -> str:
     try:
         data = partition.encode("utf-8")
     except UnicodeEncodeError:
