@@ -33,6 +33,7 @@ __all__ = [
     "canonical_bytes",
     "canonical_chunks",
     "canonical_text",
+    "check_numbers",
     "feed_canonical",
     "load_canonical_tree",
     "tree_from_value",
@@ -224,6 +225,16 @@ def canonical_chunks(tree: CanonicalTree) -> Iterator[bytes]:
             size = 0
     if pending:
         yield _finish("".join(pending), tree)
+
+
+def check_numbers(tree: CanonicalTree, node: Any) -> None:
+    """Check the number limits inside ``node``, a part of ``tree`` that will not be encoded (and so not checked).
+
+    Number tokens are only spelled, and so checked, while encoding; parts a digest leaves out (the request
+    envelope, excluded members) must still refuse what the strict parser refuses.
+    """
+    if type(node) in (dict, list) or (type(node) is str and node.startswith(NUMBER_OPEN)):
+        _finish((_IN_ORDER if tree.presorted else _SORTED)(node), tree)
 
 
 def feed_canonical(tree: CanonicalTree, sink: Callable[[bytes], object], *, limit: int | None = None) -> int:

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .canonical import feed_canonical, load_canonical_tree, tree_from_value
+from .canonical import CanonicalTree, check_numbers, feed_canonical, load_canonical_tree, tree_from_value
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_CANONICAL_PARAMS_BYTES
 from .values import JsonValue
@@ -44,20 +44,39 @@ def _is_request(root: Any) -> bool:
     return type(root) is dict and "jsonrpc" in root and "method" in root
 
 
-def _stable_params(root: Any, *, whole_request: bool | None) -> Any:
+def _stable_params(tree: CanonicalTree, *, whole_request: bool | None) -> Any:
+    root = tree.root
     if whole_request is None:
         whole_request = _is_request(root)
-    if whole_request and type(root) is not dict:
-        raise JsonError(JsonErrorReason.PARAMS_NOT_STRUCTURED)
+    # Whatever is left out of the digest is still checked, so the digest refuses exactly what parse refuses.
+    if whole_request:
+        if type(root) is not dict:
+            check_numbers(tree, root)
+            raise JsonError(JsonErrorReason.PARAMS_NOT_STRUCTURED)
+        for name, value in root.items():
+            if name != "params":
+                check_numbers(tree, value)
     params = root.get("params", {}) if whole_request else root
     if type(params) is list:
         return params
     if type(params) is not dict:
+        check_numbers(tree, params)
         raise JsonError(JsonErrorReason.PARAMS_NOT_STRUCTURED)
-    stable = {name: value for name, value in params.items() if name not in EXCLUDED_PARAMS_MEMBERS}
+    stable = {}
+    for name, value in params.items():
+        if name in EXCLUDED_PARAMS_MEMBERS:
+            check_numbers(tree, value)
+        else:
+            stable[name] = value
     meta = stable.get("_meta")
     if type(meta) is dict:
-        stable["_meta"] = {name: value for name, value in meta.items() if name not in EXCLUDED_META_MEMBERS}
+        kept = {}
+        for name, value in meta.items():
+            if name in EXCLUDED_META_MEMBERS:
+                check_numbers(tree, value)
+            else:
+                kept[name] = value
+        stable["_meta"] = kept
     return stable
 
 
@@ -77,7 +96,7 @@ def params_digest(
         tree = tree_from_value(source)
     else:
         tree = load_canonical_tree(source, max_bytes=max_bytes)
-    stable = tree.with_root(_stable_params(tree.root, whole_request=whole_request))
+    stable = tree.with_root(_stable_params(tree, whole_request=whole_request))
     hasher = hashlib.sha256()
     size = feed_canonical(stable, hasher.update, limit=MAX_CANONICAL_PARAMS_BYTES)
     return ParamsDigest(hasher.digest(), size)

@@ -227,3 +227,23 @@ def test_max_bytes_is_honoured() -> None:
         params_digest(PARAMS, max_bytes=len(PARAMS) - 1)
     assert (info.value.reason, info.value.offset) == (R.INPUT_TOO_LARGE, len(PARAMS) - 1)
     assert params_digest(PARAMS, max_bytes=len(PARAMS)).text == digest(PARAMS)
+
+
+@pytest.mark.parametrize(
+    ("doc", "offset"),
+    [
+        (b"100000e-010100", 0),
+        (b'{"jsonrpc":"2.0","id":1e99999,"method":"x","params":{}}', 22),
+        (b'{"a":1,"inputResponses":{"k":1e99999}}', 29),
+        (b'{"a":1,"requestState":[1e-99999]}', 23),
+        (b'{"a":1,"_meta":{"progressToken":1e99999}}', 32),
+    ],
+)
+def test_digest_refuses_bad_numbers_in_the_parts_it_leaves_out(doc: bytes, offset: int) -> None:
+    """The envelope and the excluded members are not hashed, yet the digest refuses what parse refuses."""
+    with pytest.raises(JsonError) as info:
+        parse(doc)
+    assert (info.value.reason, info.value.offset) == (JsonErrorReason.EXPONENT_OUT_OF_RANGE, offset)
+    with pytest.raises(JsonError) as info:
+        params_digest(doc)
+    assert (info.value.reason, info.value.offset) == (JsonErrorReason.EXPONENT_OUT_OF_RANGE, offset)
