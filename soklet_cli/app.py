@@ -14,6 +14,7 @@ from .fingerprint import fingerprint
 from .inspect_state import inspect_state
 from .keys import keys_app
 from .seal_state import seal_state
+from .serve import serve
 
 app = typer.Typer(
     name="soklet",
@@ -46,6 +47,7 @@ app.command("fingerprint")(fingerprint)
 app.add_typer(keys_app, name="keys")
 app.command("inspect-state")(inspect_state)
 app.command("seal-state")(seal_state)
+app.command("serve")(serve)
 
 
 def main() -> None:

@@ -13,8 +13,30 @@ See ``docs/mcp-model.md`` for the vocabulary with examples.
 ['approval']
 """
 
+from .admission import (
+    ANONYMOUS_PARTITION,
+    Admission,
+    AdmissionPolicy,
+    AdmissionRefused,
+    AdmissionRefusedReason,
+    AdmissionRequest,
+    AnonymousAdmission,
+    BearerTokenAdmission,
+    BearerTokenEntry,
+)
 from .capabilities import CLIENT_CAPABILITIES_META_KEY, ClientCapabilities
 from .context import NO_INVOCATION_FEATURES, Identity, InvocationFeatures, RequestContext, RequestId
+from .dispatcher import (
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    SUPPORTED_PROTOCOL_VERSIONS,
+    Dispatcher,
+    DispatchResult,
+    HttpRequest,
+    Interceptor,
+    LifecycleCallback,
+    ProgressChannel,
+)
 from .elicitation import (
     AcceptOutcome,
     AcceptOutcomeKind,
@@ -101,23 +123,39 @@ from .results import (
     TextContent,
     TextResourceContents,
 )
+from .server import DEFAULT_ENDPOINT_PATH, McpServer, McpServerBuilder
+from .transport import LOCAL_HOSTS, McpAsgiApp
 from .uris import UriTemplate, is_absolute_uri
 from .url_policy import MIN_HANDLE_BYTES, check_elicitation_url, is_opaque_handle, mint_url_handle, url_with_handle
 
 __all__ = [
+    "ANONYMOUS_PARTITION",
     "CLIENT_CAPABILITIES_META_KEY",
     "COMPLETE_RESULT_TYPE",
+    "DEFAULT_ENDPOINT_PATH",
     "DEFAULT_FORM_POLICY",
     "INPUT_REQUIRED_RESULT_TYPE",
+    "LOCAL_HOSTS",
     "MAX_APPLICATION_REQUEST_STATE_BYTES",
     "MAX_COMPLETION_VALUES",
     "MAX_NAME_CHARS",
     "MIN_HANDLE_BYTES",
     "NO_INVOCATION_FEATURES",
+    "PROTOCOL_VERSION_META_KEY",
+    "SERVER_INFO_META_KEY",
+    "SUPPORTED_PROTOCOL_VERSIONS",
     "AcceptOutcome",
     "AcceptOutcomeKind",
+    "Admission",
+    "AdmissionPolicy",
+    "AdmissionRefused",
+    "AdmissionRefusedReason",
+    "AdmissionRequest",
+    "AnonymousAdmission",
     "ArgumentsError",
     "AudioContent",
+    "BearerTokenAdmission",
+    "BearerTokenEntry",
     "BlobResourceContents",
     "CacheHint",
     "CacheScope",
@@ -128,6 +166,8 @@ __all__ = [
     "CompletionArguments",
     "CompletionRegistration",
     "ContentBlock",
+    "DispatchResult",
+    "Dispatcher",
     "ElicitationAction",
     "ElicitationResponse",
     "EmbeddedResource",
@@ -135,6 +175,7 @@ __all__ = [
     "FormPolicyViolation",
     "FormSchemaPolicy",
     "GetPromptResult",
+    "HttpRequest",
     "Identity",
     "ImageContent",
     "InputRequest",
@@ -148,10 +189,16 @@ __all__ = [
     "InputResponseError",
     "InputResponses",
     "InputResponsesBuilder",
+    "Interceptor",
     "InvocationFeatures",
+    "LifecycleCallback",
+    "McpAsgiApp",
     "McpModelError",
     "McpModelErrorReason",
+    "McpServer",
+    "McpServerBuilder",
     "PolicyFinding",
+    "ProgressChannel",
     "PromptArgument",
     "PromptMessage",
     "PromptRegistration",
