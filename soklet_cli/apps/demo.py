@@ -73,6 +73,10 @@ def _approval_request() -> InputRequest:
     )
 
 
+# Input requests are immutable values: built (and policy-checked) once, not on every call.
+_APPROVAL: Final = _approval_request()
+
+
 def _continue_from(
     protected_state: JsonValue, approval_response: JsonValue | None
 ) -> CallToolResult | InputRequiredResult:
@@ -82,7 +86,7 @@ def _continue_from(
     outcome = expect_accept(approval_response, {})  # the approval form has no fields
     if outcome.kind is AcceptOutcomeKind.MISSING:  # re-request, keeping the phase
         return (
-            InputRequiredResult.with_input_request("approval", _approval_request())
+            InputRequiredResult.with_input_request("approval", _APPROVAL)
             .framework_request_state(protected_state)
             .build()
         )
@@ -107,11 +111,7 @@ def _continue_from(
 def catalog_continue(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
     """The spec's ``catalog.continue``."""
     if context.framework_request_state is None:
-        return (
-            InputRequiredResult.with_input_request("approval", _approval_request())
-            .framework_request_state(_WAITING)
-            .build()
-        )
+        return InputRequiredResult.with_input_request("approval", _APPROVAL).framework_request_state(_WAITING).build()
     return _continue_from(context.framework_request_state, context.input_responses.find("approval"))
 
 

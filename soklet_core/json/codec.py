@@ -21,7 +21,6 @@ from .limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_TOKEN_CHARS
 from .numbers import decimal_from_token
 from .scanner import locate_refusal
 from .values import (
-    JsonArray,
     JsonBoolean,
     JsonNull,
     JsonNumber,
@@ -241,20 +240,19 @@ _AS_HELD: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), ch
 
 
 def _fenced_as_held(value: JsonValue, depth: int) -> Any:
-    if isinstance(value, JsonString):
-        return value.value
-    if isinstance(value, JsonNumber):
-        return NUMBER_OPEN + str(value.value) + NUMBER_CLOSE
-    if isinstance(value, JsonBoolean):
-        return value.value
-    if isinstance(value, JsonNull):
+    # Hot on every response: exact type checks and direct slot reads (the classes are closed and final).
+    kind = type(value)
+    if kind is JsonString or kind is JsonBoolean:
+        return value._value  # type: ignore[attr-defined]
+    if kind is JsonNumber:
+        return NUMBER_OPEN + str(value._value) + NUMBER_CLOSE  # type: ignore[attr-defined]
+    if kind is JsonNull:
         return None
     if depth >= MAX_DEPTH:
         raise JsonError(JsonErrorReason.DEPTH_EXCEEDED)
-    if isinstance(value, JsonObject):
-        return {name: _fenced_as_held(item, depth + 1) for name, item in value.items()}
-    assert isinstance(value, JsonArray)
-    return [_fenced_as_held(item, depth + 1) for item in value]
+    if kind is JsonObject:
+        return {name: _fenced_as_held(item, depth + 1) for name, item in value._members.items()}  # type: ignore[attr-defined]
+    return [_fenced_as_held(item, depth + 1) for item in value._items]  # type: ignore[attr-defined]
 
 
 def serialize(value: JsonValue) -> str:
