@@ -1,0 +1,116 @@
+"""The official MCP conformance suite (requirement set 2026-07-28) against ``soklet serve --fixtures conformance``.
+
+``scripts/conformance`` runs as a real subprocess: it installs the pinned Node 22 and suite into .cache/conformance
+(``npm ci``, only when the lock changed), starts the server on a free loopback port, runs every scenario and
+summarises the checks. It passes only when all 37 scored scenarios have zero FAILURE and zero WARNING checks, or,
+when ``conformance/expected-failures.yaml`` exists, when exactly the scenarios/checks listed there fail (an entry
+that now passes is stale and fails the run). See docs/conformance.md.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "conformance"
+BASELINE = ROOT / "conformance" / "expected-failures.yaml"
+SCORED_SCENARIOS = 37
+#: About a minute against a working server; the bound covers a first `npm ci` and a hung server (30 s/scenario).
+RUN_TIMEOUT = 1800
+
+pytestmark = pytest.mark.slow
+
+
+def run_script(*args: str, timeout: float = RUN_TIMEOUT) -> tuple[int, dict[str, Any], str]:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--json", *args],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    try:
+        summary = json.loads(done.stdout)
+    except ValueError:
+        pytest.fail(f"scripts/conformance printed no JSON summary (exit {done.returncode}):\n{done.stderr[-4000:]}")
+    return done.returncode, summary, done.stderr
+
+
+def failure_report(summary: dict[str, Any]) -> str:
+    lines = [*summary.get("problems", [])]
+    for scenario in summary["scored"]["scenarios"]:
+        for failing in scenario["failing"]:
+            lines.append(f"{scenario['name']}:{failing['id']} {failing['status']}: {failing['message']}")
+    baseline = summary.get("baseline")
+    if baseline:
+        for label in ("unexpected", "stale", "invalid"):
+            lines.extend(f"baseline {label}: {entry}" for entry in baseline[label])
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def conformance_run() -> tuple[int, dict[str, Any], str]:
+    args = ["--baseline", str(BASELINE)] if BASELINE.is_file() else []
+    return run_script(*args)
+
+
+def test_conformance_suite_passes(conformance_run: tuple[int, dict[str, Any], str]) -> None:
+    code, summary, stderr = conformance_run
+    assert summary["ok"], f"conformance failed:\n{failure_report(summary)}\n--- runner log ---\n{stderr[-3000:]}"
+    assert code == 0
+
+
+def test_summary_lists_the_37_scored_scenarios(conformance_run: tuple[int, dict[str, Any], str]) -> None:
+    _, summary, _ = conformance_run
+    scored = summary["scored"]
+    names = [scenario["name"] for scenario in scored["scenarios"]]
+    assert scored["count"] == SCORED_SCENARIOS == len(set(names))
+    assert {"server-stateless", "caching", "input-required-result-tampered-state"} <= set(names)
+    assert scored["not_run"] == 0, "every scored scenario wrote its checks.json"
+    assert summary["pending"]["count"] == 3
+    assert summary["tasks"]["count"] == 10
+    assert all(name.startswith("tasks-") for name in (s["name"] for s in summary["tasks"]["scenarios"]))
+
+
+def test_a_stale_baseline_entry_fails_the_run(conformance_run: tuple[int, dict[str, Any], str]) -> None:
+    _, summary, _ = conformance_run
+    passing = [
+        (scenario["name"], check_id)
+        for scenario in summary["scored"]["scenarios"]
+        for check_id, status in scenario["check_status"].items()
+        if status == "SUCCESS"
+    ]
+    assert passing, "the run has at least one passing check"
+    existing = BASELINE.read_text() if BASELINE.is_file() else "server:\n"
+    scenario, check_id = passing[0]
+    stale = Path(summary["results_dir"]).parent / "stale-baseline.yaml"
+    stale.write_text(existing.rstrip("\n") + f"\n  - {scenario}:{check_id}\n")
+    code, again, _ = run_script("--summarise", summary["results_dir"], "--baseline", str(stale), timeout=300)
+    assert code == 1
+    assert not again["ok"]
+    assert any(entry.startswith(f"{scenario}:{check_id} ") for entry in again["baseline"]["stale"])
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_an_absent_server_fails_cleanly_and_quickly() -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    code, summary, stderr = run_script("--url", url, "--ready-timeout", "2", timeout=600)
+    assert code == 1
+    assert not summary["ok"]
+    assert "did not answer" in " ".join(summary["problems"])
+    assert summary["scored"]["count"] == SCORED_SCENARIOS == summary["scored"]["not_run"]
+    assert "no scenario was run" in stderr
