@@ -21,7 +21,7 @@ import enum
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import ClassVar, Final, Self, TypeAlias
 
 from soklet_core.json import JsonArray, JsonObject, JsonValue
 
@@ -123,8 +123,10 @@ class TextContent:
 
 
 @dataclass(frozen=True, slots=True)
-class ImageContent:
-    """``{"type":"image","data":<base64>,"mimeType":…}``."""
+class _EncodedMedia:
+    """Base64 media content: image and audio blocks share their shape and differ only in ``type``."""
+
+    _kind: ClassVar[str]
 
     data: str
     mime_type: str
@@ -138,15 +140,15 @@ class ImageContent:
         _check_object(self.meta, "meta")
 
     @classmethod
-    def from_bytes(cls, data: bytes, mime_type: str) -> ImageContent:
-        """An image from raw bytes (base64-encoded here)."""
+    def from_bytes(cls, data: bytes, mime_type: str) -> Self:
+        """A block from raw bytes (base64-encoded here)."""
         return cls(base64.b64encode(data).decode("ascii"), mime_type)
 
     def to_wire(self) -> JsonObject:
         """The wire content block."""
         return _finish(
             [
-                ("type", "image"),
+                ("type", self._kind),
                 ("data", self.data),
                 ("mimeType", self.mime_type),
                 ("annotations", self.annotations),
@@ -156,36 +158,17 @@ class ImageContent:
 
 
 @dataclass(frozen=True, slots=True)
-class AudioContent:
+class ImageContent(_EncodedMedia):
+    """``{"type":"image","data":<base64>,"mimeType":…}``."""
+
+    _kind: ClassVar[str] = "image"
+
+
+@dataclass(frozen=True, slots=True)
+class AudioContent(_EncodedMedia):
     """``{"type":"audio","data":<base64>,"mimeType":…}`` (e.g. ``audio/wav``)."""
 
-    data: str
-    mime_type: str
-    annotations: JsonObject | None = None
-    meta: JsonObject | None = None
-
-    def __post_init__(self) -> None:
-        _check_base64(self.data, "data")
-        _check_mime(self.mime_type, optional=False)
-        _check_object(self.annotations, "annotations")
-        _check_object(self.meta, "meta")
-
-    @classmethod
-    def from_bytes(cls, data: bytes, mime_type: str) -> AudioContent:
-        """Audio from raw bytes (base64-encoded here)."""
-        return cls(base64.b64encode(data).decode("ascii"), mime_type)
-
-    def to_wire(self) -> JsonObject:
-        """The wire content block."""
-        return _finish(
-            [
-                ("type", "audio"),
-                ("data", self.data),
-                ("mimeType", self.mime_type),
-                ("annotations", self.annotations),
-                ("_meta", self.meta),
-            ]
-        )
+    _kind: ClassVar[str] = "audio"
 
 
 @dataclass(frozen=True, slots=True)
