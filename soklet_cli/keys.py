@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Final
@@ -34,6 +33,7 @@ from soklet_core.keys import (
     is_valid_key_id,
 )
 
+from ._common import check_duration, parse_duration
 from .exit_codes import ExitCode
 from .keyring_path import (
     DEFAULT_KEYRING_FILE,
@@ -75,11 +75,6 @@ def _check_id(value: str | None) -> str | None:
     return value
 
 
-def _check_duration(value: str) -> str:
-    _parse_duration(value)
-    return value
-
-
 IdOption = Annotated[
     str | None,
     typer.Option(
@@ -94,28 +89,6 @@ BytesOption = Annotated[
     typer.Option("--bytes", metavar="N", min=MIN_KEY_MATERIAL_BYTES, help="Material size in bytes (at least 32)."),
 ]
 KeyIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The key's id.")]
-
-#: The longest ``--state-lifetime`` accepted: far beyond any sensible request-state lifetime.
-MAX_STATE_LIFETIME: Final = timedelta(days=366)
-
-# ASCII digits only: \d would also take other scripts' digits.
-_DURATION: Final = re.compile(r"(?:([0-9]{1,9})h)?(?:([0-9]{1,9})m)?(?:([0-9]{1,9})s)?")
-_SECONDS: Final = re.compile(r"[0-9]{1,12}")
-
-
-def _parse_duration(text: str) -> timedelta:
-    """``15m``, ``900s``, ``1h``, ``1h30m`` or plain seconds (``900``); positive, at most 366 days."""
-    found = _DURATION.fullmatch(text)
-    if _SECONDS.fullmatch(text):
-        seconds = int(text)
-    elif text and found is not None:
-        hours, minutes, secs = (int(part) if part else 0 for part in found.groups())
-        seconds = hours * 3600 + minutes * 60 + secs
-    else:
-        raise typer.BadParameter("a duration such as 15m, 900s, 1h or 1h30m")
-    if seconds <= 0 or seconds > MAX_STATE_LIFETIME.total_seconds():
-        raise typer.BadParameter("the duration must be positive and at most 366 days")
-    return timedelta(seconds=seconds)
 
 
 def _unique_id(requested: str | None, keyring: ProtectionKeyring | None, today: datetime) -> str:
@@ -486,7 +459,7 @@ def rotate(
         typer.Option(
             "--state-lifetime",
             metavar="DURATION",
-            callback=_check_duration,
+            callback=check_duration,
             help="The maximum request-state lifetime (15m, 900s, 1h): how long the former key must stay.",
         ),
     ] = DEFAULT_STATE_LIFETIME,
@@ -509,7 +482,7 @@ def rotate(
     **Exit codes**: 0 rotated; 1 refused (the id is taken); 2 usage; 3 the keyring file could not be read
     or written.
     """
-    lifetime = _parse_duration(state_lifetime)
+    lifetime = parse_duration(state_lifetime)
     path = resolve_keyring_path(keyring)
     rotated: list[ProtectionKey] = []
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Final
 
@@ -22,6 +21,7 @@ from soklet_core.protection import (
     SealedStateContents,
 )
 
+from ._common import check_duration, parse_duration
 from .exit_codes import ExitCode
 from .inspect_state import DEFAULT_PATH, bind, iso, load_keyring, load_request, parse_time
 from .keyring_path import InsecureOption, JsonOption, KeyringOption, resolve_keyring_path
@@ -29,21 +29,6 @@ from .output import emit_json, fail, read_input
 
 #: The lifetime assumed when --lifetime is not given: the server default.
 DEFAULT_LIFETIME: Final = "15m"
-_DURATION: Final = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-
-
-def _lifetime(text: str) -> timedelta:
-    if text.isdigit():
-        seconds = int(text)
-    else:
-        found = _DURATION.fullmatch(text)
-        if not text or found is None:
-            raise typer.BadParameter("a duration such as 15m, 900s, 1h or 1h30m")
-        hours, minutes, secs = (int(part) if part else 0 for part in found.groups())
-        seconds = hours * 3600 + minutes * 60 + secs
-    if seconds <= 0:
-        raise typer.BadParameter("the lifetime must be positive")
-    return timedelta(seconds=seconds)
 
 
 def seal_state(
@@ -73,7 +58,13 @@ def seal_state(
         str | None, typer.Option("--at", metavar="TIME", help="Seal as of TIME (ISO 8601 or epoch ms).")
     ] = None,
     lifetime: Annotated[
-        str, typer.Option("--lifetime", metavar="DURATION", help="The server's maximum lifetime (15m, 900s, 1h).")
+        str,
+        typer.Option(
+            "--lifetime",
+            metavar="DURATION",
+            callback=check_duration,
+            help="The server's maximum lifetime (15m, 900s, 1h).",
+        ),
     ] = DEFAULT_LIFETIME,
     max_rounds: Annotated[
         int, typer.Option("--max-rounds", min=1, metavar="N", help="The server's maximum rounds.")
@@ -100,7 +91,7 @@ def seal_state(
         fail("--request and --state cannot both read stdin", ExitCode.USAGE)
     now = parse_time(at)
     issued = now if now is not None else int(datetime.now(UTC).timestamp() * 1000)
-    span = _lifetime(lifetime)
+    span = parse_duration(lifetime)
     ring = load_keyring(resolve_keyring_path(keyring), allow_insecure=allow_insecure)
     request_value = load_request(request, "--request", code=ExitCode.REFUSED)
     if not path.startswith("/") or "?" in path or "#" in path:

@@ -21,10 +21,10 @@ from soklet_core.keys import Fingerprint, ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import McpServer, Registry, RegistryBuilder
 from soklet_core.protection import ProtectionConfig
 
+from ._common import check_duration, parse_duration
 from .apps import conformance, demo
 from .exit_codes import ExitCode
 from .keyring_path import InsecureOption, load_document
-from .keys import _parse_duration
 from .output import emit_json, fail
 
 __all__ = ["DEV_KEY_ID", "EXAMPLE_TOOL", "Fixtures", "LogLevel", "example_commands", "serve"]
@@ -49,11 +49,6 @@ class LogLevel(StrEnum):
     info = "info"
     warning = "warning"
     error = "error"
-
-
-def _check_duration(value: str) -> str:
-    _parse_duration(value)
-    return value
 
 
 def _request(url: str, request_id: int, params: dict[str, Any]) -> str:
@@ -165,7 +160,7 @@ def serve(
         list[Fixtures] | None, typer.Option("--fixtures", help="Add a fixture set (conformance).")
     ] = None,
     state_lifetime: Annotated[
-        str, typer.Option("--state-lifetime", callback=_check_duration, help="Maximum request-state lifetime.")
+        str, typer.Option("--state-lifetime", callback=check_duration, help="Maximum request-state lifetime.")
     ] = "15m",
     state_rounds: Annotated[int, typer.Option("--state-rounds", min=1, help="Maximum request-state rounds.")] = 10,
     log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log level.")] = LogLevel.info,
@@ -201,7 +196,7 @@ def serve(
         ring = load_document(keyring, allow_insecure_permissions=allow_insecure).keyring()
     config = (
         ProtectionConfig.with_keyring(ring)
-        .maximum_request_state_lifetime(_parse_duration(state_lifetime))
+        .maximum_request_state_lifetime(parse_duration(state_lifetime))
         .maximum_request_state_rounds(state_rounds)
         .build()
     )
