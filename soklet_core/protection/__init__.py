@@ -53,7 +53,7 @@ from .errors import (
     RequestStateProtectionException,
     RequestStateProtectionReason,
 )
-from .paths import normalize_endpoint_path
+from .paths import MAX_ENDPOINT_PATH_CHARS, normalize_endpoint_path
 from .protector import (
     ASSOCIATED_DATA_PREFIX,
     ENVELOPE_VERSION,
@@ -84,6 +84,7 @@ __all__ = [
     "DEFAULT_PROTOCOL_VERSION",
     "ENVELOPE_VERSION",
     "HKDF_INFO",
+    "MAX_ENDPOINT_PATH_CHARS",
     "NONCE_BYTES",
     "OPENING_CLIENT_MESSAGE",
     "PARTITION_DIGEST_LABEL",

@@ -15,9 +15,12 @@ holds the normalized path. :func:`normalize_endpoint_path` applies, in this orde
    counts as ``..``); ``..`` never climbs above the root.
 5. **Trailing slash.** A trailing ``/`` is removed, except for the root path ``/`` itself.
 
-The path must be a ``str`` that starts with ``/`` and holds no ``?`` or ``#`` (pass the path, not the target);
-anything else is refused with ``ProtectionUsageError(INVALID_ENDPOINT_PATH)``. Case is kept: ``/MCP`` and
-``/mcp`` are different endpoints. The function is idempotent.
+The path must be a ``str`` that starts with ``/`` and holds no ``?`` or ``#`` (pass the path, not the target), and
+both it and its normalized form must be at most :data:`MAX_ENDPOINT_PATH_CHARS` characters; anything else is
+refused with ``ProtectionUsageError(INVALID_ENDPOINT_PATH)``. The raw length is checked first, so a long path costs
+nothing and an accepted one costs time linear in its length: every step is a single left-to-right scan (no regular
+expression with nested repetition). Case is kept: ``/MCP`` and ``/mcp`` are different endpoints. The function is
+idempotent.
 
 >>> normalize_endpoint_path("//api/./v1/../%6dcp/")
 '/api/mcp'
@@ -30,14 +33,43 @@ from typing import Final
 
 from .errors import ProtectionUsageError, ProtectionUsageReason
 
-__all__ = ["normalize_endpoint_path"]
+__all__ = ["MAX_ENDPOINT_PATH_CHARS", "normalize_endpoint_path"]
+
+MAX_ENDPOINT_PATH_CHARS: Final = 2_048
+"""The longest endpoint path, in characters, that :func:`normalize_endpoint_path` accepts, before and after
+normalization.
+
+A real MCP endpoint path is a few characters (``/mcp``); 2,048 is the classic URL length that browsers, proxies
+and servers all carry, so no reachable endpoint is refused, and a normalized path stays a small part of a sealed
+state's default 49,152-byte plaintext, which binds it. The raw length is checked before any other work (the
+transport normalizes every request's path before it looks at the method, the headers or the body); the normalized
+length is checked too, because encoding can grow a path 12-fold (one non-BMP character becomes ``%F0%9F%98%80``)
+and normalizing a normalized path must give it back, not a refusal.
+"""
 
 _UNRESERVED: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 # What may stand raw in a path: unreserved, sub-delims, ":", "@", "/" and "%" (checked as an escape below).
 _RAW_OK: Final = _UNRESERVED | frozenset("!$&'()*+,;=:@/")
 _ESCAPE: Final = re.compile(r"%([0-9A-Fa-f]{2})")
-_ALREADY_NORMAL: Final = re.compile(r"/(?:[A-Za-z0-9\-_~!$&'()*+,;=:@][A-Za-z0-9\-._~!$&'()*+,;=:@]*/?)*")
+# A segment of an already-normal path may not start with "." (no dot segments) and holds no "%" (no escapes).
+_SEGMENT_CHARS: Final = _RAW_OK - frozenset("/")
+_SEGMENT_START: Final = _SEGMENT_CHARS - frozenset(".")
 _SLASHES: Final = re.compile(r"/{2,}")
+
+
+def _already_normal(path: str) -> bool:
+    # One scan: "/" alone, or "/" segments each starting with a non-dot character, no "%", no "//", no trailing "/".
+    if path == "/":
+        return True
+    previous = ""
+    for char in path:
+        if previous == "/":
+            if char not in _SEGMENT_START:
+                return False
+        elif char != "/" and char not in _SEGMENT_CHARS:
+            return False
+        previous = char
+    return previous != "/"
 
 
 def _encode(path: str) -> str:
@@ -81,13 +113,8 @@ def _remove_dot_segments(path: str) -> str:
     return "/" + "/".join(output)
 
 
-def normalize_endpoint_path(path: str) -> str:
-    """The normalized form of endpoint path ``path`` (see the module documentation for the rules)."""
-    if not isinstance(path, str) or not path.startswith("/") or "?" in path or "#" in path:
-        raise ProtectionUsageError(ProtectionUsageReason.INVALID_ENDPOINT_PATH)
-    # The common case (/mcp) needs none of the steps; the pattern admits no dot segment, escape or "//".
-    if _ALREADY_NORMAL.fullmatch(path) and (len(path) == 1 or not path.endswith("/")):
-        return path
+def _normalize(path: str) -> str:
+    # The five steps of the module documentation, on a path already checked by normalize_endpoint_path.
     encoded = _encode(path)
     escaped = _ESCAPE.sub(_escape, encoded) if "%" in encoded else encoded
     collapsed = _SLASHES.sub("/", escaped)
@@ -96,3 +123,18 @@ def normalize_endpoint_path(path: str) -> str:
     if len(undotted) > 1 and undotted.endswith("/"):
         undotted = undotted.rstrip("/") or "/"
     return undotted
+
+
+def normalize_endpoint_path(path: str) -> str:
+    """The normalized form of endpoint path ``path`` (see the module documentation for the rules)."""
+    if not isinstance(path, str) or len(path) > MAX_ENDPOINT_PATH_CHARS:
+        raise ProtectionUsageError(ProtectionUsageReason.INVALID_ENDPOINT_PATH)
+    if not path.startswith("/") or "?" in path or "#" in path:
+        raise ProtectionUsageError(ProtectionUsageReason.INVALID_ENDPOINT_PATH)
+    # The common case (/mcp) needs none of the steps.
+    if _already_normal(path):
+        return path
+    normal = _normalize(path)
+    if len(normal) > MAX_ENDPOINT_PATH_CHARS:
+        raise ProtectionUsageError(ProtectionUsageReason.INVALID_ENDPOINT_PATH)
+    return normal
