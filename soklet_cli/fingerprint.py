@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -26,7 +25,7 @@ def fingerprint(
         int,
         typer.Option("--version", metavar="1|2", help="Fingerprint encoding: 2 (bytes) or legacy 1 (ids only)."),
     ] = 2,
-    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
 ) -> None:

@@ -18,13 +18,22 @@ KEYRING_ENV: Final = "SOKLET_KEYRING"
 #: The keyring file used when neither ``--keyring`` nor ``$SOKLET_KEYRING`` is given.
 DEFAULT_KEYRING_FILE: Final = "soklet-keyring.toml"
 
+
+def _check_keyring(value: str | None) -> str | None:
+    # Taken as a Path, "" would silently become "." (the current folder); as text it can be refused.
+    if value is not None and not str(value):
+        raise typer.BadParameter("the keyring path is empty")
+    return value
+
+
 KeyringOption = Annotated[
-    Path,
+    str,
     typer.Option(
         "--keyring",
         metavar="FILE",
         envvar=KEYRING_ENV,
         show_default=True,
+        callback=_check_keyring,
         help="The keyring file; else $SOKLET_KEYRING, else ./soklet-keyring.toml.",
     ),
 ]
@@ -39,13 +48,25 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON documen
 
 
 _INSECURE: Final = frozenset(
-    {KeyringFileErrorReason.INSECURE_PERMISSIONS, KeyringFileErrorReason.MATERIAL_FILE_INSECURE}
+    {
+        KeyringFileErrorReason.INSECURE_PERMISSIONS,
+        KeyringFileErrorReason.UNTRUSTED_OWNER,
+        KeyringFileErrorReason.UNTRUSTED_FOLDER,
+        KeyringFileErrorReason.MATERIAL_FILE_INSECURE,
+    }
 )
 
 
-def resolve_keyring_path(option: Path | None) -> Path:
-    """``option`` if given (Typer fills it from ``$SOKLET_KEYRING`` too), else ``./soklet-keyring.toml``."""
-    return option if option is not None and str(option) else Path(DEFAULT_KEYRING_FILE)
+def resolve_keyring_path(option: str | Path | None) -> Path:
+    """``option`` if given (Typer fills it from ``$SOKLET_KEYRING`` too), else ``./soklet-keyring.toml``.
+
+    An empty path is a usage error (exit 2), never the current folder.
+    """
+    if option is None:
+        return Path(DEFAULT_KEYRING_FILE)
+    if not str(option):
+        fail("usage: --keyring: the keyring path is empty", ExitCode.USAGE)
+    return Path(option)
 
 
 def fail_for(error: KeyringFileError | KeyringError) -> NoReturn:

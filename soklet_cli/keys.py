@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import stat
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -17,12 +19,16 @@ from soklet_core.files import (
     MAX_MATERIAL_FILE_BYTES,
     KeyringDocument,
     KeyringFileError,
+    KeyringFileErrorReason,
+    atomic_write,
+    check_folders,
     read_secret_file,
     update_keyring_file,
     utc_now,
 )
 from soklet_core.keys import (
     DEFAULT_KEY_MATERIAL_BYTES,
+    MAX_KEY_MATERIAL_BYTES,
     MIN_KEY_MATERIAL_BYTES,
     KeyringError,
     KeyringErrorReason,
@@ -31,6 +37,7 @@ from soklet_core.keys import (
     decode_base64url,
     encode_base64url,
     is_valid_key_id,
+    looks_like_key_material,
 )
 
 from ._common import check_duration, parse_duration
@@ -44,7 +51,7 @@ from .keyring_path import (
     load_document,
     resolve_keyring_path,
 )
-from .output import console, emit_json, fail
+from .output import SokletCommand, SokletGroup, console, emit_json, fail
 
 #: The request-state lifetime ``keys rotate`` assumes when told nothing: the spec's default maximum.
 DEFAULT_STATE_LIFETIME: Final = "15m"
@@ -56,6 +63,7 @@ keys_app = typer.Typer(
         "Key material never appears on the command line or in output, except through **keys export**."
     ),
     no_args_is_help=True,
+    cls=SokletGroup,
     rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -72,6 +80,11 @@ def _check_id(value: str | None) -> str | None:
     # The rejected value is not echoed: a mistyped id could be a pasted secret.
     if value is not None and not is_valid_key_id(value):
         raise typer.BadParameter("a key id is 1 to 64 RFC 9110 token characters (letters, digits, !#$%&'*+-.^_`|~)")
+    if value is not None and looks_like_key_material(value):
+        raise typer.BadParameter(
+            "the id looks like key material (a long run of mixed-case letters and digits, or of hex digits); "
+            "choose words and numbers between separators, such as 2026-09 or prod-2026-09-01.2"
+        )
     return value
 
 
@@ -86,7 +99,13 @@ IdOption = Annotated[
 ]
 BytesOption = Annotated[
     int,
-    typer.Option("--bytes", metavar="N", min=MIN_KEY_MATERIAL_BYTES, help="Material size in bytes (at least 32)."),
+    typer.Option(
+        "--bytes",
+        metavar="N",
+        min=MIN_KEY_MATERIAL_BYTES,
+        max=MAX_KEY_MATERIAL_BYTES,
+        help=f"Material size in bytes ({MIN_KEY_MATERIAL_BYTES} to {MAX_KEY_MATERIAL_BYTES}).",
+    ),
 ]
 KeyIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The key's id.")]
 
@@ -137,7 +156,7 @@ def _role_of(document: KeyringDocument, key_id: str) -> str:
     return entry.role.value if entry is not None else "absent"
 
 
-@keys_app.command("generate")
+@keys_app.command("generate", cls=SokletCommand)
 def generate(
     key_id: IdOption = None,
     size: BytesOption = DEFAULT_KEY_MATERIAL_BYTES,
@@ -148,7 +167,7 @@ def generate(
             help="active, or verification (staged only). Default: active in a new file, else verification.",
         ),
     ] = None,
-    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -212,9 +231,9 @@ def generate(
     _fingerprint_lines(after)
 
 
-@keys_app.command("list")
+@keys_app.command("list", cls=SokletCommand)
 def list_keys(
-    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -278,6 +297,8 @@ def _material_from(from_file: Path | None, from_env: str | None, from_stdin: boo
             if from_env not in os.environ:
                 fail(f"refused: the environment variable {from_env} is not set", ExitCode.REFUSED)
             raw = os.environ[from_env].encode("utf-8", "surrogateescape")
+            if len(raw) > MAX_MATERIAL_FILE_BYTES:
+                fail("refused: the variable is larger than a key's base64url text can be", ExitCode.REFUSED)
         else:
             raw = sys.stdin.buffer.read(MAX_MATERIAL_FILE_BYTES + 1)
             if len(raw) > MAX_MATERIAL_FILE_BYTES:
@@ -290,7 +311,7 @@ def _material_from(from_file: Path | None, from_env: str | None, from_stdin: boo
         fail("refused: the key material must be base64url text without padding", ExitCode.REFUSED)
 
 
-@keys_app.command("stage")
+@keys_app.command("stage", cls=SokletCommand)
 def stage(
     from_file: Annotated[
         Path | None,
@@ -304,7 +325,7 @@ def stage(
     generate_new: Annotated[bool, typer.Option("--generate", help="Generate new material.")] = False,
     key_id: IdOption = None,
     size: BytesOption = DEFAULT_KEY_MATERIAL_BYTES,
-    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -369,10 +390,10 @@ def stage(
     _fingerprint_lines(after)
 
 
-@keys_app.command("activate")
+@keys_app.command("activate", cls=SokletCommand)
 def activate(
     key_id: KeyIdArgument,
-    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -415,10 +436,10 @@ def activate(
     _fingerprint_lines(after)
 
 
-@keys_app.command("remove")
+@keys_app.command("remove", cls=SokletCommand)
 def remove(
     key_id: KeyIdArgument,
-    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -450,7 +471,7 @@ def remove(
     _fingerprint_lines(after)
 
 
-@keys_app.command("rotate")
+@keys_app.command("rotate", cls=SokletCommand)
 def rotate(
     key_id: IdOption = None,
     size: BytesOption = DEFAULT_KEY_MATERIAL_BYTES,
@@ -463,7 +484,7 @@ def rotate(
             help="The maximum request-state lifetime (15m, 900s, 1h): how long the former key must stay.",
         ),
     ] = DEFAULT_STATE_LIFETIME,
-    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -514,37 +535,92 @@ def rotate(
         return
     _say(f"activated new key {key.id} (check {key.check_value_text[:8]}) in {path}")
     _say(f"former active key {former} now only verifies; remove it after {_time(remove_after)}:")
-    _say(f"  soklet keys remove {former}")
+    # The exact command to run later, with the keyring it was given, quoted for a POSIX shell.
+    _say("  " + shlex.join(["soklet", "keys", "remove", former, "--keyring", str(path)]))
     _fingerprint_lines(after)
 
 
-@keys_app.command("export")
+@keys_app.command("export", cls=SokletCommand)
 def export(
     key_id: KeyIdArgument,
-    keyring: KeyringOption = Path(DEFAULT_KEYRING_FILE),
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Write the material to this new file, mode 0600 (refused if it exists, unless --force).",
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="With --output: replace an existing file.")] = False,
+    keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Print one key's material (base64url, no padding): the only command that shows a secret.
+    """Print one key's material (base64url, no padding), or write it to a new 0600 file: the only command that
+    shows a secret.
 
     Use it to copy a staged key to other instances without the material touching a command line: pipe it to
-    **keys stage --stdin** or write it to a 0600 file for **--from-file**.
+    **keys stage --stdin**, or write it with **--output** for **keys stage --from-file**. --output creates the
+    file with mode 0600, atomically, and refuses an existing file unless --force. When standard output is a
+    regular file (a shell redirect), soklet makes it mode 0600 before writing the secret, and refuses (writing
+    nothing) when it cannot.
 
     **Examples**
 
-      soklet keys export 2026-09 > /run/secrets/soklet-2026-09
+      soklet keys export 2026-09 --output /run/secrets/soklet-2026-09
 
       soklet keys export 2026-09 | ssh host2 soklet keys stage --id 2026-09 --stdin
 
-    **Exit codes**: 0 printed; 1 refused (no such key); 2 usage; 3 the keyring file could not be read.
+    **Exit codes**: 0 printed or written; 1 refused (no such key); 2 usage; 3 the keyring file could not be
+    read, the output file exists (without --force) or could not be written, or standard output could not be
+    made owner-only.
     """
     path = resolve_keyring_path(keyring)
+    if force and output is None:
+        fail("usage: --force only goes with --output", ExitCode.USAGE)
+    if output is not None and not str(output):
+        fail("usage: --output: the path is empty", ExitCode.USAGE)
     document = load_document(path, allow_insecure_permissions=allow_insecure)
     entry = document.entry(key_id)
     if entry is None:
         fail_for(KeyringError(KeyringErrorReason.UNKNOWN_KEY, key_id if is_valid_key_id(key_id) else None))
     material = encode_base64url(entry.key.material)
+    if output is not None:
+        try:
+            if not allow_insecure:
+                check_folders(output)
+            atomic_write(output, (material + "\n").encode("ascii"), mode=0o600, overwrite=force)
+        except KeyringFileError as error:
+            hint = " (pass --force to replace it)" if error.reason is KeyringFileErrorReason.ALREADY_EXISTS else ""
+            fail(f"{error}{hint}", ExitCode.IO)
+        if as_json:
+            emit_json({"id": entry.key.id, "output": str(output), "check_value": entry.key.check_value_text})
+        else:
+            _say(f"wrote {entry.key.id} (check {entry.key.check_value_text[:8]}) to {output} (mode 0600)")
+        return
+    _protect_stdout()
     if as_json:
         emit_json({"id": entry.key.id, "material": material})
         return
     sys.stdout.write(material + "\n")
+
+
+def _protect_stdout() -> None:
+    # `keys export ID > file` would leave the secret in a file the shell created 0644: make it owner-only
+    # first, or write nothing.
+    try:
+        descriptor = sys.stdout.fileno()
+        status = os.fstat(descriptor)
+    except (OSError, ValueError):
+        return
+    if not stat.S_ISREG(status.st_mode) or stat.S_IMODE(status.st_mode) & 0o077 == 0:
+        return
+    try:
+        os.fchmod(descriptor, stat.S_IMODE(status.st_mode) & 0o700)
+    except OSError as error:
+        fail(
+            f"refused: standard output is a file that group or others may read, and it could not be made "
+            f"owner-only ({error.strerror or 'I/O error'}); use --output FILE",
+            ExitCode.IO,
+        )

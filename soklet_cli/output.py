@@ -8,7 +8,10 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from typer._click import Context, Parameter
+from typer.core import TyperCommand, TyperGroup
 
+from soklet_core.files import KeyringFileError, KeyringFileErrorReason, read_regular_file
 from soklet_core.json import JsonError, JsonErrorReason
 
 from .exit_codes import ExitCode
@@ -30,21 +33,54 @@ def fail(message: str, code: ExitCode) -> NoReturn:
 
 
 def read_input(source: str, *, max_bytes: int) -> bytes:
-    """The bytes of FILE, or of stdin for ``-``, refusing more than ``max_bytes``."""
-    try:
-        if source == "-":
+    """The bytes of FILE, or of stdin for ``-``, refusing more than ``max_bytes``.
+
+    FILE must be a regular file: a FIFO, socket or device is refused at once (exit 3) rather than waited on;
+    use ``-`` to read a pipe.
+    """
+    if source == "-":
+        try:
             data = sys.stdin.buffer.read(max_bytes + 1)
-        else:
-            with open(source, "rb") as handle:
-                data = handle.read(max_bytes + 1)
-    except FileNotFoundError:
-        fail(f"cannot read {source!r}: no such file", ExitCode.IO)
-    except IsADirectoryError:
-        fail(f"cannot read {source!r}: it is a directory", ExitCode.IO)
-    except PermissionError:
-        fail(f"cannot read {source!r}: permission denied", ExitCode.IO)
-    except OSError as error:
-        fail(f"cannot read {source!r}: {error.strerror or 'I/O error'}", ExitCode.IO)
+        except OSError as error:
+            fail(f"cannot read standard input: {error.strerror or 'I/O error'}", ExitCode.IO)
+    else:
+        try:
+            data = read_regular_file(source, limit=max_bytes)
+        except KeyringFileError as error:
+            if error.reason is KeyringFileErrorReason.TOO_LARGE:
+                _too_large(max_bytes)
+            hint = "; use - to read standard input" if error.reason is KeyringFileErrorReason.NOT_A_FILE else ""
+            detail = error.detail or error.reason.description
+            fail(f"cannot read {source!r}: {detail}{hint}", ExitCode.IO)
     if len(data) > max_bytes:
-        fail(f"refused: {JsonError(JsonErrorReason.INPUT_TOO_LARGE, max_bytes)}", ExitCode.REFUSED)
+        _too_large(max_bytes)
     return data
+
+
+def _too_large(max_bytes: int) -> NoReturn:
+    fail(f"refused: {JsonError(JsonErrorReason.INPUT_TOO_LARGE, max_bytes)}", ExitCode.REFUSED)
+
+
+def _without_bool_metavar(params: list[Parameter]) -> list[Parameter]:
+    # Typer 0.29's rich help prints a flag's type (<bool>) beside it although a flag takes no value; an empty
+    # metavar is what its help renderer shows instead.
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class SokletCommand(TyperCommand):
+    """A Typer command whose help shows flags (``--json``, ``--help``) without a ``<bool>`` value."""
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        """The command's parameters, flags without a ``<bool>`` metavar."""
+        return _without_bool_metavar(super().get_params(ctx))
+
+
+class SokletGroup(TyperGroup):
+    """A Typer group whose help shows flags (``--help``, ``--version``) without a ``<bool>`` value."""
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        """The group's parameters, flags without a ``<bool>`` metavar."""
+        return _without_bool_metavar(super().get_params(ctx))

@@ -34,7 +34,8 @@ from .keyring_format import (
     render_keyring_document,
 )
 from .lock import LOCK_SUFFIX, file_lock, lock_path_for
-from .secret_file import is_mode_secure, read_secret_file
+from .regular_file import describe_file_type, read_regular_file
+from .secret_file import check_folders, is_mode_secure, is_trusted_owner, read_secret_file
 
 __all__ = [
     "KEYRING_FILE_MODE",
@@ -54,11 +55,15 @@ __all__ = [
     "MaterialFile",
     "MaterialSource",
     "atomic_write",
+    "check_folders",
+    "describe_file_type",
     "file_lock",
     "is_mode_secure",
+    "is_trusted_owner",
     "lock_path_for",
     "parse_keyring_document",
     "read_keyring_file",
+    "read_regular_file",
     "read_secret_file",
     "render_keyring_document",
     "update_keyring_file",

@@ -16,13 +16,14 @@ __all__ = ["TEMP_PREFIX", "atomic_write"]
 TEMP_PREFIX = ".soklet-tmp-"
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> None:
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600, overwrite: bool = True) -> None:
     """Replace the file at ``path`` with ``data``, atomically and durably, with permissions ``mode``.
 
     Writes a temporary file in the same folder (created with ``mode``, so the secret is never briefly
     world-readable), fsyncs it, renames it over ``path``, then fsyncs the folder so the rename itself survives
-    a power cut. If the process dies before the rename, ``path`` is untouched. Raises ``KeyringFileError``
-    (``write-failed``).
+    a power cut. If the process dies before the rename, ``path`` is untouched. With ``overwrite=False`` the
+    temporary file is hard-linked to ``path`` instead, which fails if anything (a file, a symlink) is there:
+    ``already-exists``, nothing changed. Raises ``KeyringFileError`` (``write-failed``, ``already-exists``).
     """
     target = Path(path)
     folder = target.parent
@@ -40,7 +41,17 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
-        os.replace(temp_name, target)
+        if overwrite:
+            os.replace(temp_name, target)
+        else:
+            try:
+                os.link(temp_name, target, follow_symlinks=False)
+            finally:
+                os.unlink(temp_name)
+    except FileExistsError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise KeyringFileError(Reason.ALREADY_EXISTS, path=label) from None
     except OSError as error:
         with contextlib.suppress(OSError):
             os.unlink(temp_name)

@@ -13,6 +13,8 @@ class KeyringFileErrorReason(enum.Enum):
     NOT_A_FILE = "not-a-file"
     UNREADABLE = "unreadable"
     INSECURE_PERMISSIONS = "insecure-permissions"
+    UNTRUSTED_OWNER = "untrusted-owner"
+    UNTRUSTED_FOLDER = "untrusted-folder"
     TOO_LARGE = "too-large"
     INVALID_UTF8 = "invalid-utf8"
     INVALID_TOML = "invalid-toml"
@@ -28,6 +30,7 @@ class KeyringFileErrorReason(enum.Enum):
     CONFLICTING_MATERIAL_SOURCES = "conflicting-material-sources"
     INVALID_BASE64 = "invalid-base64"
     MATERIAL_TOO_SHORT = "material-too-short"
+    MATERIAL_TOO_LONG = "material-too-long"
     MATERIAL_FILE_NOT_FOUND = "material-file-not-found"
     MATERIAL_FILE_UNREADABLE = "material-file-unreadable"
     MATERIAL_FILE_INSECURE = "material-file-insecure"
@@ -37,6 +40,7 @@ class KeyringFileErrorReason(enum.Enum):
     MULTIPLE_ACTIVE_KEYS = "multiple-active-keys"
     LOCK_FAILED = "lock-failed"
     WRITE_FAILED = "write-failed"
+    ALREADY_EXISTS = "already-exists"
 
     @property
     def description(self) -> str:
@@ -57,11 +61,14 @@ _IO_REASONS: frozenset[KeyringFileErrorReason] = frozenset(
         _R.NOT_A_FILE,
         _R.UNREADABLE,
         _R.INSECURE_PERMISSIONS,
+        _R.UNTRUSTED_OWNER,
+        _R.UNTRUSTED_FOLDER,
         _R.MATERIAL_FILE_NOT_FOUND,
         _R.MATERIAL_FILE_UNREADABLE,
         _R.MATERIAL_FILE_INSECURE,
         _R.LOCK_FAILED,
         _R.WRITE_FAILED,
+        _R.ALREADY_EXISTS,
     }
 )
 
@@ -70,7 +77,9 @@ _DESCRIPTIONS: dict[KeyringFileErrorReason, str] = {
     _R.NOT_A_FILE: "not a regular file",
     _R.UNREADABLE: "the file could not be read",
     _R.INSECURE_PERMISSIONS: "group or others may access the file; chmod 600 it",
-    _R.TOO_LARGE: "the file is larger than a keyring file may be",
+    _R.UNTRUSTED_OWNER: "the file belongs to another user (only yours or root's are trusted)",
+    _R.UNTRUSTED_FOLDER: "a folder on the path could be changed by another user",
+    _R.TOO_LARGE: "the file is larger than soklet reads",
     _R.INVALID_UTF8: "the file is not UTF-8 text",
     _R.INVALID_TOML: "the file is not valid TOML",
     _R.UNKNOWN_FORMAT: 'format must be "soklet-keyring/1"',
@@ -85,6 +94,7 @@ _DESCRIPTIONS: dict[KeyringFileErrorReason, str] = {
     _R.CONFLICTING_MATERIAL_SOURCES: "a key takes only one of material, material_file or material_env",
     _R.INVALID_BASE64: "key material must be base64url text without padding",
     _R.MATERIAL_TOO_SHORT: "key material must be at least 32 bytes",
+    _R.MATERIAL_TOO_LONG: "key material must be at most 1024 bytes",
     _R.MATERIAL_FILE_NOT_FOUND: "the referenced material file does not exist",
     _R.MATERIAL_FILE_UNREADABLE: "the referenced material file could not be read",
     _R.MATERIAL_FILE_INSECURE: "group or others may access the referenced material file; chmod 600 it",
@@ -94,6 +104,7 @@ _DESCRIPTIONS: dict[KeyringFileErrorReason, str] = {
     _R.MULTIPLE_ACTIVE_KEYS: 'more than one key has role = "active"; exactly one must',
     _R.LOCK_FAILED: "the lock file could not be opened or locked",
     _R.WRITE_FAILED: "the file could not be written",
+    _R.ALREADY_EXISTS: "the file already exists; soklet does not overwrite it unless told to",
 }
 
 

@@ -13,7 +13,7 @@ from .errors import KeyringFileError
 from .errors import KeyringFileErrorReason as Reason
 from .keyring_format import MAX_KEYRING_FILE_BYTES, parse_keyring_document, render_keyring_document
 from .lock import file_lock
-from .secret_file import read_secret_file
+from .secret_file import check_folders, read_secret_file
 
 __all__ = [
     "KEYRING_FILE_MODE",
@@ -58,15 +58,22 @@ def read_keyring_file(
     )
 
 
-def write_keyring_file(path: str | os.PathLike[str], document: KeyringDocument) -> None:
+def write_keyring_file(
+    path: str | os.PathLike[str], document: KeyringDocument, *, allow_insecure_permissions: bool = False
+) -> None:
     """Write ``document`` to ``path`` atomically with mode 0600.
 
     Holds the file's lock while writing; to change a file based on what it holds, use
-    :func:`update_keyring_file`, which holds the lock across the read as well.
+    :func:`update_keyring_file`, which holds the lock across the read as well. Refuses a folder another user
+    could change (``untrusted-folder``) unless ``allow_insecure_permissions``, and a document whose file would
+    be over ``MAX_KEYRING_FILE_BYTES`` (``too-large``): soklet never writes a file it would refuse to read.
     """
     target = _real(path)
+    data = _rendered(document, str(path))
+    if not allow_insecure_permissions:
+        check_folders(target, label=str(path))
     with file_lock(target):
-        atomic_write(target, render_keyring_document(document).encode("utf-8"), mode=KEYRING_FILE_MODE)
+        atomic_write(target, data, mode=KEYRING_FILE_MODE)
 
 
 def update_keyring_file(
@@ -80,9 +87,13 @@ def update_keyring_file(
 
     ``change`` gets the current document (``None`` when the file does not exist) and returns the new one;
     returning the same object means "no change" and nothing is written. Whatever ``change`` raises propagates
-    with the file untouched. Concurrent updates from any number of processes are serialized, so none is lost.
+    with the file untouched, and so does ``too-large`` for a result over ``MAX_KEYRING_FILE_BYTES``. The folder
+    is checked first (``untrusted-folder``, unless ``allow_insecure_permissions``). Concurrent updates from
+    any number of processes are serialized, so none is lost.
     """
     target = _real(path)
+    if not allow_insecure_permissions:
+        check_folders(target, label=str(path))
     with file_lock(target):
         try:
             before: KeyringDocument | None = read_keyring_file(
@@ -95,8 +106,16 @@ def update_keyring_file(
         after = change(before)
         if after is before:
             return KeyringUpdate(before, after, written=False)
-        atomic_write(target, render_keyring_document(after).encode("utf-8"), mode=KEYRING_FILE_MODE)
+        atomic_write(target, _rendered(after, str(path)), mode=KEYRING_FILE_MODE)
         return KeyringUpdate(before, after, written=True)
+
+
+def _rendered(document: KeyringDocument, label: str) -> bytes:
+    data = render_keyring_document(document).encode("utf-8")
+    if len(data) > MAX_KEYRING_FILE_BYTES:
+        # Written, it would lock everyone out: every later read refuses a file this large.
+        raise KeyringFileError(Reason.TOO_LARGE, path=label, detail=f"limit {MAX_KEYRING_FILE_BYTES} bytes")
+    return data
 
 
 def _real(path: str | os.PathLike[str]) -> Path:

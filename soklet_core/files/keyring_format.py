@@ -29,12 +29,15 @@ from typing import Any, Final
 import tomli_w
 
 from soklet_core.keys import (
+    MAX_KEY_MATERIAL_BYTES,
     MIN_KEY_MATERIAL_BYTES,
     PROTECTION_PROFILE,
     ProtectionKey,
     decode_base64url,
     encode_base64url,
     is_valid_key_id,
+    looks_like_key_material,
+    printable_name,
 )
 
 from .document import (
@@ -60,7 +63,8 @@ __all__ = [
 
 #: The value of the ``format`` field this version reads and writes.
 KEYRING_FORMAT: Final = "soklet-keyring/1"
-#: A keyring file larger than this is refused before parsing.
+#: A keyring file larger than this is refused before parsing, and soklet never writes a larger one. A key of
+#: ``MAX_KEY_MATERIAL_BYTES`` takes about 1.5 KB of TOML, so this holds several hundred of the largest keys.
 MAX_KEYRING_FILE_BYTES: Final = 1024 * 1024
 #: A ``material_file`` larger than this is refused (it holds one base64url line).
 MAX_MATERIAL_FILE_BYTES: Final = 64 * 1024
@@ -70,6 +74,7 @@ _KEY_FIELDS: Final = frozenset({"id", "role", "material", "material_file", "mate
 _MATERIAL_FIELDS: Final = ("material", "material_file", "material_env")
 _POSITION: Final = re.compile(r"\(at line (\d+), column (\d+)\)")
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_FIELD_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,31}")
 
 
 def parse_keyring_document(
@@ -146,6 +151,12 @@ class _Parser:
             found = _POSITION.search(str(error))
             detail = f"line {found.group(1)}, column {found.group(2)}" if found else None
             raise self._error(Reason.INVALID_TOML, detail=detail) from None
+        except RecursionError:
+            # tomllib recurses once per nested array or inline table.
+            raise self._error(Reason.INVALID_TOML, detail="values nested too deeply") from None
+        except ValueError:
+            # Python refuses to convert an integer of more than 4,300 digits (sys.get_int_max_str_digits).
+            raise self._error(Reason.INVALID_TOML, detail="a number too long to read") from None
         for name in sorted(data):
             if name not in _TOP_FIELDS:
                 raise self._error(Reason.UNKNOWN_FIELD, field=_field_label(name))
@@ -195,6 +206,11 @@ class _Parser:
             raise self._error(Reason.MISSING_FIELD, key=label, field="created")
         if not isinstance(created, datetime) or created.tzinfo is None:
             raise self._error(Reason.INVALID_CREATED, key=label, field="created")
+        try:
+            created_utc = created.astimezone(UTC)
+        except OverflowError:
+            # 0001-01-01T00:00:00+01:00 is a valid TOML date-time whose UTC time is before year 1.
+            raise self._error(Reason.INVALID_CREATED, key=label, field="created", detail="out of range") from None
         source, field, text = self._material_text(label, table)
         try:
             material = decode_base64url(text)
@@ -202,8 +218,10 @@ class _Parser:
             raise self._error(Reason.INVALID_BASE64, key=label, field=field) from None
         if len(material) < MIN_KEY_MATERIAL_BYTES:
             raise self._error(Reason.MATERIAL_TOO_SHORT, key=label, field=field, detail=f"{len(material)} bytes")
+        if len(material) > MAX_KEY_MATERIAL_BYTES:
+            raise self._error(Reason.MATERIAL_TOO_LONG, key=label, field=field, detail=f"{len(material)} bytes")
         key = ProtectionKey.from_id_and_bytes(key_id, material)
-        return KeyEntry(key, role, created.astimezone(UTC), source)
+        return KeyEntry(key, role, created_utc, source)
 
     def _role(self, label: str, table: dict[str, Any]) -> KeyRole:
         role = table.get("role")
@@ -230,7 +248,8 @@ class _Parser:
             if not _ENV_NAME.fullmatch(value):
                 raise self._error(Reason.INVALID_FIELD, key=label, field=field, detail="an environment name")
             if value not in self._environ:
-                raise self._error(Reason.MATERIAL_ENV_MISSING, key=label, field=field, detail=f"${value}")
+                shown = printable_name(value, what="a name")
+                raise self._error(Reason.MATERIAL_ENV_MISSING, key=label, field=field, detail=f"${shown}")
             return MaterialEnv(value), field, self._environ[value].strip()
         return MaterialFile(value), field, self._read_material_file(label, field, value)
 
@@ -242,7 +261,10 @@ class _Parser:
             )
         except KeyringFileError as problem:
             reason = _MATERIAL_FILE_REASONS.get(problem.reason, Reason.MATERIAL_FILE_UNREADABLE)
-            detail = f"{target}: {problem.detail}" if problem.detail else str(target)
+            shown = str(target) if not looks_like_key_material(name) else printable_name(name, what="a path")
+            why = problem.reason.description if reason is Reason.MATERIAL_FILE_UNREADABLE else None
+            parts = [shown, *(part for part in (why, problem.detail) if part)]
+            detail = ": ".join(parts)
             raise self._error(reason, key=label, field=field, detail=detail) from None
         try:
             return data.decode("ascii").strip()
@@ -253,13 +275,20 @@ class _Parser:
 _MATERIAL_FILE_REASONS: Final = {
     Reason.NOT_FOUND: Reason.MATERIAL_FILE_NOT_FOUND,
     Reason.INSECURE_PERMISSIONS: Reason.MATERIAL_FILE_INSECURE,
+    Reason.UNTRUSTED_OWNER: Reason.MATERIAL_FILE_INSECURE,
+    Reason.UNTRUSTED_FOLDER: Reason.MATERIAL_FILE_INSECURE,
 }
 
 
 def _key_label(index: int, key_id: str | None) -> str:
-    return f"{key_id!r} (keys[{index}])" if key_id is not None else f"keys[{index}]"
+    # An id shaped like material is shown by position only: it may be a paste into the wrong field.
+    if key_id is None or looks_like_key_material(key_id):
+        return f"keys[{index}]"
+    return f"{key_id!r} (keys[{index}])"
 
 
 def _field_label(name: str) -> str:
     # A field name is file content too: show it only if it looks like a name, not like pasted material.
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]{0,31}", name) else "<unprintable>"
+    if looks_like_key_material(name):
+        return "<a name that looks like key material>"
+    return name if _FIELD_NAME.fullmatch(name) else "<unprintable>"

@@ -21,12 +21,20 @@ from .key import (
     CHECK_VALUE_LABEL,
     DEFAULT_KEY_MATERIAL_BYTES,
     MAX_KEY_ID_BYTES,
+    MAX_KEY_MATERIAL_BYTES,
     MIN_KEY_MATERIAL_BYTES,
     ProtectionKey,
     is_valid_key_id,
 )
 from .keyring import ProtectionKeyring, ProtectionKeyringBuilder
 from .manager import KeyringManager, SealingReservation
+from .material_shape import (
+    MATERIAL_HEX_RUN_CHARS,
+    MATERIAL_LONG_RUN_CHARS,
+    MATERIAL_RUN_CHARS,
+    looks_like_key_material,
+    printable_name,
+)
 from .profile import PROTECTION_PROFILE
 from .snapshot import KeyCheckValue, KeyringSnapshot
 
@@ -35,7 +43,11 @@ __all__ = [
     "CURRENT_FINGERPRINT_VERSION",
     "DEFAULT_KEY_MATERIAL_BYTES",
     "FINGERPRINT_VERSIONS",
+    "MATERIAL_HEX_RUN_CHARS",
+    "MATERIAL_LONG_RUN_CHARS",
+    "MATERIAL_RUN_CHARS",
     "MAX_KEY_ID_BYTES",
+    "MAX_KEY_MATERIAL_BYTES",
     "MIN_KEY_MATERIAL_BYTES",
     "PROTECTION_PROFILE",
     "Fingerprint",
@@ -54,4 +66,6 @@ __all__ = [
     "decode_base64url",
     "encode_base64url",
     "is_valid_key_id",
+    "looks_like_key_material",
+    "printable_name",
 ]

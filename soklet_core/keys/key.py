@@ -1,4 +1,4 @@
-"""``ProtectionKey``: an id and at least 32 bytes of secret material, redacted wherever it could show."""
+"""``ProtectionKey``: an id and 32 to 1,024 bytes of secret material, redacted wherever it could show."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ __all__ = [
     "CHECK_VALUE_LABEL",
     "DEFAULT_KEY_MATERIAL_BYTES",
     "MAX_KEY_ID_BYTES",
+    "MAX_KEY_MATERIAL_BYTES",
     "MIN_KEY_MATERIAL_BYTES",
     "ProtectionKey",
     "is_valid_key_id",
@@ -24,6 +25,9 @@ __all__ = [
 MAX_KEY_ID_BYTES: Final = 64
 #: Key material must be at least this many bytes from a CSPRNG.
 MIN_KEY_MATERIAL_BYTES: Final = 32
+#: Key material may be at most this many bytes (8,192 bits, far beyond any security need): a keyring file of
+#: such keys stays small enough for every reader, and ``--bytes`` cannot make a file soklet refuses to read.
+MAX_KEY_MATERIAL_BYTES: Final = 1024
 #: What ``ProtectionKey.generate`` draws when no size is given.
 DEFAULT_KEY_MATERIAL_BYTES: Final = 32
 #: The HMAC message of a per-key check value: HMAC-SHA256(material, CHECK_VALUE_LABEL).
@@ -83,13 +87,17 @@ class ProtectionKey:
         copied = bytes(material)
         if len(copied) < MIN_KEY_MATERIAL_BYTES:
             raise KeyringError(KeyringErrorReason.MATERIAL_TOO_SHORT, key_id)
+        if len(copied) > MAX_KEY_MATERIAL_BYTES:
+            raise KeyringError(KeyringErrorReason.MATERIAL_TOO_LONG, key_id)
         return cls._create(key_id, copied)
 
     @classmethod
     def generate(cls, key_id: str, size: int = DEFAULT_KEY_MATERIAL_BYTES) -> ProtectionKey:
-        """A new key with ``size`` bytes (at least 32) from the operating system's CSPRNG."""
+        """A new key with ``size`` bytes (32 to 1,024) from the operating system's CSPRNG."""
         if size < MIN_KEY_MATERIAL_BYTES:
             raise KeyringError(KeyringErrorReason.MATERIAL_TOO_SHORT, key_id if is_valid_key_id(key_id) else None)
+        if size > MAX_KEY_MATERIAL_BYTES:
+            raise KeyringError(KeyringErrorReason.MATERIAL_TOO_LONG, key_id if is_valid_key_id(key_id) else None)
         return cls.from_id_and_bytes(key_id, secrets.token_bytes(size))
 
     @property
