@@ -4,15 +4,19 @@
 (``npm ci``, only when the lock changed), starts the server on a free loopback port, runs every scenario and
 summarises the checks. It passes only when all 37 scored scenarios have zero FAILURE and zero WARNING checks, or,
 when ``conformance/expected-failures.yaml`` exists, when exactly the scenarios/checks listed there fail (an entry
-that now passes is stale and fails the run). See docs/conformance.md.
+that now passes is stale and fails the run). The run's summary is printed in pytest's terminal summary (conftest.py),
+and the deliberately failing runs here write to temporary folders, so the newest folder under
+.cache/conformance/results is always the real run. See docs/conformance.md.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "conformance"
 BASELINE = ROOT / "conformance" / "expected-failures.yaml"
+RESULTS = ROOT / ".cache" / "conformance" / "results"
 SCORED_SCENARIOS = 37
 #: About a minute against a working server; the bound covers a first `npm ci` and a hung server (30 s/scenario).
 RUN_TIMEOUT = 1800
@@ -58,9 +63,11 @@ def failure_report(summary: dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def conformance_run() -> tuple[int, dict[str, Any], str]:
+def conformance_run(show_conformance_summary: Callable[[Path], None]) -> tuple[int, dict[str, Any], str]:
     args = ["--baseline", str(BASELINE)] if BASELINE.is_file() else []
-    return run_script(*args)
+    code, summary, stderr = run_script(*args)
+    show_conformance_summary(Path(summary["run_dir"]))
+    return code, summary, stderr
 
 
 def test_conformance_suite_passes(conformance_run: tuple[int, dict[str, Any], str]) -> None:
@@ -81,7 +88,7 @@ def test_summary_lists_the_37_scored_scenarios(conformance_run: tuple[int, dict[
     assert all(name.startswith("tasks-") for name in (s["name"] for s in summary["tasks"]["scenarios"]))
 
 
-def test_a_stale_baseline_entry_fails_the_run(conformance_run: tuple[int, dict[str, Any], str]) -> None:
+def test_a_stale_baseline_entry_fails_the_run(conformance_run: tuple[int, dict[str, Any], str], tmp_path: Path) -> None:
     _, summary, _ = conformance_run
     passing = [
         (scenario["name"], check_id)
@@ -92,7 +99,7 @@ def test_a_stale_baseline_entry_fails_the_run(conformance_run: tuple[int, dict[s
     assert passing, "the run has at least one passing check"
     existing = BASELINE.read_text() if BASELINE.is_file() else "server:\n"
     scenario, check_id = passing[0]
-    stale = Path(summary["results_dir"]).parent / "stale-baseline.yaml"
+    stale = tmp_path / "stale-baseline.yaml"
     stale.write_text(existing.rstrip("\n") + f"\n  - {scenario}:{check_id}\n")
     code, again, _ = run_script("--summarise", summary["results_dir"], "--baseline", str(stale), timeout=300)
     assert code == 1
@@ -106,11 +113,71 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_an_absent_server_fails_cleanly_and_quickly() -> None:
+def results_folders() -> list[Path]:
+    return sorted(p for p in RESULTS.iterdir() if p.is_dir()) if RESULTS.is_dir() else []
+
+
+def test_an_absent_server_fails_cleanly_and_quickly(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
-    code, summary, stderr = run_script("--url", url, "--ready-timeout", "2", timeout=600)
+    before = results_folders()
+    output = tmp_path / "absent-server-run"
+    code, summary, stderr = run_script("--url", url, "--ready-timeout", "2", "--output", str(output), timeout=600)
     assert code == 1
     assert not summary["ok"]
     assert "did not answer" in " ".join(summary["problems"])
     assert summary["scored"]["count"] == SCORED_SCENARIOS == summary["scored"]["not_run"]
     assert "no scenario was run" in stderr
+    assert summary["run_dir"] == str(output)
+    assert json.loads((output / "summary.json").read_text())["ok"] is False
+    assert results_folders() == before, "a deliberately failing run must not land in .cache/conformance/results"
+
+
+def test_output_must_be_a_new_or_empty_folder(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("")
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--output", str(tmp_path)],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "must be a new or empty folder" in done.stderr
+
+
+def test_the_newest_results_folder_is_the_real_run(conformance_run: tuple[int, dict[str, Any], str]) -> None:
+    _, summary, _ = conformance_run
+    assert results_folders()[-1] == Path(summary["run_dir"])
+
+
+def test_the_test_output_shows_the_summary(conformance_run: tuple[int, dict[str, Any], str], tmp_path: Path) -> None:
+    _, summary, _ = conformance_run
+    brief = (Path(summary["run_dir"]) / "summary.txt").read_text()
+    scored = summary["scored"]
+    verdict = f"{'PASS' if summary['ok'] else 'FAIL'}: {scored['passed']}/{scored['count']} scored scenarios"
+    assert f"Scored scenarios (decide the result): {scored['passed']}/{scored['count']} clean" in brief
+    assert verdict in brief
+    # A real pytest session with this folder's conftest.py, recording the real run's folder as the module does.
+    shutil.copyfile(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_records_a_run.py").write_text(
+        "from pathlib import Path\n\n"
+        "def test_records(show_conformance_summary):\n"
+        f"    show_conformance_summary(Path({summary['run_dir']!r}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = done.stdout.split("MCP conformance summary", 1)[-1]
+    assert "MCP conformance summary" in done.stdout
+    assert all(line in shown for line in brief.splitlines())
+    assert verdict in shown
