@@ -22,6 +22,13 @@ Validation order (conformance §1.3, then soklet's own steps); the first failure
 13. The handler (its failure: -32603, 200).
 14. CONDITIONAL capabilities of the emitted requests, all missing at once (-32021, 400).
 15. Sealing the emitted framework state (-32603, 200, no state emitted).
+
+Request bodies: work that grows with the body stays off the event loop. A body up to :data:`INLINE_BODY_BYTES` is
+parsed on the loop; a larger one is parsed in a worker thread, at most :data:`MAX_CONCURRENT_LARGE_BODIES` at a
+time (the others wait up to :data:`LARGE_BODY_WAIT_SECONDS`, then get 503), so other clients keep being answered
+and memory stays bounded by that many bodies' working sets. The params digest a framework-protected state is bound
+to is taken from the body bytes (:func:`soklet_core.json.params_digest`), never from the value model; for a large
+body it is taken in the same worker job, *before* the value model is built, so the two never coexist in memory.
 """
 
 from __future__ import annotations
@@ -32,21 +39,25 @@ import binascii
 import inspect
 import logging
 import re
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final, Protocol, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias, TypeVar
 
 from soklet_core import __version__
 from soklet_core.json import (
     JsonArray,
     JsonBoolean,
     JsonError,
+    JsonErrorReason,
     JsonNull,
     JsonNumber,
     JsonObject,
     JsonString,
     JsonValue,
+    ParamsDigest,
     params_digest,
     parse,
 )
@@ -82,9 +93,12 @@ from .results import CacheHint, CacheScope, CallToolResult, CompleteResult, GetP
 __all__ = [
     "DEFAULT_LIST_CACHE_HINT",
     "HEADER_MISMATCH",
+    "INLINE_BODY_BYTES",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
+    "LARGE_BODY_WAIT_SECONDS",
+    "MAX_CONCURRENT_LARGE_BODIES",
     "METHOD_NOT_FOUND",
     "MISSING_CAPABILITY",
     "PARSE_ERROR",
@@ -127,6 +141,19 @@ _KNOWN_METHODS: Final = frozenset(
         methods.COMPLETION_COMPLETE,
     }
 )
+#: Bodies up to this many bytes are parsed on the event loop: the densest JSON of this size (a run of numbers) costs
+#: about 15 ms, less than handing it to a thread and back would save. Larger bodies go to a worker thread.
+INLINE_BODY_BYTES: Final = 64 * 1024
+#: Bodies over :data:`INLINE_BODY_BYTES` parsed (and digested) at the same time, one worker thread each. Each costs
+#: up to about 35 times its size while its value model is built (docs/benchmarks.md), so two 10 MiB bodies stay
+#: under a gigabyte; two keep both cores of a small machine busy without starving the event loop.
+MAX_CONCURRENT_LARGE_BODIES: Final = 2
+#: How long a large body waits for a worker before it is refused (503, JSON-RPC -32600, ``Retry-After``).
+LARGE_BODY_WAIT_SECONDS: Final = 30.0
+# What a digest taken from the bytes may refuse that parsing the same bytes accepts: every other refusal of the
+# digest is one that parse() makes too (the digest checks the parts it leaves out), so it answers for both.
+_DIGEST_ONLY_REFUSALS: Final = frozenset({JsonErrorReason.PARAMS_NOT_STRUCTURED, JsonErrorReason.CANONICAL_TOO_LARGE})
+_T = TypeVar("_T")
 _BASE64_SENTINEL: Final = re.compile(r"=\?base64\?([A-Za-z0-9+/=_-]*)\?=")
 
 #: JSON-RPC error codes the server answers with (standard, then MCP's own -32020..-32022).
@@ -371,11 +398,16 @@ class Dispatcher:
         self._server_meta = JsonObject.from_mapping(
             {SERVER_INFO_META_KEY: {"name": server_name, "version": server_version}}
         )
-        if sealer is None and any(
+        # Only framework-protected operations bind a state to the params digest.
+        self._digests = any(
             item.request_state_mode is RequestStateMode.FRAMEWORK_PROTECTED for item in self._operations()
-        ):
+        )
+        if sealer is None and self._digests:
             raise ValueError("FRAMEWORK_PROTECTED operations need a protection config")
         self._lists = self._build_lists()
+        self._workers_lock = threading.Lock()
+        self._workers: ThreadPoolExecutor | None = None
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     @property
     def registry(self) -> Registry:
@@ -427,10 +459,18 @@ class Dispatcher:
 
     async def dispatch(self, request: HttpRequest, channel: ProgressChannel | None = None) -> DispatchResult:
         """Answer one POST body. Never raises for client input; ``asyncio.CancelledError`` propagates."""
+        digest: ParamsDigest | JsonError | None = None
         try:
-            message = parse(request.body)
+            if len(request.body) <= INLINE_BODY_BYTES:
+                message = parse(request.body)
+            else:
+                message, digest = await self._off_loop(lambda: _read_large_body(request.body, digest=self._digests))
         except JsonError:
             return DispatchResult(400, error_response(None, PARSE_ERROR, "Parse error"), reason="parse-error")
+        except _Busy:
+            busy = _busy_refusal()
+            answer = error_response(None, busy.code, busy.message)
+            return DispatchResult(busy.status, answer, reason=busy.reason, headers=busy.headers, code=busy.code)
         if not isinstance(message, JsonObject) or message.get("jsonrpc") != _JSONRPC:
             return DispatchResult(400, error_response(None, INVALID_REQUEST, "Invalid Request"), reason="envelope")
         method_value = message.get("method")
@@ -445,6 +485,7 @@ class Dispatcher:
         method = method_value.value
         logged_method = method if method in _KNOWN_METHODS else None
         state = _Call(request, message, request_id, method)
+        state.digest = digest
         try:
             return await self._dispatch(state, channel)
         except _Refusal as refusal:
@@ -457,6 +498,36 @@ class Dispatcher:
                 headers=refusal.headers,
                 code=refusal.code,
             )
+
+    def _worker_pool(self) -> ThreadPoolExecutor:
+        with self._workers_lock:
+            if self._workers is None:
+                self._workers = ThreadPoolExecutor(MAX_CONCURRENT_LARGE_BODIES, thread_name_prefix="soklet-body")
+            return self._workers
+
+    def _worker_slots(self) -> asyncio.Semaphore:
+        # One semaphore per event loop: a dispatcher may outlive the loop it first served (tests, restarts).
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(MAX_CONCURRENT_LARGE_BODIES))
+        return self._slots[1]
+
+    async def _off_loop(self, work: Callable[[], _T]) -> _T:
+        """Run ``work`` (which grows with a body) in a worker thread, holding one of the bounded slots until the
+        thread is done, even when the request is cancelled meanwhile (a thread cannot be stopped halfway)."""
+        slots = self._worker_slots()
+        try:
+            async with asyncio.timeout(LARGE_BODY_WAIT_SECONDS):
+                await slots.acquire()
+        except TimeoutError:
+            raise _Busy from None
+        try:
+            future = asyncio.get_running_loop().run_in_executor(self._worker_pool(), work)
+        except BaseException:
+            slots.release()
+            raise
+        future.add_done_callback(lambda done: _release(slots, done))
+        return await asyncio.shield(future)
 
     async def _dispatch(self, call: _Call, channel: ProgressChannel | None) -> DispatchResult:
         headers = call.request.headers
@@ -675,10 +746,22 @@ class Dispatcher:
         except McpModelError:
             raise _invalid_params("Invalid params: an input response is malformed", "input-responses") from None
 
-    def _bound_request(self, call: _Call) -> BoundRequest:
+    async def _bound_request(self, call: _Call) -> BoundRequest:
         if call.bound is None:
+            digest = call.digest
+            if digest is None:
+                body = call.request.body
+                if len(body) <= INLINE_BODY_BYTES:
+                    digest = _digest_or_error(body)
+                else:
+                    try:
+                        digest = await self._off_loop(lambda: _digest_or_error(body))
+                    except _Busy:
+                        raise _busy_refusal() from None
+                call.digest = digest
+            if isinstance(digest, JsonError):
+                raise _invalid_params("Invalid params: request cannot be bound", "binding")
             try:
-                digest = params_digest(call.message, whole_request=True)
                 binding = RequestStateBinding.of(
                     method=call.method,
                     path=call.request.path,
@@ -686,12 +769,12 @@ class Dispatcher:
                     partition=call.admission.partition,
                     params_digest=digest,
                 )
-            except (JsonError, ProtectionUsageError):
+            except ProtectionUsageError:
                 raise _invalid_params("Invalid params: request cannot be bound", "binding") from None
             call.bound = BoundRequest(binding, call.request_id)
         return call.bound
 
-    def _open_state(
+    async def _open_state(
         self, call: _Call, operation: _Operation
     ) -> tuple[JsonValue | None, str | None, OpenedRequestState | None]:
         if "requestState" not in call.params:
@@ -707,7 +790,7 @@ class Dispatcher:
                 raise _invalid_params("Invalid params: requestState is not accepted here", "state-invalid") from None
         assert self._sealer is not None
         try:
-            opened = self._sealer.open(token.value, self._bound_request(call))
+            opened = self._sealer.open(token.value, await self._bound_request(call))
         except RequestStateProtectionException as error:
             raise _Refusal(
                 error.http_status, error.json_rpc_code, error.client_message, f"state-{error.reason.value}"
@@ -720,7 +803,7 @@ class Dispatcher:
         self, call: _Call, operation: _Operation, invoke: Callable[[RequestContext], object]
     ) -> InputRequiredResult | CallToolResult | GetPromptResult | ReadResourceResult:
         responses = self._input_responses(call)
-        framework_state, application_state, opened = self._open_state(call, operation)
+        framework_state, application_state, opened = await self._open_state(call, operation)
         call.opened = opened
         call.retry = bool(responses) or "requestState" in call.params
         # Streaming only matters with a progress token; the capability walk is skipped otherwise.
@@ -786,10 +869,9 @@ class Dispatcher:
         sealed: str | None = None
         if result.framework_request_state is not None:
             assert self._sealer is not None
+            bound = await self._bound_request(call)
             try:
-                sealed = self._sealer.seal(
-                    result.framework_request_state, self._bound_request(call), continuing=call.opened
-                )
+                sealed = self._sealer.seal(result.framework_request_state, bound, continuing=call.opened)
             except RequestStateProtectionException as error:
                 _logger.warning("request state not sealed: %s", error.reason.value)
                 raise _Refusal(
@@ -810,6 +892,41 @@ def _internal(reason: str) -> _Refusal:
     return _Refusal(200, INTERNAL_ERROR, "Internal error", reason)
 
 
+def _busy_refusal() -> _Refusal:
+    return _Refusal(503, INVALID_REQUEST, "Service Unavailable", "busy", headers=(("retry-after", "1"),))
+
+
+class _Busy(Exception):
+    """Every large-body worker stayed busy for :data:`LARGE_BODY_WAIT_SECONDS`."""
+
+
+def _release(slots: asyncio.Semaphore, done: asyncio.Future[Any]) -> None:
+    slots.release()
+    if not done.cancelled():
+        done.exception()  # retrieved here: the request that wanted it may have been cancelled meanwhile
+
+
+def _digest_or_error(body: bytes) -> ParamsDigest | JsonError:
+    try:
+        return params_digest(body, whole_request=True)
+    except JsonError as error:
+        return error
+
+
+def _read_large_body(body: bytes, *, digest: bool) -> tuple[JsonValue, ParamsDigest | JsonError | None]:
+    """Parse a large body in a worker thread; with ``digest``, take its params digest from the bytes first.
+
+    The digest goes first so that its working data is freed before the value model is built: peak memory is the
+    larger of the two, not their sum. A digest refusal that parsing shares is the parse error, found once.
+    """
+    taken: ParamsDigest | JsonError | None = None
+    if digest:
+        taken = _digest_or_error(body)
+        if isinstance(taken, JsonError) and taken.reason not in _DIGEST_ONLY_REFUSALS:
+            raise taken
+    return parse(body), taken
+
+
 async def _call_in_thread(invoke: Callable[[], object]) -> object:
     # Sync handlers run in a worker thread so a slow one cannot stall the event loop. A sync callable that
     # returns an awaitable (a lambda around an async function) has that awaitable awaited here, on the loop.
@@ -827,6 +944,7 @@ class _Call:
         "bound",
         "capabilities",
         "channel",
+        "digest",
         "invocation",
         "message",
         "meta",
@@ -853,6 +971,7 @@ class _Call:
         self.params: JsonObject = JsonObject.empty_instance()
         self.channel: ProgressChannel | None = None
         self.bound: BoundRequest | None = None
+        self.digest: ParamsDigest | JsonError | None = None
         self.opened: OpenedRequestState | None = None
         self.retry = False
         self.invocation: _Invocation | None = None
