@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import Final
 
 import typer
 
@@ -50,15 +52,136 @@ app.command("seal-state")(seal_state)
 app.command("serve")(serve)
 
 
-def main() -> None:
-    """Console-script entry point: run the app; report any unexpected error in one line, never a traceback."""
+#: Longest command-line error printed: room for any message soklet writes, while an argument of 100 KB (which
+#: Click may quote, as in "Got unexpected extra argument (...)") cannot flood the terminal.
+MAX_ERROR_CHARS: Final = 300
+
+
+def _one_line(text: str) -> str:
+    # Bounded first, then every character a terminal could act on (controls, lone surrogates from argv bytes that
+    # are not UTF-8, line breaks) shown as "?".
+    cut = text[:MAX_ERROR_CHARS] + ("…" if len(text) > MAX_ERROR_CHARS else "")
+    return "".join(char if char.isprintable() else "?" for char in cut)
+
+
+#: An argument this long or longer is never repeated in an error (Click quotes the arguments it cannot place): it
+#: may be key material pasted by mistake. Shorter ones (a mistyped command) are kept, for the hint.
+MIN_WITHHELD_ARGUMENT_CHARS: Final = 16
+
+
+def _withheld(message: str) -> str:
+    for argument in sorted(set(sys.argv[1:]), key=len, reverse=True):
+        if len(argument) >= MIN_WITHHELD_ARGUMENT_CHARS and not argument.startswith("-") and argument in message:
+            message = message.replace(argument, "…")
+    return message
+
+
+def _say(message: str, hint: str = "") -> None:
     try:
-        app(prog_name="soklet")
-    except KeyboardInterrupt:
-        sys.stderr.write("soklet: interrupted\n")
-        sys.exit(130)
+        sys.stderr.write(f"soklet: {_one_line(message)}{hint}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr itself is gone: the exit status is all that is left
+        pass
+
+
+def _usage_error(error: typer.TyperException) -> int:
+    """Report a command-line error (a Click/Typer usage error) in one bounded line; its exit code."""
+    if type(error).__name__ == "NoArgsIsHelpError":  # the help is already printed: nothing to add
+        return int(error.exit_code)
+    context = getattr(error, "ctx", None)
+    command = getattr(context, "command_path", "") or "soklet"
+    hint = f" (see: {command} --help)" if error.exit_code == ExitCode.USAGE else ""
+    _say(_withheld(error.format_message()), hint)
+    return int(error.exit_code)
+
+
+def _stdout_identity() -> tuple[int, int] | None:
+    try:
+        status = os.fstat(1)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+def _run() -> int:
+    stdout = sys.stdout
+    try:
+        result = app(prog_name="soklet", standalone_mode=False)
+    except typer.TyperException as error:
+        return _usage_error(error)
+    except typer.Abort:
+        _say("aborted")
+        return int(ExitCode.REFUSED)
     except SystemExit:
+        # Click answers a broken pipe by swapping stdout for a wrapper and exiting 1 ("refused"): say what it was.
+        if sys.stdout is not stdout:
+            return _closed_output()
         raise
+    except BrokenPipeError:
+        return _closed_output()
+    except OSError as error:  # an I/O failure no command turned into its own message (such as a full disk)
+        _say(f"I/O error: {error.strerror or type(error).__name__}")
+        return int(ExitCode.IO)
+    return result if isinstance(result, int) and not isinstance(result, bool) else int(ExitCode.OK)
+
+
+def _closed_output() -> int:
+    _say("the output was closed before it was all written")
+    _silence_stdout()
+    return int(ExitCode.IO)
+
+
+def _silence_stdout() -> None:
+    # Whatever is still buffered would fail again when the interpreter flushes at exit, with a message of its own.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _flushed(code: int) -> int:
+    """``code``, unless what is buffered for stdout cannot be written: then one line and the I/O exit code."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return _closed_output()
+    except (OSError, ValueError) as error:
+        _say(f"cannot write the output: {getattr(error, 'strerror', None) or type(error).__name__}")
+        _silence_stdout()
+        return int(ExitCode.IO)
+    return code
+
+
+def main() -> None:
+    """Console-script entry point: run the app; whatever happens, one bounded line on stderr and a documented
+    exit code, never a traceback.
+
+    Command-line errors exit 2; an output that cannot be written (a closed pipe, a closed stdout, a full disk)
+    exits 3; a bug exits 70.
+    """
+    if sys.stderr is None:  # started with stderr closed: errors can only be told by the exit status
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115  # lives as long as the process
+    if sys.stdout is None:  # started with stdout closed: no command's output could be written
+        _say("standard output is closed")
+        sys.exit(int(ExitCode.IO))
+    stdout = _stdout_identity()
+    try:
+        code = _run()
+    except KeyboardInterrupt:
+        _say("interrupted")
+        code = 130
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 0
+        if exit_.code is not None and not isinstance(exit_.code, int):  # sys.exit(message): Python prints it, exits 1
+            _say(str(exit_.code))
+            code = 1
     except Exception as error:  # the last guard: users get one line, never a traceback
-        sys.stderr.write(f"soklet: internal error ({type(error).__name__}); please report it\n")
-        sys.exit(int(ExitCode.INTERNAL))
+        _say(f"internal error ({type(error).__name__}); please report it")
+        code = int(ExitCode.INTERNAL)
+    if code != ExitCode.IO and _stdout_identity() != stdout:
+        # rich answers a broken pipe by pointing stdout at /dev/null and exiting 1 ("refused"): say what it was.
+        code = _closed_output()
+    sys.exit(_flushed(code))

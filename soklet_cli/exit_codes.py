@@ -9,9 +9,10 @@ class ExitCode(enum.IntEnum):
     OK = 0
     #: The input or the change was refused (bad JSON, a keyring rule, a state that would not open).
     REFUSED = 1
-    #: The command line itself is wrong.
+    #: The command line itself is wrong (an unknown option, a missing one, a value outside its bounds).
     USAGE = 2
-    #: A file, permission or other I/O problem.
+    #: A file, permission or other I/O problem, including an output that cannot be written (a closed pipe or
+    #: stdout, a full disk).
     IO = 3
     #: No key in the keyring can open the state.
     NO_KEY = 4

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
-from collections.abc import Iterator
-from datetime import UTC, datetime
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -32,6 +33,7 @@ from soklet_core.protection import (
     DEFAULT_MAXIMUM_ENCODED_BYTES,
     DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     DEFAULT_PROTOCOL_VERSION,
+    MAX_ENDPOINT_PATH_CHARS,
     BoundRequest,
     CheckStatus,
     EnvelopeHeader,
@@ -43,6 +45,7 @@ from soklet_core.protection import (
     RequestStateProtectionException,
     RequestStateSealer,
     SealedStateContents,
+    normalize_endpoint_path,
     partition_digest,
 )
 
@@ -60,23 +63,125 @@ MAX_DIFF_PATHS: Final = 50
 _NO_KEY_REASONS: Final = frozenset({Reason.UNKNOWN_KEY, Reason.AUTHENTICATION})
 
 
-# ------------------------------------------------------------------------------------------ shared helpers
+# ------------------------------------------------------------------------------------------ option values
+
+#: Largest ``--round`` and ``--max-rounds``: far beyond any flow a person answers, and far inside the integers
+#: a sealed state may hold, so no typo can seal a number the opener refuses.
+MAX_ROUNDS: Final = 1_000_000
+#: Earliest ``--at``: the Unix epoch (sealed times are epoch milliseconds; nothing is sealed before it).
+MIN_TIME_MS: Final = 0
+#: Latest ``--at``: 9999-12-31T23:59:59.999Z, the last moment an ISO 8601 date-time can spell.
+MAX_TIME_MS: Final = 253_402_300_799_999
+#: Longest ``--at`` text: an ISO 8601 date-time with microseconds and an offset is 32 characters.
+MAX_TIME_CHARS: Final = 40
+#: Longest ``--partition``, in characters (partitions are tenant or principal names).
+MAX_PARTITION_CHARS: Final = 1_024
+#: Longest ``--protocol-version`` (MCP versions are dates: ``2026-07-28``).
+MAX_PROTOCOL_VERSION_CHARS: Final = 64
+#: Longest FILE name an option takes, in bytes: Linux's PATH_MAX.
+MAX_FILE_NAME_BYTES: Final = 4_096
+
+_ASCII_DIGITS: Final = frozenset("0123456789")
+_TIME_HELP: Final = (
+    "a time is epoch milliseconds (ASCII digits) or an ISO 8601 date-time such as 2026-08-01T12:00:00Z, "
+    "from 1970 to 9999"
+)
+_VISIBLE_ASCII: Final = frozenset(chr(code) for code in range(0x21, 0x7F))
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+# C0, DEL and C1 controls: what a terminal would act on.
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
+# Controls, and lone surrogates: how argv bytes that are not UTF-8 arrive.
+_UNFIT_TEXT: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+# Every parser below is a Typer ``parser=``: it gets the raw argument text (non-UTF-8 bytes arrive as lone
+# surrogates) and refuses with a fixed message, never the value itself: a value can be 100 KB or hold terminal
+# escapes. Typer may also hand back a value already converted (a default), which passes through.
 
 
-def parse_time(text: str | None) -> int | None:
-    """``--at``: epoch milliseconds (an integer) or an ISO 8601 date-time (no offset means UTC)."""
-    if text is None:
-        return None
-    stripped = text.strip()
-    if stripped.lstrip("-").isdigit():
-        return int(stripped)
+def parse_rounds(text: str | int) -> int:
+    """``--round`` / ``--max-rounds``: ASCII digits, 1 to :data:`MAX_ROUNDS`."""
+    if isinstance(text, int):
+        return text
+    digits = len(str(MAX_ROUNDS))
+    if not text or len(text) > digits or not _ASCII_DIGITS.issuperset(text) or not 1 <= int(text) <= MAX_ROUNDS:
+        raise typer.BadParameter(f"a round count is a whole number from 1 to {MAX_ROUNDS:,}")
+    return int(text)
+
+
+def parse_time(text: str | int | None) -> int | None:
+    """``--at``: epoch milliseconds (ASCII digits) or an ISO 8601 date-time (no offset means UTC), within
+    :data:`MIN_TIME_MS` … :data:`MAX_TIME_MS`."""
+    if text is None or isinstance(text, int):
+        return text
+    stripped = text.strip(" ")
+    if not stripped or len(stripped) > MAX_TIME_CHARS or not stripped.isascii() or not stripped.isprintable():
+        raise typer.BadParameter(_TIME_HELP)
+    if _ASCII_DIGITS.issuperset(stripped):
+        ms = int(stripped)
+    else:
+        try:
+            moment = datetime.fromisoformat(stripped)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            ms = (moment - _EPOCH) // timedelta(milliseconds=1)
+        except (ValueError, OverflowError):
+            raise typer.BadParameter(_TIME_HELP) from None
+    if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
+        raise typer.BadParameter(_TIME_HELP)
+    return ms
+
+
+def parse_endpoint_path(text: str) -> str:
+    """``--path``: an endpoint path the normalizer takes (starts with ``/``, no ``?`` or ``#``, bounded)."""
+    message = f"an endpoint path starts with /, holds no ? or # and is at most {MAX_ENDPOINT_PATH_CHARS:,} characters"
+    # The length first: nothing longer is looked at.
+    if len(text) > MAX_ENDPOINT_PATH_CHARS or not text.isprintable():
+        raise typer.BadParameter(message)
     try:
-        moment = datetime.fromisoformat(stripped)
-    except ValueError:
-        raise typer.BadParameter("a time is epoch milliseconds or ISO 8601, such as 2026-08-01T12:00:00Z") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+        normalize_endpoint_path(text)
+    except ProtectionUsageError:
+        raise typer.BadParameter(message) from None
+    return text
+
+
+def parse_partition(text: str) -> str:
+    """``--partition``: 1 to :data:`MAX_PARTITION_CHARS` characters of valid UTF-8 with no control character."""
+    if not text or len(text) > MAX_PARTITION_CHARS or _UNFIT_TEXT.search(text):
+        raise typer.BadParameter(
+            f"a partition is 1 to {MAX_PARTITION_CHARS:,} characters of valid UTF-8 with no control character"
+        )
+    return text
+
+
+def parse_protocol_version(text: str) -> str:
+    """``--protocol-version``: 1 to :data:`MAX_PROTOCOL_VERSION_CHARS` visible ASCII characters."""
+    if not text or len(text) > MAX_PROTOCOL_VERSION_CHARS or not _VISIBLE_ASCII.issuperset(text):
+        raise typer.BadParameter(
+            f"a protocol version is 1 to {MAX_PROTOCOL_VERSION_CHARS} visible ASCII characters, such as "
+            f"{DEFAULT_PROTOCOL_VERSION}"
+        )
+    return text
+
+
+def parse_file(text: str | Path) -> Path:
+    """A FILE option (``-`` where it means stdin): 1 to :data:`MAX_FILE_NAME_BYTES` bytes, no control character.
+
+    Names that are not UTF-8 are file names all the same (they arrive as surrogate escapes) and are kept.
+    """
+    if isinstance(text, Path):
+        return text
+    if not text or len(text) > MAX_FILE_NAME_BYTES or _CONTROL.search(text):
+        raise typer.BadParameter(f"a file name is 1 to {MAX_FILE_NAME_BYTES:,} bytes with no control character")
+    try:
+        size = len(text.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:  # a lone surrogate that no byte could have produced
+        size = MAX_FILE_NAME_BYTES + 1
+    if size > MAX_FILE_NAME_BYTES:
+        raise typer.BadParameter(f"a file name is 1 to {MAX_FILE_NAME_BYTES:,} bytes with no control character")
+    return Path(text)
+
+
+# ------------------------------------------------------------------------------------------ shared helpers
 
 
 def iso(ms: int) -> str:
@@ -127,12 +232,41 @@ def load_keyring(path: Path, *, allow_insecure: bool) -> ProtectionKeyring:
     return load_document(path, allow_insecure_permissions=allow_insecure).keyring()
 
 
-def json_with_values(document: dict[str, Any], values: dict[str, JsonValue]) -> str:
-    """``document`` as JSON, with each placeholder string ``values`` names replaced by that exact JSON value."""
-    text = json.dumps(document, ensure_ascii=False)
-    for marker, value in values.items():
-        text = text.replace(json.dumps(marker), canonical_text(value))
-    return text
+#: The encoder for the plain-Python parts of a JSON document (the framing around exact values).
+_PLAIN_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False)
+
+
+def json_document(document: Mapping[str, object]) -> str:
+    """``document`` as one JSON text, built by walking it: JSON value-model parts (a state, a request id) are
+    written in place in canonical form, so exact numbers stay exact; everything else through the stdlib encoder.
+
+    Nothing is substituted into text already serialized, so no value can stand in for another part.
+    """
+    out: list[str] = []
+    _write_json(document, out)
+    return "".join(out)
+
+
+def _write_json(node: object, out: list[str]) -> None:
+    # The document is a few fixed levels deep; the deep parts are value-model values, which canonical_text bounds.
+    if isinstance(node, JsonValue):
+        out.append(canonical_text(node))
+    elif isinstance(node, Mapping):
+        out.append("{")
+        for index, (name, item) in enumerate(node.items()):
+            out.append(", " if index else "")
+            out.append(_PLAIN_JSON.encode(str(name)))
+            out.append(": ")
+            _write_json(item, out)
+        out.append("}")
+    elif isinstance(node, list | tuple):
+        out.append("[")
+        for index, item in enumerate(node):
+            out.append(", " if index else "")
+            _write_json(item, out)
+        out.append("]")
+    else:
+        out.append(_PLAIN_JSON.encode(node))
 
 
 # ------------------------------------------------------------------------------------------ params diff
@@ -273,6 +407,53 @@ def _explain(
     return f"the retry reuses the emitting request id {emitter}"
 
 
+# ------------------------------------------------------------------------------------------ shared options
+
+# The same words and bounds for inspect-state (the retry's values) and seal-state (the emitting request's).
+PathOption = Annotated[
+    str,
+    typer.Option(
+        "--path",
+        metavar="PATH",
+        parser=parse_endpoint_path,
+        help=f"The request's endpoint path (at most {MAX_ENDPOINT_PATH_CHARS:,} characters).",
+    ),
+]
+PartitionOption = Annotated[
+    str,
+    typer.Option(
+        "--partition",
+        metavar="PARTITION",
+        parser=parse_partition,
+        help=f"The caller's admitted authorization partition (1 to {MAX_PARTITION_CHARS:,} characters).",
+    ),
+]
+ProtocolVersionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--protocol-version",
+        metavar="VERSION",
+        parser=parse_protocol_version,
+        help=f"The request's protocol version; default: its params._meta.protocolVersion, else "
+        f"{DEFAULT_PROTOCOL_VERSION}.",
+    ),
+]
+MaxRoundsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-rounds", metavar="N", parser=parse_rounds, help=f"The server's maximum rounds (1 to {MAX_ROUNDS:,})."
+    ),
+]
+AtOption = Annotated[
+    int | None,
+    typer.Option(
+        "--at",
+        metavar="TIME",
+        parser=parse_time,
+        help="Use TIME as now: ISO 8601 (no offset means UTC) or epoch milliseconds, 1970 to 9999.",
+    ),
+]
+
 # ------------------------------------------------------------------------------------------ the command
 
 
@@ -286,41 +467,33 @@ def inspect_state(
             "--keyring",
             metavar="FILE",
             envvar=KEYRING_ENV,
+            parser=parse_file,
             help="Keyring file to decrypt with (else $SOKLET_KEYRING); without one only the header is shown.",
         ),
     ] = None,
     request: Annotated[
         Path | None,
-        typer.Option("--request", metavar="FILE", help="The retry's JSON-RPC request: run every opening check."),
+        typer.Option(
+            "--request",
+            metavar="FILE",
+            parser=parse_file,
+            help="The retry's JSON-RPC request: run every opening check.",
+        ),
     ] = None,
     original: Annotated[
         Path | None,
         typer.Option(
             "--original-request",
             metavar="FILE",
+            parser=parse_file,
             help="The request that emitted the state: names the params paths that differ from the retry.",
         ),
     ] = None,
-    path: Annotated[str, typer.Option("--path", help="The retry's endpoint path.")] = DEFAULT_PATH,
-    partition: Annotated[
-        str, typer.Option("--partition", help="The retry's admitted authorization partition.")
-    ] = ANONYMOUS_PARTITION,
-    protocol_version: Annotated[
-        str | None,
-        typer.Option(
-            "--protocol-version",
-            metavar="VERSION",
-            help=f"The retry's protocol version; default: its params._meta.protocolVersion, else "
-            f"{DEFAULT_PROTOCOL_VERSION}.",
-        ),
-    ] = None,
-    at: Annotated[
-        str | None,
-        typer.Option("--at", metavar="TIME", help="Check as of TIME (ISO 8601 or epoch ms) instead of now."),
-    ] = None,
-    max_rounds: Annotated[
-        int, typer.Option("--max-rounds", min=1, metavar="N", help="The server's maximum rounds.")
-    ] = DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
+    path: PathOption = DEFAULT_PATH,
+    partition: PartitionOption = ANONYMOUS_PARTITION,
+    protocol_version: ProtocolVersionOption = None,
+    at: AtOption = None,
+    max_rounds: MaxRoundsOption = DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -340,10 +513,10 @@ def inspect_state(
 
       soklet inspect-state --keyring keyring.toml --request retry.json --original-request first.json --json TOKEN
 
-    **Exit codes**: 0 the state opens (for that retry, when given); 1 it would be refused; 2 usage (also a
-    --request file that is not a JSON-RPC request); 3 a file could not be read; 4 no key in the keyring can open it.
+    **Exit codes**: 0 the state opens (for that retry, when given); 1 it would be refused; 2 usage (also an option
+    value outside its bounds, or a --request file that is not a JSON-RPC request); 3 a file could not be read or
+    the output could not be written; 4 no key in the keyring can open it; 70 a bug in soklet.
     """
-    now_override = parse_time(at)
     if (request is not None or original is not None) and keyring is None:
         fail("--request and --original-request need --keyring FILE (the checks decrypt the state)", ExitCode.USAGE)
     from_stdin = token_source == "-"  # noqa: S105  # "-" means stdin, not a password
@@ -375,7 +548,7 @@ def inspect_state(
         return
 
     ring = load_keyring(keyring, allow_insecure=allow_insecure)
-    clock_ms = now_override if now_override is not None else int(datetime.now(UTC).timestamp() * 1000)
+    clock_ms = at if at is not None else int(datetime.now(UTC).timestamp() * 1000)
     config = ProtectionConfig.with_keyring(ring).maximum_request_state_rounds(max_rounds).build()
     sealer = RequestStateSealer.for_server(config, clock=lambda: clock_ms)
 
@@ -386,7 +559,7 @@ def inspect_state(
         retry = bind(
             retry_value,
             "--request",
-            path=_checked_path(path),
+            path=path,
             partition=partition,
             protocol_version=protocol_version,
             code=ExitCode.USAGE,
@@ -401,7 +574,7 @@ def inspect_state(
         original_bound = bind(
             original_value,
             "--original-request",
-            path=_checked_path(path),
+            path=path,
             partition=partition,
             protocol_version=protocol_version,
             code=ExitCode.USAGE,
@@ -439,13 +612,12 @@ def inspect_state(
         }
         for check in diagnosis.checks
     ]
-    values: dict[str, JsonValue] = {}
     document.update(
         {
             "key": _key_json(header, ring),
             "at": {"ms": clock_ms, "iso": iso(clock_ms)},
-            "sealed": _contents_json(contents, clock_ms, values),
-            "retry": _retry_json(retry, partition, values),
+            "sealed": _contents_json(contents, clock_ms),
+            "retry": _retry_json(retry, partition),
             "checks": checks,
             "params_diff": params_paths,
             "opens": refusal is None,
@@ -454,16 +626,10 @@ def inspect_state(
         }
     )
     if as_json:
-        sys.stdout.write(json_with_values(document, values) + "\n")
+        sys.stdout.write(json_document(document) + "\n")
     else:
         _human(document, diagnosis, contents, header)
     raise typer.Exit(int(code))
-
-
-def _checked_path(path: str) -> str:
-    if not path.startswith("/") or "?" in path or "#" in path:
-        fail("--path must start with / and hold no ? or #", ExitCode.USAGE)
-    return path
 
 
 def _header_json(header: EnvelopeHeader | None, encoded_size: int) -> dict[str, Any]:
@@ -485,13 +651,9 @@ def _key_json(header: EnvelopeHeader | None, ring: ProtectionKeyring) -> dict[st
     return {"id": header.key_id, "in_keyring": key is not None, "role": role, "keyring_ids": list(ring.key_ids)}
 
 
-def _contents_json(
-    contents: SealedStateContents | None, now: int, values: dict[str, JsonValue]
-) -> dict[str, Any] | None:
+def _contents_json(contents: SealedStateContents | None, now: int) -> dict[str, object] | None:
     if contents is None:
         return None
-    values["\x00soklet:request-id\x00"] = contents.request_id
-    values["\x00soklet:state\x00"] = contents.state
     binding = contents.binding
     return {
         "binding": {
@@ -510,15 +672,14 @@ def _contents_json(
             "relative": relative(contents.expires_at_ms - now),
             "expired": now >= contents.expires_at_ms,
         },
-        "request_id": "\x00soklet:request-id\x00",
-        "state": "\x00soklet:state\x00",
+        "request_id": contents.request_id,
+        "state": contents.state,
     }
 
 
-def _retry_json(retry: BoundRequest | None, partition: str, values: dict[str, JsonValue]) -> dict[str, Any] | None:
+def _retry_json(retry: BoundRequest | None, partition: str) -> dict[str, object] | None:
     if retry is None:
         return None
-    values["\x00soklet:retry-id\x00"] = retry.request_id
     binding = retry.binding
     return {
         "method": binding.method,
@@ -527,7 +688,7 @@ def _retry_json(retry: BoundRequest | None, partition: str, values: dict[str, Js
         "partition": partition,
         "partition_digest": partition_digest(partition),
         "params_digest": binding.params_digest,
-        "request_id": "\x00soklet:retry-id\x00",
+        "request_id": retry.request_id,
     }
 
 
@@ -542,7 +703,7 @@ def _no_key_view(
     document["needs_key"] = header.key_id if header is not None else None
     document["exit_code"] = int(code)
     if as_json:
-        sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_document(document) + "\n")
         raise typer.Exit(int(code))
     table = _pairs_table("Envelope")
     if header is not None:

@@ -13,7 +13,6 @@ from soklet_core.json import MAX_REQUEST_BODY_BYTES, JsonError, parse
 from soklet_core.protection import (
     ANONYMOUS_PARTITION,
     DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
-    DEFAULT_PROTOCOL_VERSION,
     EnvelopeHeader,
     ProtectionConfig,
     RequestStateProtectionException,
@@ -21,9 +20,23 @@ from soklet_core.protection import (
     SealedStateContents,
 )
 
-from ._common import check_duration, parse_duration
+from ._common import DURATION_HELP, MAX_DURATION, check_duration, parse_duration
 from .exit_codes import ExitCode
-from .inspect_state import DEFAULT_PATH, bind, iso, load_keyring, load_request, parse_time
+from .inspect_state import (
+    DEFAULT_PATH,
+    MAX_ROUNDS,
+    AtOption,
+    MaxRoundsOption,
+    PartitionOption,
+    PathOption,
+    ProtocolVersionOption,
+    bind,
+    iso,
+    load_keyring,
+    load_request,
+    parse_file,
+    parse_rounds,
+)
 from .keyring_path import InsecureOption, JsonOption, KeyringOption, resolve_keyring_path
 from .output import emit_json, fail, read_input
 
@@ -33,42 +46,47 @@ DEFAULT_LIFETIME: Final = "15m"
 
 def seal_state(
     request: Annotated[
-        Path, typer.Option("--request", metavar="FILE", help="The JSON-RPC request that emits the state (- for stdin).")
+        Path,
+        typer.Option(
+            "--request",
+            metavar="FILE",
+            parser=parse_file,
+            help="The JSON-RPC request that emits the state (- for stdin).",
+        ),
     ],
     state: Annotated[
-        Path, typer.Option("--state", metavar="FILE", help="The application state: one JSON document (- for stdin).")
+        Path,
+        typer.Option(
+            "--state",
+            metavar="FILE",
+            parser=parse_file,
+            help="The application state: one JSON document (- for stdin).",
+        ),
     ],
     keyring: KeyringOption = Path("soklet-keyring.toml"),
-    path: Annotated[str, typer.Option("--path", help="The endpoint path the request was sent to.")] = DEFAULT_PATH,
-    partition: Annotated[
-        str, typer.Option("--partition", help="The caller's admitted authorization partition.")
-    ] = ANONYMOUS_PARTITION,
-    protocol_version: Annotated[
-        str | None,
-        typer.Option(
-            "--protocol-version",
-            metavar="VERSION",
-            help=f"Default: the request's params._meta.protocolVersion, else {DEFAULT_PROTOCOL_VERSION}.",
-        ),
-    ] = None,
+    path: PathOption = DEFAULT_PATH,
+    partition: PartitionOption = ANONYMOUS_PARTITION,
+    protocol_version: ProtocolVersionOption = None,
     round_number: Annotated[
-        int, typer.Option("--round", min=1, metavar="N", help="The round to seal (1 = first emission).")
+        int,
+        typer.Option(
+            "--round",
+            metavar="N",
+            parser=parse_rounds,
+            help=f"The round to seal (1 = first emission; at most {MAX_ROUNDS:,}).",
+        ),
     ] = 1,
-    at: Annotated[
-        str | None, typer.Option("--at", metavar="TIME", help="Seal as of TIME (ISO 8601 or epoch ms).")
-    ] = None,
+    at: AtOption = None,
     lifetime: Annotated[
         str,
         typer.Option(
             "--lifetime",
             metavar="DURATION",
             callback=check_duration,
-            help="The server's maximum lifetime (15m, 900s, 1h).",
+            help=f"The server's maximum lifetime: {DURATION_HELP}; at most {MAX_DURATION.days} days.",
         ),
     ] = DEFAULT_LIFETIME,
-    max_rounds: Annotated[
-        int, typer.Option("--max-rounds", min=1, metavar="N", help="The server's maximum rounds.")
-    ] = DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
+    max_rounds: MaxRoundsOption = DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -85,17 +103,15 @@ def seal_state(
       echo '{"step": 2}' | soklet seal-state --request call.json --state - --round 2 --partition tenant-7
 
     **Exit codes**: 0 printed; 1 refused (the request or state is not valid, the state is too large, or
-    --round exceeds --max-rounds); 2 usage; 3 a file could not be read.
+    --round exceeds --max-rounds); 2 usage (also an option value outside its bounds); 3 a file could not be read
+    or the output could not be written; 70 a bug in soklet.
     """
     if str(request) == "-" and str(state) == "-":
         fail("--request and --state cannot both read stdin", ExitCode.USAGE)
-    now = parse_time(at)
-    issued = now if now is not None else int(datetime.now(UTC).timestamp() * 1000)
+    issued = at if at is not None else int(datetime.now(UTC).timestamp() * 1000)
     span = parse_duration(lifetime)
     ring = load_keyring(resolve_keyring_path(keyring), allow_insecure=allow_insecure)
     request_value = load_request(request, "--request", code=ExitCode.REFUSED)
-    if not path.startswith("/") or "?" in path or "#" in path:
-        fail("--path must start with / and hold no ? or #", ExitCode.USAGE)
     bound = bind(
         request_value,
         "--request",

@@ -1,0 +1,275 @@
+"""Every numeric, time and text option of ``seal-state`` and ``inspect-state`` has bounds: an out-of-bounds value
+exits 2 with one bounded line that does not repeat it, never 70 or a traceback. Also the one duration parser at its
+edges, and the CLI's last guard (usage errors with bytes that are not UTF-8, a closed pipe, a closed stdout)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import typer
+
+from soklet_cli._common import DURATION_HELP, MAX_DURATION, parse_duration
+from soklet_cli.app import MAX_ERROR_CHARS
+from soklet_cli.inspect_state import (
+    MAX_FILE_NAME_BYTES,
+    MAX_PARTITION_CHARS,
+    MAX_PROTOCOL_VERSION_CHARS,
+    MAX_ROUNDS,
+    MAX_TIME_MS,
+)
+from soklet_core.files import read_keyring_file
+from soklet_core.protection import (
+    MAX_ENDPOINT_PATH_CHARS,
+    ProtectionConfig,
+    RequestStateSealer,
+    SealedStateContents,
+    partition_digest,
+)
+from tests.conftest import Call, Result, Soklet
+
+RING = "soklet-keyring.toml"
+T0 = "2026-08-01T00:00:00Z"
+LATER = "2026-08-01T00:05:00Z"
+
+HUGE = "1" + "0" * 30  # 10**30
+BIG = "9" * 100_000  # 100 KB
+NOT_UTF8 = os.fsdecode(b"\xff\xfe")  # argv bytes that are not UTF-8 arrive as surrogate escapes
+CONTROL = "\x1b[31mred\x07"
+ARABIC = "١٢٣"  # Arabic-Indic digits: str.isdigit() and int() take them
+#: Values that must never come back in an error message (a prefix stands for the 100 KB one).
+SECRET_LOOKING = {HUGE: HUGE, BIG: BIG[:64], NOT_UTF8: "\udcff", CONTROL: "\x1b", ARABIC: ARABIC}
+
+# ------------------------------------------------------------------------------------------ parse_duration
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("8784h", 366 * 86400),  # the maximum, in each unit
+        ("527040m", 366 * 86400),
+        ("31622400s", 366 * 86400),
+        ("1s", 1),
+        ("15m", 900),
+        ("1h30m", 5400),
+        ("1h0m1s", 3601),
+        ("0h1s", 1),
+        ("000000001h000000001m000000001s", 3661),  # 30 characters: the longest text looked at
+    ],
+)
+def test_parse_duration_accepts(text: str, seconds: int) -> None:
+    assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "8785h",  # 366 days + 1 h
+        "527041m",
+        "31622401s",
+        "0s",
+        "0h0m0s",
+        "1m1h",  # units out of order
+        "1h1h",
+        "١٢٣s",
+        "١٢٣",
+        "15",  # no unit
+        "",
+        "h",
+        "1x",
+        " 15m",
+        "15m ",
+        "-15m",
+        "+15m",
+        "1.5h",
+        "1_0s",
+        "1e3s",
+        "99999999999h",  # 11 digits
+        "0000000001s",  # 10 digits in one part
+        "000000001h000000001m000000001s1",  # 31 characters
+        "9" * 100_000 + "s",
+    ],
+)
+def test_parse_duration_refuses_without_repeating_the_text(text: str) -> None:
+    with pytest.raises(typer.BadParameter) as caught:
+        parse_duration(text)
+    if len(text) >= 3 and text not in DURATION_HELP:
+        assert text not in str(caught.value)
+    assert len(str(caught.value)) < 120
+
+
+def test_parse_duration_says_a_bare_number_has_no_unit_and_takes_a_maximum() -> None:
+    with pytest.raises(typer.BadParameter, match="no unit"):
+        parse_duration("15")
+    assert timedelta(days=366) == MAX_DURATION
+    assert parse_duration("5m", maximum=timedelta(minutes=5)) == timedelta(minutes=5)
+    with pytest.raises(typer.BadParameter, match=r"at most (5 m|300 s)"):
+        parse_duration("301s", maximum=timedelta(minutes=5))
+
+
+# ------------------------------------------------------------------------------------------ the table
+
+
+@dataclass(frozen=True)
+class Case:
+    """One command line and the exit code it must end with."""
+
+    id: str
+    args: tuple[str, ...]
+    code: int
+
+
+def seal(*extra: str) -> tuple[str, ...]:
+    return ("seal-state", "--request", "call.json", "--state", "state.json", "--at", T0, *extra)
+
+
+def inspect(*extra: str) -> tuple[str, ...]:
+    return ("inspect-state", "--keyring", RING, "--request", "retry.json", "--at", LATER, *extra, "{token}")
+
+
+def replaced(args: tuple[str, ...], option: str, value: str) -> tuple[str, ...]:
+    """``args`` with the value of ``option`` replaced by ``value``."""
+    index = args.index(option)
+    return (*args[: index + 1], value, *args[index + 2 :])
+
+
+CASES = [
+    # --lifetime: the one duration parser (item 8: 99999999999h and ١٢٣ were exit 70 and 123 s)
+    Case("lifetime-11-digits", seal("--lifetime", "99999999999h"), 2),
+    Case("lifetime-arabic-digits", seal("--lifetime", ARABIC), 2),
+    Case("lifetime-no-unit", seal("--lifetime", "15"), 2),
+    Case("lifetime-100kb", seal("--lifetime", BIG), 2),
+    Case("lifetime-max", seal("--lifetime", "8784h"), 0),
+    Case("lifetime-max+1", seal("--lifetime", "8785h"), 2),
+    # --protocol-version: bytes that are not UTF-8 were exit 70
+    Case("protocol-not-utf8", seal("--protocol-version", NOT_UTF8), 2),
+    Case("protocol-control", seal("--protocol-version", CONTROL), 2),
+    Case("protocol-100kb", seal("--protocol-version", BIG), 2),
+    Case("protocol-empty", seal("--protocol-version", ""), 2),
+    Case("protocol-max", seal("--protocol-version", "v" * MAX_PROTOCOL_VERSION_CHARS), 0),
+    Case("protocol-max+1", seal("--protocol-version", "v" * (MAX_PROTOCOL_VERSION_CHARS + 1)), 2),
+    Case("inspect-protocol-not-utf8", inspect("--protocol-version", NOT_UTF8), 2),
+    # --round / --max-rounds
+    Case("round-10**30", seal("--round", HUGE), 2),
+    Case("round-arabic", seal("--round", ARABIC), 2),
+    Case("round-negative", seal("--round", "-5"), 2),
+    Case("round-max", seal("--round", str(MAX_ROUNDS), "--max-rounds", str(MAX_ROUNDS)), 0),
+    Case("round-max+1", seal("--round", str(MAX_ROUNDS + 1)), 2),
+    Case("max-rounds-10**30", seal("--max-rounds", HUGE), 2),
+    Case("max-rounds-zero", seal("--max-rounds", "0"), 2),
+    Case("inspect-max-rounds-10**30", inspect("--max-rounds", HUGE), 2),
+    Case("inspect-max-rounds-control", inspect("--max-rounds", CONTROL), 2),
+    # --at: 5,000 digits were exit 70 (int() refuses more than 4,300); 10**30, -5 and ١٢٣ were sealed as times
+    Case("at-100kb", replaced(seal(), "--at", BIG), 2),
+    Case("at-10**30", replaced(seal(), "--at", HUGE), 2),
+    Case("at-negative", replaced(seal(), "--at", "-5"), 2),
+    Case("at-arabic-digits", replaced(seal(), "--at", ARABIC), 2),
+    Case("at-empty", replaced(seal(), "--at", ""), 2),
+    Case("at-max", replaced(seal(), "--at", str(MAX_TIME_MS)), 0),
+    Case("at-max+1", replaced(seal(), "--at", str(MAX_TIME_MS + 1)), 2),
+    Case("at-iso-before-1970", replaced(seal(), "--at", "0001-01-01T00:00:00+01:00"), 2),
+    Case("inspect-at-100kb", replaced(inspect(), "--at", BIG), 2),
+    Case("inspect-at-not-utf8", replaced(inspect(), "--at", NOT_UTF8), 2),
+    # --partition: bytes that are not UTF-8 were a misleading "--request: invalid-binding"
+    Case("partition-not-utf8", seal("--partition", NOT_UTF8), 2),
+    Case("partition-control", seal("--partition", CONTROL), 2),
+    Case("partition-100kb", seal("--partition", BIG), 2),
+    Case("partition-empty", seal("--partition", ""), 2),
+    Case("partition-max", seal("--partition", "p" * MAX_PARTITION_CHARS), 0),
+    Case("partition-max+1", seal("--partition", "p" * (MAX_PARTITION_CHARS + 1)), 2),
+    Case("inspect-partition-not-utf8", inspect("--partition", NOT_UTF8), 2),
+    # --path: the normalizer's bound
+    Case("path-max", seal("--path", "/" + "a" * (MAX_ENDPOINT_PATH_CHARS - 1)), 0),
+    Case("path-max+1", seal("--path", "/" + "a" * MAX_ENDPOINT_PATH_CHARS), 2),
+    Case("path-not-utf8", seal("--path", "/" + NOT_UTF8), 2),
+    Case("path-control", seal("--path", "/" + CONTROL), 2),
+    Case("inspect-path-100kb", inspect("--path", "/" + BIG), 2),
+    # FILE options: "" was "." (a directory, exit 3); 100 KB names were repeated whole
+    Case("request-empty", replaced(seal(), "--request", ""), 2),
+    Case("state-100kb", replaced(seal(), "--state", BIG), 2),
+    Case("inspect-keyring-control", replaced(inspect(), "--keyring", CONTROL), 2),
+    Case("inspect-original-empty", inspect("--original-request", ""), 2),
+    Case("inspect-file-name-max+1", replaced(inspect(), "--request", "f" * (MAX_FILE_NAME_BYTES + 1)), 2),
+    # the guard: usage errors that Click itself reports
+    Case("unknown-command-not-utf8", (NOT_UTF8,), 2),
+    Case("unknown-option-control", ("seal-state", "--x" + CONTROL + NOT_UTF8), 2),
+    Case("extra-argument-100kb", ("inspect-state", "a", BIG), 2),
+]
+#: At most this many commands run at once (the machine is shared).
+BATCH = 6
+
+
+@pytest.fixture(scope="module")
+def table_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("arguments")
+
+
+@pytest.fixture(scope="module")
+def table(table_folder: Path) -> Iterator[dict[str, Result]]:
+    folder = table_folder
+    env = {name: value for name, value in os.environ.items() if name not in {"SOKLET_KEYRING"}}
+    env.update(COLUMNS="200", NO_COLOR="1")
+    soklet = Soklet(folder, env)
+    assert soklet.run("keys", "generate", "--id", "k1").returncode == 0
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "arguments": {}}}
+    (folder / "call.json").write_text(json.dumps(request))
+    (folder / "retry.json").write_text(json.dumps({**request, "id": 2}))
+    (folder / "state.json").write_text('{"step": 1}')
+    sealed = soklet.run(*seal())
+    assert sealed.returncode == 0, sealed.stderr
+    token = sealed.stdout.strip()
+    results: dict[str, Result] = {}
+    for start in range(0, len(CASES), BATCH):
+        batch = CASES[start : start + BATCH]
+        calls = [Call(tuple(token if arg == "{token}" else arg for arg in case.args)) for case in batch]
+        for case, result in zip(batch, soklet.run_together(*calls, timeout=60), strict=True):
+            results[case.id] = result
+    yield results
+    soklet.assert_no_leak()
+
+
+def test_the_table_is_reasonable() -> None:
+    assert 40 <= len(CASES) <= 60
+    assert len({case.id for case in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_option_bounds(table: dict[str, Result], case: Case) -> None:
+    result = table[case.id]
+    assert result.returncode == case.code, (case.id, result.stderr[:400])
+    assert "Traceback" not in result.output
+    if case.code != 2:
+        return
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr[:400]
+    assert lines[0].startswith("soklet: ")
+    assert len(lines[0]) <= MAX_ERROR_CHARS + 100
+    assert result.stdout == ""
+    for value, shown in SECRET_LOOKING.items():
+        if any(value in arg for arg in case.args):
+            assert shown not in result.output, case.id
+    assert "internal error" not in result.stderr
+
+
+def test_bounded_values_are_used_as_given(table: dict[str, Result], table_folder: Path) -> None:
+    # The edge values that pass are taken exactly: the core library reads them back from the tokens.
+    keyring = read_keyring_file(table_folder / RING).keyring()
+    sealer = RequestStateSealer.for_server(ProtectionConfig.with_keyring(keyring).build(), clock=lambda: 0)
+
+    def contents(case: str) -> SealedStateContents:
+        opened = sealer.diagnose(table[case].stdout.strip()).contents
+        assert opened is not None, case
+        return opened
+
+    assert contents("round-max").round == MAX_ROUNDS
+    assert contents("at-max").issued_at_ms == MAX_TIME_MS
+    lifetime = contents("lifetime-max")
+    assert lifetime.expires_at_ms - lifetime.issued_at_ms == 366 * 86_400_000
+    assert contents("protocol-max").binding.protocol_version == "v" * MAX_PROTOCOL_VERSION_CHARS
+    assert contents("partition-max").binding.partition_digest == partition_digest("p" * MAX_PARTITION_CHARS)
+    assert contents("path-max").binding.path == "/" + "a" * (MAX_ENDPOINT_PATH_CHARS - 1)
