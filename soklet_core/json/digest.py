@@ -81,19 +81,23 @@ def _stable_params(tree: CanonicalTree, *, whole_request: bool | None) -> Any:
 
 
 def params_digest(
-    source: JsonValue | bytes | bytearray | memoryview | str,
+    source: JsonValue | CanonicalTree | bytes | bytearray | memoryview | str,
     *,
     whole_request: bool | None = None,
     max_bytes: int | None = None,
 ) -> ParamsDigest:
     """The stable params digest of a JSON-RPC request (its ``params``) or of a bare params value.
 
-    ``source`` is a parsed value or a JSON document (parsed strictly, without building the value model).
-    ``whole_request`` says what it is; by default an object with ``jsonrpc`` and ``method`` members is a request.
-    A request without ``params`` digests as ``{}``. Params that are neither object nor array are refused.
+    ``source`` is a parsed value, a JSON document (parsed strictly, without building the value model: the way to
+    digest a request body) or a tree from :func:`.canonical.load_canonical_tree` (to share one parse with the
+    canonical form). ``whole_request`` says what it is; by default an object with ``jsonrpc`` and ``method``
+    members is a request. A request without ``params`` digests as ``{}``. Params that are neither object nor
+    array are refused.
     """
     if isinstance(source, JsonValue):
         tree = tree_from_value(source)
+    elif isinstance(source, CanonicalTree):
+        tree = source
     else:
         tree = load_canonical_tree(source, max_bytes=max_bytes)
     stable = tree.with_root(_stable_params(tree, whole_request=whole_request))

@@ -200,3 +200,70 @@ def test_max_bytes_refusal_names_its_reason_and_offset(tmp_path: Path) -> None:
     line = one_line(result.stderr)
     assert "input-too-large" in line
     assert f"byte {len(doc) - 1}" in line
+
+
+# ------------------------------------------------------------------------------------------------ bounds (issue 8)
+
+
+@pytest.mark.parametrize("value", [str(MAX_REQUEST_BODY + 1), "99999999999999999999999"])
+def test_max_bytes_beyond_the_largest_request_body_is_a_usage_error(value: str) -> None:
+    result = soklet("--max-bytes", value, "-", stdin=b"{}")
+    assert result.returncode == 2
+    assert b"Traceback" not in result.stderr
+    assert b"--max-bytes" in result.stderr
+    assert result.stdout == b""
+
+
+def test_max_bytes_at_the_largest_request_body_is_accepted() -> None:
+    result = soklet("--max-bytes", str(MAX_REQUEST_BODY), "-", stdin=b'{"b": 100}')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b'{"b":1E+2}\n'
+
+
+def test_json_output_streams_escapes_exactly_like_json_dumps(tmp_path: Path) -> None:
+    doc = '{"t": "tab\\t quote\\" back\\\\ nul\\u0000 \\u2028 é \\ud83d\\ude00", "n": [1.50, -0, 1e400]}'
+    path = tmp_path / "doc.json"
+    path.write_text(doc, encoding="utf-8")
+    result = soklet("--json", str(path))
+    assert result.returncode == 0, result.stderr
+    canonical = '{"n":[1.5,0,1E+400],"t":"tab\\t quote\\" back\\\\ nul\\u0000 \u2028 é \U0001f600"}'
+    expected = {"canonical": canonical, "params_digest": expected_digest(canonical.encode()), "bytes": 0}
+    expected["bytes"] = len(canonical.encode())
+    assert result.stdout == (json.dumps(expected, ensure_ascii=False) + "\n").encode()
+
+
+#: Peak RSS of ``canonicalize --json`` on 16 MiB of dense numbers (3.3 million of them), in MiB. Measured
+#: (docs/benchmarks.md): 1,420 MiB before (value model, a second tree for the canonical form, a third for the
+#: digest, the text and its escaped copy whole), about 415 MiB after (one canonical-ready tree, output written
+#: piece by piece). 700 leaves room for allocator noise and still fails the old code.
+PEAK_RSS_BOUND_MIB = 700
+
+
+def test_json_output_of_16_mib_keeps_memory_bounded(tmp_path: Path) -> None:
+    head = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"rows":['
+    tail = b"]}}}"
+    count = (MAX_REQUEST_BODY - len(head) - len(tail) + 1) // 5
+    doc = head + b",".join([b"1.25"] * count) + tail
+    assert len(doc) <= MAX_REQUEST_BODY
+    path = tmp_path / "big.json"
+    path.write_bytes(doc)
+    output = tmp_path / "out.json"
+    # A fresh parent, so that RUSAGE_CHILDREN is this one command's peak alone.
+    probe = (
+        "import resource, subprocess, sys\n"
+        "with open(sys.argv[2], 'wb') as out:\n"
+        "    done = subprocess.run([sys.executable, '-m', 'soklet_cli', 'canonicalize', '--json', sys.argv[1]],"
+        " stdout=out, check=False)\n"
+        "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe, str(path), str(output)], capture_output=True, text=True, timeout=300, check=True
+    )
+    returncode, peak_kib = map(int, run.stdout.split())
+    assert returncode == 0
+    assert peak_kib / 1024 < PEAK_RSS_BOUND_MIB, f"peak {peak_kib / 1024:.0f} MiB for a 16 MiB input"
+    document = json.loads(output.read_bytes())
+    assert document["canonical"].startswith('{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{"arguments"')
+    assert document["bytes"] == len(document["canonical"].encode())
+    stable = document["canonical"].split('"params":', 1)[1][:-1].encode()
+    assert document["params_digest"] == expected_digest(stable)
