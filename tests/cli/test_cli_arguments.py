@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -273,3 +275,71 @@ def test_bounded_values_are_used_as_given(table: dict[str, Result], table_folder
     assert contents("protocol-max").binding.protocol_version == "v" * MAX_PROTOCOL_VERSION_CHARS
     assert contents("partition-max").binding.partition_digest == partition_digest("p" * MAX_PARTITION_CHARS)
     assert contents("path-max").binding.path == "/" + "a" * (MAX_ENDPOINT_PATH_CHARS - 1)
+
+
+# ------------------------------------------------------------------------------------------ the last guard
+
+
+def soklet_process(folder: Path, *args: str, **options: object) -> subprocess.Popen[bytes]:
+    env = {name: value for name, value in os.environ.items() if name != "SOKLET_KEYRING"}
+    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-m", "soklet_cli", *args], cwd=folder, env={**env, "NO_COLOR": "1"}, **options
+    )
+
+
+@pytest.fixture(scope="module")
+def token(table: dict[str, Result]) -> str:
+    return table["lifetime-max"].stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("inspect-state", "--json", "{token}"),  # sys.stdout.write, flushed at the end
+        ("inspect-state", "--keyring", RING, "--at", LATER, "{token}"),  # rich: writes and flushes as it goes
+        ("--help",),
+    ],
+    ids=["json", "rich-table", "help"],
+)
+def test_a_closed_pipe_is_one_line_and_exit_3(table_folder: Path, token: str, args: tuple[str, ...]) -> None:
+    # `soklet ... | head -c0`: the reader is gone before the first write.
+    process = soklet_process(
+        table_folder,
+        *(token if arg == "{token}" else arg for arg in args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 3
+    assert stderr == "soklet: the output was closed before it was all written\n"
+
+
+def test_a_closed_stdout_and_a_full_disk_are_exit_3(table_folder: Path, token: str) -> None:
+    closed = soklet_process(
+        table_folder, "inspect-state", "--json", token, stderr=subprocess.PIPE, preexec_fn=close_stdout
+    )
+    _, closed_err = closed.communicate(timeout=60)
+    assert closed.returncode == 3
+    assert closed_err.decode() == "soklet: standard output is closed\n"
+    with open("/dev/full", "wb") as full:
+        process = soklet_process(table_folder, "inspect-state", "--json", token, stdout=full, stderr=subprocess.PIPE)
+        _, full_err = process.communicate(timeout=60)
+    assert process.returncode == 3
+    assert full_err.decode().count("\n") == 1
+    assert "Traceback" not in full_err.decode()
+    assert full_err.decode().startswith("soklet: ")
+
+
+def close_stdout() -> None:
+    os.close(1)
+
+
+def test_no_arguments_still_print_the_help(table_folder: Path) -> None:
+    process = soklet_process(table_folder, "keys", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert b"soklet keys" in out
+    assert err == b""

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from soklet_core.json import canonical_text, parse
 from soklet_core.keys import decode_base64url
 
 RING = "soklet-keyring.toml"
@@ -207,3 +210,63 @@ def test_outputs_never_show_key_material_or_plaintext_envelope(soklet) -> None:
         assert result.returncode in (1, 4)
     # The fixture scans every output for every form of every key's material; check the count it learnt.
     assert len(soklet.secrets) == 2
+
+
+#: The placeholders the old --json writer substituted into its own output (issue 8 item 12).
+FORMER_MARKERS = ("\x00soklet:state\x00", "\x00soklet:request-id\x00", "\x00soklet:retry-id\x00")
+
+
+@pytest.mark.parametrize("marker", FORMER_MARKERS, ids=["state", "request-id", "retry-id"])
+def test_json_output_cannot_be_rewritten_by_its_input(soklet, marker: str) -> None:
+    # Every string the input controls is set to a former marker: the sealed and the retry method, the protocol
+    # version, both request ids, and strings inside the state. The document keeps its structure, and the state
+    # appears exactly once, where it belongs.
+    soklet.run("keys", "generate", "--id", "k1")
+    write_request(soklet.cwd, "call.json", marker, method=marker, meta={"protocolVersion": marker})
+    write_request(soklet.cwd, "retry.json", marker + "2", method=marker, meta={"protocolVersion": marker})
+    state = {"unique": "123456789.000000000001", "markers": list(FORMER_MARKERS), marker: marker}
+    token = sealed(soklet, state=json.dumps(state))
+    result = soklet.run("inspect-state", "--keyring", RING, "--at", LATER, "--json", "--request", "retry.json", token)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["sealed"]["state"] == state
+    assert document["sealed"]["request_id"] == marker
+    assert document["sealed"]["binding"]["method"] == marker
+    assert document["sealed"]["binding"]["protocol_version"] == marker
+    assert document["retry"]["method"] == marker
+    assert document["retry"]["protocol_version"] == marker
+    assert document["retry"]["request_id"] == marker + "2"
+    assert result.stdout.count("123456789.000000000001") == 1
+    assert result.stdout.count('"unique"') == 1
+    assert document["opens"] is True
+
+
+def test_json_output_keeps_exact_numbers_in_request_ids(soklet) -> None:
+    soklet.run("keys", "generate", "--id", "k1")
+    write_request(soklet.cwd, "call.json", 1)
+    token = sealed(soklet)
+    big = "1" + "0" * 40 + ".50"
+    (soklet.cwd / "retry.json").write_text((soklet.cwd / "call.json").read_text().replace('"id": 1', f'"id": {big}'))
+    result = soklet.run("inspect-state", "--keyring", RING, "--at", LATER, "--json", "--request", "retry.json", token)
+    assert result.returncode == 0, result.stderr
+    # Canonical and exact: 42 significant digits, which no float holds.
+    assert f'"request_id": {canonical_text(parse(big))}' in result.stdout
+    assert canonical_text(parse(big)) == "1" + "0" * 40 + ".5"
+    assert json.loads(result.stdout)["sealed"]["request_id"] == 1
+
+
+#: An endpoint path that took the old normalizer's pattern hours (exponential backtracking; 28 "a" took 6 s).
+SLOW_PATH = "/" + "a" * 40 + "%25"
+
+
+def test_a_backtracking_path_answers_promptly(soklet) -> None:
+    soklet.run("keys", "generate", "--id", "k1")
+    write_request(soklet.cwd, "call.json", 1)
+    write_request(soklet.cwd, "retry.json", 2)
+    token = sealed(soklet, "--path", SLOW_PATH)
+    result = soklet.run(
+        "inspect-state", "--keyring", RING, "--at", LATER, "--json", "--request", "retry.json", "--path", SLOW_PATH,
+        token, timeout=15,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["sealed"]["binding"]["path"] == SLOW_PATH

@@ -153,3 +153,17 @@ def test_seal_state_uses_the_active_key_after_rotation(soklet) -> None:
     result = soklet.run("seal-state", "--request", "call.json", "--state", "state.json")
     assert result.returncode == 0, result.stderr
     assert EnvelopeHeader.read(result.stdout.strip()).key_id == "new"
+
+
+@pytest.mark.parametrize("a_count", [28, 40])
+def test_a_backtracking_path_answers_promptly(soklet, a_count: int) -> None:
+    # The old endpoint-path pattern backtracked exponentially on such a path (28 "a" took 6 s, 40 took hours).
+    path = "/" + "a" * a_count + "%25"
+    soklet.run("keys", "generate", "--id", "k1")
+    write_request(soklet.cwd, "call.json", 1)
+    (soklet.cwd / "state.json").write_text("{}")
+    result = soklet.run("seal-state", "--request", "call.json", "--state", "state.json", "--path", path, timeout=15)
+    assert result.returncode == 0, result.stderr
+    contents = sealer_from_file(soklet.cwd, T0).diagnose(result.stdout.strip()).contents
+    assert contents is not None
+    assert contents.binding.path == path
