@@ -85,6 +85,7 @@ def params_digest(
     *,
     whole_request: bool | None = None,
     max_bytes: int | None = None,
+    cooperative: bool = False,
 ) -> ParamsDigest:
     """The stable params digest of a JSON-RPC request (its ``params``) or of a bare params value.
 
@@ -92,14 +93,14 @@ def params_digest(
     digest a request body) or a tree from :func:`.canonical.load_canonical_tree` (to share one parse with the
     canonical form). ``whole_request`` says what it is; by default an object with ``jsonrpc`` and ``method``
     members is a request. A request without ``params`` digests as ``{}``. Params that are neither object nor
-    array are refused.
+    array are refused. ``cooperative`` is passed to :func:`.canonical.load_canonical_tree` (for a worker thread).
     """
     if isinstance(source, JsonValue):
         tree = tree_from_value(source)
     elif isinstance(source, CanonicalTree):
         tree = source
     else:
-        tree = load_canonical_tree(source, max_bytes=max_bytes)
+        tree = load_canonical_tree(source, max_bytes=max_bytes, cooperative=cooperative)
     stable = tree.with_root(_stable_params(tree, whole_request=whole_request))
     hasher = hashlib.sha256()
     size = feed_canonical(stable, hasher.update, limit=MAX_CANONICAL_PARAMS_BYTES)

@@ -908,7 +908,8 @@ def _release(slots: asyncio.Semaphore, done: asyncio.Future[Any]) -> None:
 
 def _digest_or_error(body: bytes) -> ParamsDigest | JsonError:
     try:
-        return params_digest(body, whole_request=True)
+        # Cooperative for large bodies: they are digested in a worker thread, beside the event loop.
+        return params_digest(body, whole_request=True, cooperative=len(body) > INLINE_BODY_BYTES)
     except JsonError as error:
         return error
 

@@ -247,3 +247,29 @@ def test_digest_refuses_bad_numbers_in_the_parts_it_leaves_out(doc: bytes, offse
     with pytest.raises(JsonError) as info:
         params_digest(doc)
     assert (info.value.reason, info.value.offset) == (JsonErrorReason.EXPONENT_OUT_OF_RANGE, offset)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        PARAMS,
+        b'{"\\uff5e":[1,2],"a":{"_meta":1}}',
+        '{"jsonrpc":"2.0","id":1,"method":"m","params":{"\U0001f600":[1.50,-0,1e400],"a":"\\ud83d\\ude00"}}'.encode(),
+        b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"n":[' + b",".join([b"12.50e1"] * 5000) + b"]}}",
+    ],
+)
+def test_cooperative_digest_is_the_same_digest(doc: bytes) -> None:
+    """The worker-thread variant (a Python-level number hook, so the GIL is shared) changes nothing else."""
+    assert digest(doc, cooperative=True) == digest(doc)
+    assert digest(doc, cooperative=True) == digest(parse(doc))
+
+
+@pytest.mark.parametrize(("doc", "reason"), [(b'{"a": 12e10000}', "exponent-out-of-range"), (b'{"a": [1,}', None)])
+def test_cooperative_digest_refuses_the_same(doc: bytes, reason: str | None) -> None:
+    with pytest.raises(JsonError) as plain:
+        params_digest(doc)
+    with pytest.raises(JsonError) as cooperative:
+        params_digest(doc, cooperative=True)
+    assert (cooperative.value.reason, cooperative.value.offset) == (plain.value.reason, plain.value.offset)
+    if reason is not None:
+        assert plain.value.reason.value == reason
