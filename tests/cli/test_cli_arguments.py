@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from soklet_cli._common import DURATION_HELP, MAX_DURATION, parse_duration
 from soklet_cli.app import MAX_ERROR_CHARS
@@ -24,6 +26,12 @@ from soklet_cli.inspect_state import (
     MAX_PROTOCOL_VERSION_CHARS,
     MAX_ROUNDS,
     MAX_TIME_MS,
+    parse_endpoint_path,
+    parse_file,
+    parse_partition,
+    parse_protocol_version,
+    parse_rounds,
+    parse_time,
 )
 from soklet_core.files import read_keyring_file
 from soklet_core.protection import (
@@ -343,3 +351,87 @@ def test_no_arguments_still_print_the_help(table_folder: Path) -> None:
     assert process.returncode == 2
     assert b"soklet keys" in out
     assert err == b""
+
+
+# ------------------------------------------------------------------------------------------ fuzzing
+
+
+#: Text that reaches the parsers' corners: digits of other scripts, units, signs, separators, controls, the
+#: surrogate escapes of argv bytes that are not UTF-8, and anything else.
+fuzz_text = st.text(
+    alphabet=st.sampled_from(list("0123456789hms-+:.TZ/ %?#~١٢٣\x00\x1b\x7f\x85\udcff\udc80é😀")), max_size=40
+) | st.text(max_size=60)
+
+PARSERS = {
+    "duration": parse_duration,
+    "rounds": parse_rounds,
+    "time": parse_time,
+    "path": parse_endpoint_path,
+    "partition": parse_partition,
+    "protocol-version": parse_protocol_version,
+    "file": parse_file,
+}
+
+
+def refusal_of(parser: object, text: str) -> str | None:
+    try:
+        parser(text)  # type: ignore[operator]
+    except typer.BadParameter as error:
+        return str(error)
+    return None
+
+
+#: What each parser says when it refuses: a fixed text, whatever the input.
+MESSAGES = {
+    name: {refusal_of(parser, bad) for bad in ("", "\x1b", "9" * 100_000, "0", "15", "99999999999h")} - {None}
+    for name, parser in PARSERS.items()
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(sorted(PARSERS)), text=fuzz_text)
+def test_parsers_accept_within_bounds_or_refuse_with_a_fixed_message(name: str, text: str) -> None:
+    parser = PARSERS[name]
+    message = refusal_of(parser, text)
+    if message is not None:
+        assert message in MESSAGES[name]
+        return
+    value = parser(text)  # type: ignore[operator]
+    if name == "duration":
+        assert timedelta(0) < value <= MAX_DURATION
+    elif name == "rounds":
+        assert 1 <= value <= MAX_ROUNDS
+    elif name == "time":
+        assert 0 <= value <= MAX_TIME_MS
+    elif name == "file":
+        assert 0 < len(os.fsencode(str(value))) <= MAX_FILE_NAME_BYTES
+    else:
+        assert value == text
+        text.encode("utf-8")  # valid UTF-8: the binding can digest it
+
+
+FUZZED_OPTIONS = ("--round", "--max-rounds", "--at", "--lifetime", "--path", "--partition", "--protocol-version")
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    option=st.sampled_from(FUZZED_OPTIONS),
+    value=fuzz_text.filter(lambda text: "\x00" not in text and can_be_argv(text)),
+)
+def test_seal_state_options_never_end_in_an_internal_error(
+    table: dict[str, Result], table_folder: Path, option: str, value: str
+) -> None:
+    args = (*seal(), option, value)
+    process = soklet_process(table_folder, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode in (0, 1, 2), err[-400:]
+    assert b"Traceback" not in out + err
+    assert len(err.splitlines()) <= 1
+
+
+def can_be_argv(text: str) -> bool:
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return False
+    return True
