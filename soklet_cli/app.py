@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Final
@@ -167,6 +168,9 @@ def main() -> None:
     if sys.stdout is None:  # started with stdout closed: no command's output could be written
         _say("standard output is closed")
         sys.exit(int(ExitCode.IO))
+    # The core logs refusals for operators; a command reports its own in one line, so without a handler of the
+    # command's (soklet serve sets one up) the records go nowhere instead of to Python's last-resort stderr.
+    logging.getLogger("soklet").addHandler(logging.NullHandler())
     stdout = _stdout_identity()
     try:
         code = _run()

@@ -435,3 +435,15 @@ def can_be_argv(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def test_a_refusal_the_core_also_logs_is_one_line(table: dict[str, Result], table_folder: Path) -> None:
+    # The sealer logs "request state not sealed: too-large" for operators; the command says it once.
+    request = {"jsonrpc": "2.0", "id": "x" * 60_000, "method": "tools/call", "params": {}}
+    (table_folder / "big-id.json").write_text(json.dumps(request))
+    args = replaced(seal(), "--request", "big-id.json")
+    process = soklet_process(table_folder, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert err.decode() == "soklet: refused: too-large: the sealed state would exceed a size limit\n"
+    assert out == b""
