@@ -37,7 +37,7 @@ from .inspect_state import (
     parse_file,
     parse_rounds,
 )
-from .keyring_path import InsecureOption, JsonOption, KeyringOption, resolve_keyring_path
+from .keyring_path import DEFAULT_KEYRING_FILE, InsecureOption, JsonOption, KeyringOption, resolve_keyring_path
 from .output import emit_json, fail, read_input
 
 #: The lifetime assumed when --lifetime is not given: the server default.
@@ -63,7 +63,7 @@ def seal_state(
             help="The application state: one JSON document (- for stdin).",
         ),
     ],
-    keyring: KeyringOption = Path("soklet-keyring.toml"),
+    keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     path: PathOption = DEFAULT_PATH,
     partition: PartitionOption = ANONYMOUS_PARTITION,
     protocol_version: ProtocolVersionOption = None,
