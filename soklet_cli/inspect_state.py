@@ -519,6 +519,8 @@ def inspect_state(
     """
     if (request is not None or original is not None) and keyring is None:
         fail("--request and --original-request need --keyring FILE (the checks decrypt the state)", ExitCode.USAGE)
+    if [token_source, str(request), str(original)].count("-") > 1:
+        fail("only one of TOKEN, --request and --original-request can read stdin (-)", ExitCode.USAGE)
     from_stdin = token_source == "-"  # noqa: S105  # "-" means stdin, not a password
     raw = read_input(token_source, max_bytes=MAX_TOKEN_INPUT_BYTES) if from_stdin else None
     if raw is not None:

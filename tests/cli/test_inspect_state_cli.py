@@ -191,9 +191,13 @@ def test_usage_and_io_errors(soklet) -> None:
         ("inspect-state", "--keyring", RING, "--request", "missing.json", token),
         ("inspect-state", "--keyring", RING, "--request", "not-json.json", token),
         ("inspect-state", "--keyring", RING, "--request", "call.json", "--path", "mcp", token),
+        soklet.call("inspect-state", "--keyring", RING, "--request", "-", "--original-request", "-", token, input="{}"),
+        soklet.call("inspect-state", "--keyring", RING, "--request", "-", input=token),
     )
-    assert [result.returncode for result in results] == [2, 2, 3, 3, 2, 2], [r.stderr for r in results]
+    assert [result.returncode for result in results] == [2, 2, 3, 3, 2, 2, 2, 2], [r.stderr for r in results]
     assert all("Traceback" not in result.output for result in results)
+    for result in results[-2:]:
+        assert result.stderr == "soklet: only one of TOKEN, --request and --original-request can read stdin (-)\n"
 
 
 def test_outputs_never_show_key_material_or_plaintext_envelope(soklet) -> None:
