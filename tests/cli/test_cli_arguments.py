@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from soklet_cli._common import DURATION_HELP, MAX_DURATION, parse_duration
-from soklet_cli.app import MAX_ERROR_CHARS
+from soklet_cli.app import MAX_ERROR_CHARS, MIN_WITHHELD_ARGUMENT_CHARS
 from soklet_cli.inspect_state import (
     MAX_FILE_NAME_BYTES,
     MAX_PARTITION_CHARS,
@@ -447,3 +447,18 @@ def test_a_refusal_the_core_also_logs_is_one_line(table: dict[str, Result], tabl
     assert process.returncode == 1
     assert err.decode() == "soklet: refused: too-large: the sealed state would exceed a size limit\n"
     assert out == b""
+
+
+def test_long_unplaced_arguments_are_withheld_short_ones_kept(table_folder: Path) -> None:
+    # Click quotes the arguments it cannot place; a long one may be key material pasted by mistake.
+    kept = "k" * (MIN_WITHHELD_ARGUMENT_CHARS - 1)
+    withheld = "w" * MIN_WITHHELD_ARGUMENT_CHARS
+    material = "c2VjcmV0IHNlY3JldCBzZWNyZXQgc2VjcmV0IHNlY3JldA"  # 43 characters, shaped like a key's material
+    for extra, shown in ((kept, True), (withheld, False), (material, False)):
+        process = soklet_process(
+            table_folder, "inspect-state", "token", extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 2
+        assert (extra in err.decode()) is shown, err
+        assert err.decode().count("\n") == 1
