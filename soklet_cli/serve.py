@@ -7,18 +7,37 @@ import importlib
 import json
 import logging
 import shlex
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import Iterator
+from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Final
 
 import typer
 
+from soklet_core.files import KeyringDocument, write_keyring_file
 from soklet_core.keys import Fingerprint, ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import McpServer, Registry, RegistryBuilder
+from soklet_core.mcp import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEAD_BYTES,
+    HttpLimits,
+    McpServer,
+    Registry,
+    RegistryBuilder,
+    uvicorn_config,
+    uvicorn_server_class,
+)
+from soklet_core.mcp.http_server import (
+    MAX_CONNECTIONS_CEILING,
+    MAX_HEAD_BYTES_CEILING,
+    MAX_TIMEOUT_SECONDS,
+    MIN_HEAD_BYTES,
+)
 from soklet_core.protection import ProtectionConfig
 
 from ._common import check_duration, parse_duration
@@ -27,13 +46,31 @@ from .exit_codes import ExitCode
 from .keyring_path import InsecureOption, load_document
 from .output import emit_json, fail
 
-__all__ = ["DEV_KEY_ID", "EXAMPLE_TOOL", "Fixtures", "LogLevel", "example_commands", "serve"]
+__all__ = [
+    "DEV_KEYRING_NAME",
+    "DEV_KEY_ID",
+    "EXAMPLE_END",
+    "EXAMPLE_START",
+    "EXAMPLE_TOOL",
+    "Fixtures",
+    "LogLevel",
+    "example_commands",
+    "serve",
+]
 
 #: The id of the ephemeral development key.
 DEV_KEY_ID: Final = "dev-ephemeral"
 #: The tool the printed example calls.
 EXAMPLE_TOOL: Final = "catalog.continue"
 _PROTOCOL_VERSION: Final = "2026-07-28"
+#: The file name of the development keyring in its private temporary folder.
+DEV_KEYRING_NAME: Final = "dev-keyring.toml"
+#: First and last line of the printed example: bash comments, so the whole block can be pasted as it is.
+EXAMPLE_START: Final = "# try it (bash): call catalog.continue, get input_required, then retry with the answer"
+EXAMPLE_END: Final = "# end of example"
+_MAX_TIMEOUT: Final = timedelta(seconds=MAX_TIMEOUT_SECONDS)
+_RESTART_NOTE: Final = "the keyring is read once at start: restart after keys stage/activate/remove/rotate"
+_logger = logging.getLogger("soklet.serve")
 
 
 class Fixtures(StrEnum):
@@ -144,11 +181,41 @@ def _configure_logging(level: LogLevel) -> None:
     root.propagate = False
 
 
+def _check_timeout(value: str) -> str:
+    """A Typer callback: a duration with a unit, at most one hour (the bound of every HTTP timeout)."""
+    parse_duration(value, maximum=_MAX_TIMEOUT)
+    return value
+
+
+def _seconds(value: str) -> float:
+    return parse_duration(value, maximum=_MAX_TIMEOUT).total_seconds()
+
+
+@contextlib.contextmanager
+def _dev_keyring() -> Iterator[tuple[ProtectionKeyring, Path]]:
+    """A fresh development key, written to a private keyring file so its tokens can be inspected; deleted after.
+
+    The folder comes from ``mkdtemp`` (0700, owned by this user); the file is written 0600 by the project's
+    keyring writer.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="soklet-dev-"))
+    try:
+        document = KeyringDocument.new(ProtectionKey.generate(DEV_KEY_ID))
+        path = folder / DEV_KEYRING_NAME
+        write_keyring_file(path, document)
+        yield document.keyring(), path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port; 0 picks a free one.")] = 8765,
     keyring: Annotated[
-        Path | None, typer.Option("--keyring", metavar="FILE", help="Keyring file for framework-protected state.")
+        Path | None,
+        typer.Option(
+            "--keyring", metavar="FILE", help="Keyring file for framework-protected state (read once at start)."
+        ),
     ] = None,
     dev_key: Annotated[
         bool, typer.Option("--dev-key", help="Use an ephemeral key (the default without --keyring).")
@@ -163,16 +230,61 @@ def serve(
         str, typer.Option("--state-lifetime", callback=check_duration, help="Maximum request-state lifetime.")
     ] = "15m",
     state_rounds: Annotated[int, typer.Option("--state-rounds", min=1, help="Maximum request-state rounds.")] = 10,
+    max_head_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-head-bytes",
+            min=MIN_HEAD_BYTES,
+            max=MAX_HEAD_BYTES_CEILING,
+            help="Largest request head (request line + headers); more: 431 and the connection closes.",
+        ),
+    ] = DEFAULT_MAX_HEAD_BYTES,
+    header_timeout: Annotated[
+        str,
+        typer.Option("--header-timeout", callback=_check_timeout, help="Time to send a request head (max 1h)."),
+    ] = "10s",
+    body_timeout: Annotated[
+        str,
+        typer.Option("--body-timeout", callback=_check_timeout, help="Time to send a body once its head came: 408."),
+    ] = "30s",
+    keep_alive_timeout: Annotated[
+        str,
+        typer.Option("--keep-alive-timeout", callback=_check_timeout, help="Idle kept-alive connections close after."),
+    ] = "5s",
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            max=MAX_CONNECTIONS_CEILING,
+            help="Open connections served at once; one more gets 503 and is closed.",
+        ),
+    ] = DEFAULT_MAX_CONNECTIONS,
+    shutdown_grace: Annotated[
+        str,
+        typer.Option(
+            "--shutdown-grace", callback=_check_timeout, help="On stop, how long running requests may finish."
+        ),
+    ] = "10s",
     log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log level.")] = LogLevel.info,
     allow_insecure: InsecureOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the start-up facts as one JSON document.")] = False,
 ) -> None:
     """Serve MCP 2026-07-28 over HTTP: the demo app (catalog.continue and friends), or your own.
 
-    At start it prints the URL, the keyring fingerprint and a copy-paste example: the first request gets
-    **input_required** from catalog.continue, the retry with the answer and the state completes it. Without
-    --keyring an ephemeral development key is used and announced; states sealed with it die with the process.
-    Stop with Ctrl-C (SIGINT) or SIGTERM: in-flight requests finish first.
+    At start it prints the URL, the key it seals with (id and keyring fingerprint, never material) and a
+    copy-paste bash example: the first request gets **input_required** from catalog.continue, the retry with the
+    answer and the state completes it. Without --keyring an ephemeral development key is used and announced;
+    states sealed with it die with the process. The development key is written to a private keyring file (a new
+    0700 folder, file 0600, deleted on exit) whose path is printed, so its tokens can be inspected with
+    **soklet inspect-state --keyring PATH TOKEN**.
+
+    The keyring is read **once at start**: after **soklet keys stage/activate/remove/rotate** restart the server,
+    or it keeps sealing with the old key and opening states of removed keys.
+
+    HTTP limits (see docs/server.md): request head --max-head-bytes (431), --header-timeout (connection closed),
+    --body-timeout (408), --keep-alive-timeout, --max-connections (503). Stop with Ctrl-C (SIGINT) or SIGTERM:
+    new requests get 503, running ones get --shutdown-grace to finish and are then cancelled with a 503.
 
     **Examples**
 
@@ -182,21 +294,59 @@ def serve(
 
       soklet serve --keyring /etc/soklet/keyring.toml --app myapp.mcp:registry --state-lifetime 10m
 
+      soklet serve --body-timeout 10s --max-connections 256 --shutdown-grace 20s
+
     **Exit codes**: 0 stopped; 1 the keyring was refused; 2 usage; 3 the keyring file or the port is unusable.
     """
-    import uvicorn  # imported here: every other command starts faster without it
-
     if keyring is not None and dev_key:
         fail("usage: --keyring and --dev-key exclude each other", ExitCode.USAGE)
-    development = keyring is None
-    if development:
-        ring = ProtectionKeyring.with_active_key(ProtectionKey.generate(DEV_KEY_ID)).build()
-    else:
-        assert keyring is not None
-        ring = load_document(keyring, allow_insecure_permissions=allow_insecure).keyring()
+    limits = HttpLimits(
+        max_head_bytes=max_head_bytes,
+        header_timeout_seconds=_seconds(header_timeout),
+        body_timeout_seconds=_seconds(body_timeout),
+        keep_alive_timeout_seconds=_seconds(keep_alive_timeout),
+        max_connections=max_connections,
+        shutdown_grace_seconds=_seconds(shutdown_grace),
+    )
+    with contextlib.ExitStack() as stack:
+        if keyring is None:
+            ring, keyring_file = stack.enter_context(_dev_keyring())
+        else:
+            ring, keyring_file = load_document(keyring, allow_insecure_permissions=allow_insecure).keyring(), keyring
+        _serve(
+            ring,
+            keyring_file,
+            development=keyring is None,
+            limits=limits,
+            host=host,
+            port=port,
+            app=app,
+            fixtures=fixtures or [],
+            state_lifetime=parse_duration(state_lifetime),
+            state_rounds=state_rounds,
+            log_level=log_level,
+            as_json=as_json,
+        )
+
+
+def _serve(
+    ring: ProtectionKeyring,
+    keyring_file: Path,
+    *,
+    development: bool,
+    limits: HttpLimits,
+    host: str,
+    port: int,
+    app: str | None,
+    fixtures: list[Fixtures],
+    state_lifetime: timedelta,
+    state_rounds: int,
+    log_level: LogLevel,
+    as_json: bool,
+) -> None:
     config = (
         ProtectionConfig.with_keyring(ring)
-        .maximum_request_state_lifetime(parse_duration(state_lifetime))
+        .maximum_request_state_lifetime(state_lifetime)
         .maximum_request_state_rounds(state_rounds)
         .build()
     )
@@ -209,23 +359,28 @@ def serve(
     url_host = f"[{host}]" if ":" in host else host
     url = f"http://{url_host}:{bound_port}/mcp"
     registries: list[Registry] = []
-    if Fixtures.conformance in (fixtures or []):
+    if Fixtures.conformance in fixtures:
         registries.append(conformance.build_registry())
     if app is not None:
         registries.append(_load_app(app))
     else:
         link_base = f"http://{url_host}:{bound_port}/link" if development else demo.DEFAULT_LINK_BASE_URL
         registries.append(demo.build_registry(link_base_url=link_base, development=development))
-    server = McpServer.builder(_combine(registries)).protection_config(config).build()
+    server = McpServer.builder(_combine(registries)).protection_config(config).http_limits(limits).build()
     fingerprint = Fingerprint.of(ring)
+    active = ring.active_key.id
     commands = example_commands(url)
+    inspect_hint = f"soklet inspect-state --keyring {shlex.quote(str(keyring_file))} TOKEN"
     if as_json:
         emit_json(
             {
                 "url": url,
                 "port": bound_port,
                 "development_key": development,
+                "keyring_file": str(keyring_file),
+                "active_key_id": active,
                 "fingerprint": fingerprint.to_json(),
+                "inspect": inspect_hint,
                 "example": commands,
             }
         )
@@ -233,32 +388,27 @@ def serve(
         lines = [f"soklet serve: MCP 2026-07-28 at {url}"]
         if development:
             lines.append("keyring: EPHEMERAL development key (--dev-key): states die with this process")
+            lines.append(f"dev keyring file (deleted on exit): {keyring_file}")
         else:
-            lines.append(f"keyring: {keyring}")
+            lines.append(f"keyring: {keyring_file} ({_RESTART_NOTE})")
+        lines.append(f"sealing key: {active}")
         lines.append(f"fingerprint: v{fingerprint.version} {fingerprint.profile} {fingerprint.value}")
-        lines.append(f"try it (bash): call {EXAMPLE_TOOL}, get input_required, then retry with the answer:")
-        lines.append("--- example ---")
+        lines.append(f"inspect a token: {inspect_hint}")
+        lines.append(EXAMPLE_START)
         lines.extend(commands)
-        lines.append("--- end ---")
+        lines.append(EXAMPLE_END)
         sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()
     _configure_logging(log_level)
-    uvicorn_config = uvicorn.Config(
-        server.asgi_app(),
-        loop="uvloop",
-        http="httptools",
-        lifespan="on",
-        access_log=False,
-        log_level=log_level.value,
-        timeout_graceful_shutdown=10,
+    _logger.info(
+        "sealing with key %s, fingerprint v%d %s; %s", active, fingerprint.version, fingerprint.value, _RESTART_NOTE
     )
-    _quiet_server_class(early_stop)(uvicorn_config).run(sockets=[sock])
+    settings = uvicorn_config(server, log_level=log_level.value)
+    _quiet_server_class(early_stop)(settings).run(sockets=[sock])
 
 
 def _quiet_server_class(early_stop: list[int]) -> type[Any]:
-    import uvicorn
-
-    class QuietServer(uvicorn.Server):
+    class QuietServer(uvicorn_server_class()):  # type: ignore[misc]
         """uvicorn's server, but a stop signal ends the process with exit 0 after the graceful shutdown.
 
         uvicorn re-raises the captured signal after shutting down, which turns a requested stop into exit 130

@@ -65,6 +65,17 @@ from .errors import (
     ResultError,
 )
 from .form_policy import DEFAULT_FORM_POLICY, FormSchemaPolicy, PolicyFinding, SecretConcept, check_form_schema
+from .http_server import (
+    DEFAULT_BODY_TIMEOUT_SECONDS,
+    DEFAULT_HEADER_TIMEOUT_SECONDS,
+    DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEAD_BYTES,
+    DEFAULT_SHUTDOWN_GRACE_SECONDS,
+    HttpLimits,
+    uvicorn_config,
+    uvicorn_server_class,
+)
 from .input_requests import InputRequest, InputRequestDeclaration, InputRequestType, InputRequirement
 from .input_required import (
     INPUT_REQUIRED_RESULT_TYPE,
@@ -124,7 +135,7 @@ from .results import (
     TextResourceContents,
 )
 from .server import DEFAULT_ENDPOINT_PATH, McpServer, McpServerBuilder
-from .transport import LOCAL_HOSTS, McpAsgiApp
+from .transport import LOCAL_HOSTS, McpAsgiApp, parse_authority, parse_origin
 from .uris import UriTemplate, is_absolute_uri
 from .url_policy import MIN_HANDLE_BYTES, check_elicitation_url, is_opaque_handle, mint_url_handle, url_with_handle
 
@@ -132,8 +143,14 @@ __all__ = [
     "ANONYMOUS_PARTITION",
     "CLIENT_CAPABILITIES_META_KEY",
     "COMPLETE_RESULT_TYPE",
+    "DEFAULT_BODY_TIMEOUT_SECONDS",
     "DEFAULT_ENDPOINT_PATH",
     "DEFAULT_FORM_POLICY",
+    "DEFAULT_HEADER_TIMEOUT_SECONDS",
+    "DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_HEAD_BYTES",
+    "DEFAULT_SHUTDOWN_GRACE_SECONDS",
     "INPUT_REQUIRED_RESULT_TYPE",
     "LOCAL_HOSTS",
     "MAX_APPLICATION_REQUEST_STATE_BYTES",
@@ -175,6 +192,7 @@ __all__ = [
     "FormPolicyViolation",
     "FormSchemaPolicy",
     "GetPromptResult",
+    "HttpLimits",
     "HttpRequest",
     "Identity",
     "ImageContent",
@@ -240,6 +258,8 @@ __all__ = [
     "may_request_input",
     "mint_url_handle",
     "number_field",
+    "parse_authority",
+    "parse_origin",
     "prompt",
     "resource",
     "resource_template",
@@ -248,4 +268,6 @@ __all__ = [
     "tool",
     "url_request",
     "url_with_handle",
+    "uvicorn_config",
+    "uvicorn_server_class",
 ]

@@ -8,13 +8,14 @@
 ...           .protection_config(ProtectionConfig.with_keyring(keyring).build())
 ...           .path("/mcp")
 ...           .build())
->>> app = server.asgi_app()          # serve with: uvicorn.run(app, host="127.0.0.1", port=8765)
+>>> app = server.asgi_app()          # serve it hardened: uvicorn_server_class()(uvicorn_config(server)).run()
 >>> server.protection_keyring_manager is not None
 True
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Self
 
@@ -31,6 +32,7 @@ from .dispatcher import (
     Interceptor,
     LifecycleCallback,
 )
+from .http_server import HttpLimits
 from .registry import Registry
 from .results import CacheHint
 from .transport import McpAsgiApp
@@ -95,6 +97,11 @@ class McpServer:
         """The normalized endpoint path."""
         return self._app.path
 
+    @property
+    def http_limits(self) -> HttpLimits:
+        """The HTTP limits and timeouts the server was built with."""
+        return self._app.http_limits
+
     def asgi_app(self) -> McpAsgiApp:
         """The ASGI 3 application (the same instance every time)."""
         return self._app
@@ -121,7 +128,7 @@ class McpServerBuilder:
         self._cache_hint = DEFAULT_LIST_CACHE_HINT
         self._interceptor: Interceptor | None = None
         self._lifecycle: list[LifecycleCallback] = []
-        self._grace = 10.0
+        self._limits = HttpLimits()
         self._in_thread = True
 
     def protection_config(self, config: ProtectionConfig) -> Self:
@@ -194,8 +201,22 @@ class McpServerBuilder:
         return self
 
     def shutdown_grace_seconds(self, seconds: float) -> Self:
-        """How long shutdown waits for in-flight requests (default 10 s)."""
-        self._grace = seconds
+        """How long a stop waits for running requests before cancelling them with a 503 (default 10 s).
+
+        Shorthand for replacing ``shutdown_grace_seconds`` in :meth:`http_limits`.
+        """
+        self._limits = dataclasses.replace(self._limits, shutdown_grace_seconds=seconds)
+        return self
+
+    def http_limits(self, limits: HttpLimits) -> Self:
+        """The HTTP limits and timeouts (head size, header/body/keep-alive timeouts, connection cap, grace).
+
+        The app enforces the body timeout and the grace; ``soklet_core.mcp.uvicorn_config(server)`` hands the rest
+        to uvicorn. Defaults: :class:`~soklet_core.mcp.HttpLimits`.
+        """
+        if not isinstance(limits, HttpLimits):
+            raise TypeError("http_limits takes an HttpLimits")
+        self._limits = limits
         return self
 
     def sync_handlers_in_thread(self, enabled: bool) -> Self:
@@ -230,6 +251,6 @@ class McpServerBuilder:
             allowed_origins=self._origins,
             max_request_body_bytes=self._body_limit,
             output_ceiling_bytes=self._output_ceiling,
-            shutdown_grace_seconds=self._grace,
+            http_limits=self._limits,
         )
         return McpServer._create(dispatcher, sealer, app)

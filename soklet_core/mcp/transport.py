@@ -3,17 +3,22 @@
 This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP side of the protocol:
 
 * one endpoint (default ``/mcp``), POST only (GET, DELETE and the rest: 405; other paths: 404);
-* ``Host`` and ``Origin`` allow-lists (``localhost``, ``127.0.0.1`` and ``[::1]`` with any port, plus configured
-  values): a bad ``Host`` or a present-and-bad ``Origin`` is refused with 403 before the body is read;
+* strict ``Host`` and ``Origin`` (hand-written RFC 9112/3986/6454 parsers, no regular expressions): exactly one
+  ``Host`` = ``uri-host [":" port]``, else 400; a well-formed ``Host`` that is not allowed is 403; at most one
+  ``Origin`` (several: 400), a serialized origin ``scheme://host[:port]`` and nothing else, else 403. Allowed:
+  ``localhost``, ``127.0.0.1`` and ``[::1]`` with any port, plus configured values. All before the body is read;
 * the request body limit (10 MiB by default, at most 16 MiB), read incrementally and refused with 413 as soon as
-  it is exceeded (or at once when ``Content-Length`` says so);
+  it is exceeded (or at once when ``Content-Length`` says so), and the body read timeout (408, connection
+  closed) from :class:`~.http_server.HttpLimits`;
 * the 4 MiB response output ceiling: a larger answer becomes a ``-32603`` error;
 * compact single-line JSON responses, or request-scoped SSE (``event: message`` frames, ``X-Accel-Buffering:
   no``) once a handler reports progress on a request with a ``progressToken`` and no unmet CONDITIONAL
   capability holds the response uncommitted;
 * 202 for notifications;
 * client disconnect cancels the handler cooperatively (task cancellation plus ``InvocationFeatures.cancelled``);
-* graceful shutdown through the ASGI lifespan protocol: in-flight requests finish, new ones get 503;
+* graceful shutdown: :meth:`McpAsgiApp.begin_drain` (called by the uvicorn server of :mod:`.http_server` when a
+  stop is requested, or at the ASGI lifespan shutdown) answers new requests 503 (JSON-RPC ``-32603``); requests
+  still running after the grace period are cancelled and answered 503 the same way;
 * one access-log line per request on logger ``soklet.mcp.access``:
   ``method=… operation=… status=… code=… duration_ms=… [reason=…]``. Only known method names, registered
   operation names and bounded reasons appear: never tokens, headers, params or other raw input.
@@ -23,11 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final, TypeAlias
-from urllib.parse import urlsplit
 
 from soklet_core.json import (
     DEFAULT_REQUEST_BODY_BYTES,
@@ -40,8 +45,11 @@ from soklet_core.json import (
 from soklet_core.protection import normalize_endpoint_path
 
 from .dispatcher import INTERNAL_ERROR, INVALID_REQUEST, Dispatcher, DispatchResult, HttpRequest, error_response
+from .http_server import SHUTDOWN_MARGIN_SECONDS, HttpLimits
 
-__all__ = ["LOCAL_HOSTS", "McpAsgiApp"]
+_DEFAULT_LIMITS: Final = HttpLimits()
+
+__all__ = ["LOCAL_HOSTS", "MAX_PORT", "MalformedAuthority", "McpAsgiApp", "parse_authority", "parse_origin"]
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
@@ -52,7 +60,7 @@ _access_log = logging.getLogger("soklet.mcp.access")
 _logger = logging.getLogger("soklet.mcp")
 
 #: Host names always allowed in ``Host`` and ``Origin`` (with any port).
-LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
 _SSE_HEADERS: Final = [
@@ -62,12 +70,82 @@ _SSE_HEADERS: Final = [
 ]
 
 
-def _host_name(host: str) -> str:
-    host = host.strip().lower()
-    if host.startswith("["):
-        end = host.find("]")
-        return host[: end + 1] if end > 0 else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+_ALPHA: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_DIGITS: Final = frozenset("0123456789")
+_HEXDIGITS: Final = _DIGITS | frozenset("abcdefABCDEF")
+#: RFC 3986 reg-name characters besides pct-encoded triplets: unreserved and sub-delims.
+_REG_NAME: Final = _ALPHA | _DIGITS | frozenset("-._~!$&'()*+,;=")
+_SCHEME: Final = _ALPHA | _DIGITS | frozenset("+-.")
+#: The largest TCP port.
+MAX_PORT: Final = 65535
+_MAX_PORT_DIGITS: Final = 5
+
+
+class MalformedAuthority(ValueError):
+    """A ``Host`` or ``Origin`` value that is not well formed (the message is fixed: no input is echoed)."""
+
+
+def _reg_name(text: str) -> str:
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "%":
+            if index + 2 >= len(text) or text[index + 1] not in _HEXDIGITS or text[index + 2] not in _HEXDIGITS:
+                raise MalformedAuthority("malformed host")
+            index += 3
+        elif char in _REG_NAME:
+            index += 1
+        else:
+            raise MalformedAuthority("malformed host")
+    return text.lower()
+
+
+def parse_authority(text: str) -> tuple[str, int | None]:
+    """``uri-host [":" port]`` (RFC 9112 ``Host``, RFC 3986 ``authority`` without userinfo) → (host, port).
+
+    The host is lower-cased; an IPv6 literal is returned bracketed in its compressed form (``[::1]``). A zone id,
+    IPvFuture, an empty host, an empty port, a port that is not 1–5 ASCII digits or above :data:`MAX_PORT`, and
+    anything after the host that is not ``:port`` raise :class:`MalformedAuthority`.
+    """
+    if text.startswith("["):
+        end = text.find("]")
+        literal = text[1:end] if end > 0 else ""
+        if not literal or "%" in literal:
+            raise MalformedAuthority("malformed host")
+        try:
+            host = f"[{ipaddress.IPv6Address(literal).compressed}]"
+        except ValueError:
+            raise MalformedAuthority("malformed host") from None
+        rest = text[end + 1 :]
+    else:
+        colon = text.find(":")
+        name, rest = (text, "") if colon < 0 else (text[:colon], text[colon:])
+        if not name:
+            raise MalformedAuthority("malformed host")
+        host = _reg_name(name)
+    if not rest:
+        return host, None
+    digits = rest[1:]
+    if rest[0] != ":" or not 0 < len(digits) <= _MAX_PORT_DIGITS or not _DIGITS.issuperset(digits):
+        raise MalformedAuthority("malformed port")
+    port = int(digits)
+    if port > MAX_PORT:
+        raise MalformedAuthority("malformed port")
+    return host, port
+
+
+def parse_origin(text: str) -> tuple[str, str, int | None]:
+    """A serialized origin (RFC 6454: ``scheme "://" host [":" port]``, nothing else) → (scheme, host, port).
+
+    Userinfo, a path (even ``/``), a query or a fragment, ``null`` and anything else raise
+    :class:`MalformedAuthority`.
+    """
+    separator = text.find("://")
+    scheme = text[:separator] if separator > 0 else ""
+    if not scheme or scheme[0] not in _ALPHA or not _SCHEME.issuperset(scheme):
+        raise MalformedAuthority("malformed origin")
+    host, port = parse_authority(text[separator + 3 :])
+    return scheme.lower(), host, port
 
 
 class _Channel:
@@ -118,27 +196,43 @@ class McpAsgiApp:
         allowed_origins: Iterable[str] = (),
         max_request_body_bytes: int = DEFAULT_REQUEST_BODY_BYTES,
         output_ceiling_bytes: int = RESPONSE_OUTPUT_CEILING_BYTES,
-        shutdown_grace_seconds: float = 10.0,
+        http_limits: HttpLimits = _DEFAULT_LIMITS,
     ) -> None:
         if not 0 < max_request_body_bytes <= MAX_REQUEST_BODY_BYTES:
             raise ValueError(f"the request body limit must be between 1 and {MAX_REQUEST_BODY_BYTES} bytes")
         if output_ceiling_bytes <= 0:
             raise ValueError("the output ceiling must be positive")
+        if not isinstance(http_limits, HttpLimits):
+            raise TypeError("http_limits must be an HttpLimits")
         self._dispatcher = dispatcher
         self._path = normalize_endpoint_path(path)
-        self._hosts = frozenset(host.strip().lower() for host in allowed_hosts)
-        self._origins = frozenset(origin.strip().lower().rstrip("/") for origin in allowed_origins)
+        try:
+            self._hosts = frozenset(parse_authority(host.strip()) for host in allowed_hosts)
+            self._origins = frozenset(parse_origin(origin.strip()) for origin in allowed_origins)
+        except MalformedAuthority:
+            raise ValueError("allowed hosts are host[:port] and allowed origins scheme://host[:port]") from None
         self._max_body = max_request_body_bytes
         self._ceiling = output_ceiling_bytes
-        self._grace = shutdown_grace_seconds
+        self._limits = http_limits
         self._active = 0
         self._idle: asyncio.Event | None = None
         self._draining = False
+        self._grace_over: asyncio.Future[None] | None = None
 
     @property
     def path(self) -> str:
         """The normalized endpoint path."""
         return self._path
+
+    @property
+    def http_limits(self) -> HttpLimits:
+        """The HTTP limits and timeouts this app was built with (the server side reads them from here)."""
+        return self._limits
+
+    @property
+    def draining(self) -> bool:
+        """Whether a stop was requested: new requests are answered 503."""
+        return self._draining
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -149,49 +243,88 @@ class McpAsgiApp:
 
     # ------------------------------------------------------------------------------------------------ lifespan
 
+    def _grace_signal(self) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        if self._grace_over is None or self._grace_over.get_loop() is not loop:
+            self._grace_over = loop.create_future()
+        return self._grace_over
+
+    def begin_drain(self) -> None:
+        """Start the shutdown drain (call on the event loop; repeated calls do nothing).
+
+        From now on new requests are answered 503; requests still running :attr:`HttpLimits.shutdown_grace_seconds`
+        later are cancelled and answered 503 (JSON-RPC). The uvicorn server of :mod:`.http_server` calls it when a
+        stop is requested; under another ASGI server the lifespan shutdown event does.
+        """
+        if self._draining:
+            return
+        self._draining = True
+        signal = self._grace_signal()
+        asyncio.get_running_loop().call_later(self._limits.shutdown_grace_seconds, _resolve, signal)
+
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                self._draining = False  # the same app may be served again after a stop
+                self._grace_over = None
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                self._draining = True
+                self.begin_drain()
                 if self._active:
                     self._idle = asyncio.Event()
-                    try:
-                        await asyncio.wait_for(self._idle.wait(), self._grace)
-                    except TimeoutError:
-                        _logger.warning("shutdown: %d requests still running after the grace period", self._active)
+                    # Past the grace every running request is cancelled and answered, so this ends soon after.
+                    wait = self._limits.shutdown_grace_seconds + SHUTDOWN_MARGIN_SECONDS
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._idle.wait(), wait)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
     # ------------------------------------------------------------------------------------------------ checks
 
-    def _host_allowed(self, host: str | None) -> bool:
-        if host is None:
-            return False
-        name = _host_name(host)
-        return name in LOCAL_HOSTS or name in self._hosts or host.strip().lower() in self._hosts
-
-    def _origin_allowed(self, origin: str) -> bool:
-        normalized = origin.strip().lower().rstrip("/")
-        if normalized in self._origins:
-            return True
+    def _host_status(self, values: list[str]) -> tuple[int, str] | None:
+        """``None`` when the single ``Host`` is allowed, else (400 malformed or repeated | 403 not allowed, reason)."""
+        if len(values) != 1:
+            return 400, "host-count"
         try:
-            parts = urlsplit(normalized)
-        except ValueError:
-            return False
-        if parts.scheme not in ("http", "https") or not parts.netloc or "@" in parts.netloc:
-            return False
-        return _host_name(parts.netloc) in LOCAL_HOSTS
+            host, port = parse_authority(values[0])
+        except MalformedAuthority:
+            return 400, "host-malformed"
+        if host in LOCAL_HOSTS or (host, None) in self._hosts or (host, port) in self._hosts:
+            return None
+        return 403, "host"
+
+    def _origin_status(self, values: list[str]) -> tuple[int, str] | None:
+        """``None`` when there is no ``Origin`` or it is allowed; 400 for several, 403 malformed or not allowed."""
+        if not values:
+            return None
+        if len(values) > 1:
+            return 400, "origin-count"
+        try:
+            origin = parse_origin(values[0])
+        except MalformedAuthority:
+            return 403, "origin"
+        scheme, host, _port = origin
+        if origin in self._origins or (scheme in ("http", "https") and host in LOCAL_HOSTS):
+            return None
+        return 403, "origin"
 
     # ------------------------------------------------------------------------------------------------ http
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         self._active += 1
+        sent = _SentTracker(send)
         try:
-            result = await self._handle(scope, receive, send)
+            result = await self._handle(scope, receive, sent)
+        except asyncio.CancelledError:
+            if not self._draining:
+                raise
+            # The server gave up waiting (its own shutdown timeout): answer if still possible, never a traceback.
+            if not sent.started:
+                with contextlib.suppress(Exception):
+                    await self._plain(sent, 503, "shutdown-cancelled", close=True, text=_CANCELLED_TEXT)
+            result = DispatchResult(503, None, reason="shutdown-cancelled")
         finally:
             self._active -= 1
             if self._active == 0 and self._idle is not None:
@@ -214,10 +347,22 @@ class McpAsgiApp:
         )
 
     async def _plain(
-        self, send: Send, status: int, reason: str, extra: list[tuple[bytes, bytes]] | None = None
+        self,
+        send: Send,
+        status: int,
+        reason: str,
+        extra: list[tuple[bytes, bytes]] | None = None,
+        *,
+        close: bool = False,
+        text: str | None = None,
     ) -> DispatchResult:
-        body = serialize(error_response(None, INVALID_REQUEST, _STATUS_TEXT.get(status, "Refused"))).encode()
+        # 503 is the server's state, not the request's fault: -32603 rather than -32600.
+        code = INTERNAL_ERROR if status == 503 else INVALID_REQUEST
+        message = error_response(None, code, text or _STATUS_TEXT.get(status, "Refused"))
+        body = serialize(message).encode()
         headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *(extra or [])]
+        if close:
+            headers.append((b"connection", b"close"))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
         return DispatchResult(status, None, reason=reason)
@@ -232,35 +377,57 @@ class McpAsgiApp:
         if scope["method"] != "POST":
             return await self._plain(send, 405, "method-not-allowed", [(b"allow", b"POST")])
         headers: dict[str, str] = {}
+        hosts: list[str] = []
+        origins: list[str] = []
         for raw_name, raw_value in scope["headers"]:
             name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+            if name == "host":
+                hosts.append(value)
+            elif name == "origin":
+                origins.append(value)
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        if not self._host_allowed(headers.get("host")):
-            return await self._plain(send, 403, "host")
-        origin = headers.get("origin")
-        if origin is not None and not self._origin_allowed(origin):
-            return await self._plain(send, 403, "origin")
+        refusal = self._host_status(hosts) or self._origin_status(origins)
+        if refusal is not None:
+            return await self._plain(send, refusal[0], refusal[1])
         if self._draining:
-            return await self._plain(send, 503, "shutting-down")
+            return await self._plain(send, 503, "shutting-down", close=True)
         body = await self._read_body(headers, receive)
-        if body is None:
+        if body is _TOO_LARGE:
             return await self._plain(send, 413, "body-too-large")
+        if body is _TIMED_OUT:
+            return await self._plain(send, 408, "body-timeout", close=True)
+        if body is _DRAINED or self._draining:
+            # The head came before the stop, the body after: the request never started, so it is refused as new.
+            return await self._plain(send, 503, "shutting-down", close=True)
+        assert isinstance(body, bytes)
         return await self._respond(HttpRequest(scope["path"], headers, body), receive, send)
 
-    async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | None:
+    async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | object:
+        """The body, or a marker: :data:`_TOO_LARGE`, :data:`_TIMED_OUT` (body timeout) or :data:`_DRAINED`."""
         declared = headers.get("content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > self._max_body:
-            return None  # refused before reading a byte
+        if declared is not None and declared.isdigit() and int(declared) > self._max_body:
+            return _TOO_LARGE  # refused before reading a byte
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._limits.body_timeout_seconds
+        grace = self._grace_signal()
         chunks: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
+            step = asyncio.ensure_future(receive())
+            done, _ = await asyncio.wait((step, grace), timeout=max(0.0, deadline - loop.time()),
+                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            if step not in done:
+                step.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await step
+                return _DRAINED if grace.done() else _TIMED_OUT
+            message = step.result()
             if message["type"] != "http.request":
                 break
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self._max_body:
-                return None  # stop reading at the limit
+                return _TOO_LARGE  # stop reading at the limit
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
@@ -271,19 +438,22 @@ class McpAsgiApp:
         channel = _Channel()
         task = loop.create_task(self._dispatcher.dispatch(request, channel))
         watcher = loop.create_task(_wait_disconnect(receive))
+        grace = self._grace_signal()
         streaming = False
         signal = channel.arm()
         try:
             while True:
                 signal = channel.arm()
-                await asyncio.wait((task, watcher, signal), return_when=asyncio.FIRST_COMPLETED)
-                if watcher.done() and not task.done():
+                await asyncio.wait((task, watcher, signal, grace), return_when=asyncio.FIRST_COMPLETED)
+                if (watcher.done() or grace.done()) and not task.done():
                     channel.cancelled = True
                     task.cancel()
-                    # Whatever the cancelled handler raised, the client is gone: nothing more is sent.
+                    # Whatever the cancelled handler raised, it is over: only this layer answers now.
                     with contextlib.suppress(Exception, asyncio.CancelledError):
                         await task
-                    return DispatchResult(499, None, reason="client-disconnected")
+                    if watcher.done():
+                        return DispatchResult(499, None, reason="client-disconnected")
+                    return await self._cancelled_by_shutdown(send, streaming)
                 if channel.allowed and channel.frames and not task.done():
                     streaming = await self._stream(send, channel, streaming)
                 if task.done():
@@ -293,6 +463,14 @@ class McpAsgiApp:
             signal.cancel()
         result = task.result()
         return await self._finish(send, result, channel, streaming)
+
+    async def _cancelled_by_shutdown(self, send: Send, streaming: bool) -> DispatchResult:
+        if not streaming:
+            return await self._plain(send, 503, "shutdown-cancelled", close=True, text=_CANCELLED_TEXT)
+        # The stream already committed 200: the error is its last frame.
+        message = error_response(None, INTERNAL_ERROR, _CANCELLED_TEXT)
+        await send({"type": "http.response.body", "body": _sse_frame(message)})
+        return DispatchResult(200, None, reason="shutdown-cancelled", code=INTERNAL_ERROR)
 
     async def _stream(self, send: Send, channel: _Channel, started: bool) -> bool:
         if not started:
@@ -342,12 +520,41 @@ class McpAsgiApp:
 
 
 _STATUS_TEXT: Final = {
+    400: "Bad Request",
     403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
+    408: "Request body timeout",
     413: "Request body too large",
-    503: "Service Unavailable",
+    503: "Service unavailable: shutting down",
 }
+
+_CANCELLED_TEXT: Final = "Server shutting down: request cancelled"
+
+#: Markers :meth:`McpAsgiApp._read_body` returns instead of a body.
+_TOO_LARGE: Final = object()
+_TIMED_OUT: Final = object()
+_DRAINED: Final = object()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class _SentTracker:
+    """Wraps ``send`` to remember whether the response has started (so a late cancellation can still answer)."""
+
+    __slots__ = ("_send", "started")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
 
 
 async def _wait_disconnect(receive: Receive) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from soklet_core.mcp import McpServer
+from soklet_core.mcp import McpServer, uvicorn_config, uvicorn_server_class
 
 VERSION = "2026-07-28"
 PV = "io.modelcontextprotocol/protocolVersion"
@@ -24,16 +24,17 @@ FORM_CAPS: dict[str, Any] = {"elicitation": {}}
 
 @contextlib.contextmanager
 def running(server: McpServer, *, on_start: list[uvicorn.Server] | None = None) -> Iterator[str]:
-    """Serve ``server`` on a free loopback port in a thread; yield the base URL (``http://127.0.0.1:PORT``)."""
+    """Serve ``server`` on a free loopback port in a thread; yield the base URL (``http://127.0.0.1:PORT``).
+
+    The server runs with its own ``HttpLimits`` through ``soklet_core.mcp.uvicorn_config``, as in production.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(256)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        server.asgi_app(), loop="uvloop", http="httptools", lifespan="on", access_log=False, log_level="warning"
-    )
-    userver = uvicorn.Server(config)
+    # The production settings: the same limits, protocol and draining server as ``soklet serve``.
+    userver = uvicorn_server_class()(uvicorn_config(server, log_level="warning"))
     if on_start is not None:
         on_start.append(userver)
     thread = threading.Thread(target=userver.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from servertest_harness import Client
 
+from soklet_cli.serve import EXAMPLE_END, EXAMPLE_START
+
 pytestmark = pytest.mark.slow
 
 
@@ -29,7 +31,7 @@ def _start(*arguments: str) -> tuple[subprocess.Popen[str], list[str]]:
     lines: list[str] = []
     for line in process.stdout:
         lines.append(line.rstrip("\n"))
-        if line.startswith("--- end ---") or line.startswith("{"):
+        if line.rstrip("\n") == EXAMPLE_END or line.startswith("{"):
             break
     return process, lines
 
@@ -48,7 +50,9 @@ def test_printed_example_completes_catalog_continue(served: tuple[subprocess.Pop
     assert lines[0].startswith("soklet serve: MCP 2026-07-28 at http://127.0.0.1:")
     assert any("EPHEMERAL development key" in line for line in lines)
     assert any(line.startswith("fingerprint: v2 soklet-mcp-protection-v1 ") for line in lines)
-    script = "\n".join(lines[lines.index("--- example ---") + 1 : lines.index("--- end ---")])
+    # The block is pasted as a whole, its comment lines included: every line must be valid bash.
+    script = "\n".join(lines[lines.index(EXAMPLE_START) : lines.index(EXAMPLE_END) + 1])
+    assert not any(line.startswith("---") for line in lines)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     run = subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True, timeout=30, env=env)
     assert run.returncode == 0, run.stderr

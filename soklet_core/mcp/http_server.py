@@ -1,0 +1,313 @@
+"""The HTTP edge of an :class:`~.server.McpServer` on uvicorn: limits, timeouts, the connection cap and the drain.
+
+One home for every limit the HTTP server itself enforces (the body limit and the output ceiling live with the JSON
+codec; the endpoint path bound with the path rules). :class:`HttpLimits` holds them with named defaults;
+:func:`uvicorn_config` and :func:`uvicorn_server_class` turn an app built with those limits into a hardened
+uvicorn server (uvloop + httptools). ``soklet serve`` and the test suite run exactly this.
+
+>>> limits = HttpLimits(header_timeout_seconds=5.0)
+>>> limits.max_head_bytes == DEFAULT_MAX_HEAD_BYTES
+True
+
+Serving a library app (uvicorn is imported only when these functions are called)::
+
+    config = uvicorn_config(server.asgi_app())
+    uvicorn_server_class()(config).run()
+
+What each limit does, and what the client sees:
+
+* the request head (request line and header fields, as they arrive on the wire) is counted before the parser
+  buffers it: more than ``max_head_bytes`` → ``431`` with a JSON-RPC error body, and the connection closes;
+* a head not complete ``header_timeout_seconds`` after the connection opened (or after the first byte of a later
+  request on a kept-alive connection) → the connection closes without an answer;
+* a body not complete ``body_timeout_seconds`` after its head → ``408`` with a JSON-RPC error, connection closed
+  (the transport enforces it with bounded waits on ``receive()``);
+* an idle kept-alive connection closes after ``keep_alive_timeout_seconds``;
+* more than ``max_connections`` open connections → the new one gets ``503`` with a JSON-RPC error and is closed
+  at once (uvicorn's own ``limit_concurrency`` only looks once a head is complete, so it cannot bound slow heads);
+* a stop: the app drains at once (new requests ``503``), requests still running ``shutdown_grace_seconds`` later
+  are cancelled and answered ``503`` (JSON-RPC); uvicorn's own timeout is that grace plus
+  :data:`SHUTDOWN_MARGIN_SECONDS`, so its bare-text ``500`` never fires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from soklet_core.json import serialize
+
+from .dispatcher import INTERNAL_ERROR, INVALID_REQUEST, error_response
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from .server import McpServer
+    from .transport import McpAsgiApp
+
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT_SECONDS",
+    "DEFAULT_HEADER_TIMEOUT_SECONDS",
+    "DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_HEAD_BYTES",
+    "DEFAULT_SHUTDOWN_GRACE_SECONDS",
+    "MAX_CONNECTIONS_CEILING",
+    "MAX_HEAD_BYTES_CEILING",
+    "MAX_TIMEOUT_SECONDS",
+    "MIN_HEAD_BYTES",
+    "SHUTDOWN_MARGIN_SECONDS",
+    "HttpLimits",
+    "uvicorn_config",
+    "uvicorn_server_class",
+]
+
+#: Request line plus header fields, in bytes as received (64 KiB).
+DEFAULT_MAX_HEAD_BYTES: Final = 64 * 1024
+#: The smallest head limit accepted (a real MCP request head is about 300 bytes).
+MIN_HEAD_BYTES: Final = 1024
+#: The largest head limit accepted (1 MiB).
+MAX_HEAD_BYTES_CEILING: Final = 1024 * 1024
+#: Seconds a client has to send a complete request head.
+DEFAULT_HEADER_TIMEOUT_SECONDS: Final = 10.0
+#: Seconds a client has to send a complete body once its head arrived.
+DEFAULT_BODY_TIMEOUT_SECONDS: Final = 30.0
+#: Seconds an idle kept-alive connection stays open.
+DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS: Final = 5.0
+#: Open connections served at once; one more is answered 503 and closed.
+DEFAULT_MAX_CONNECTIONS: Final = 512
+#: The largest connection cap accepted.
+MAX_CONNECTIONS_CEILING: Final = 65_536
+#: Seconds a stop waits for running requests before cancelling them.
+DEFAULT_SHUTDOWN_GRACE_SECONDS: Final = 10.0
+#: Every timeout and the grace are at most one hour.
+MAX_TIMEOUT_SECONDS: Final = 3600.0
+#: uvicorn's own graceful-shutdown timeout exceeds the app's grace by this much, so the app always answers first.
+SHUTDOWN_MARGIN_SECONDS: Final = 5.0
+
+
+def _check_seconds(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_TIMEOUT_SECONDS:
+        raise ValueError(f"{name} must be a number of seconds above 0 and at most {MAX_TIMEOUT_SECONDS:g}")
+
+
+def _check_int(name: str, value: int, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an int between {low} and {high}")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """The limits and timeouts of the HTTP server (see the module docstring for what each one does)."""
+
+    max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES
+    header_timeout_seconds: float = DEFAULT_HEADER_TIMEOUT_SECONDS
+    body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS
+    keep_alive_timeout_seconds: float = DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS
+
+    def __post_init__(self) -> None:
+        _check_int("max_head_bytes", self.max_head_bytes, MIN_HEAD_BYTES, MAX_HEAD_BYTES_CEILING)
+        _check_seconds("header_timeout_seconds", self.header_timeout_seconds)
+        _check_seconds("body_timeout_seconds", self.body_timeout_seconds)
+        _check_seconds("keep_alive_timeout_seconds", self.keep_alive_timeout_seconds)
+        _check_int("max_connections", self.max_connections, 1, MAX_CONNECTIONS_CEILING)
+        _check_seconds("shutdown_grace_seconds", self.shutdown_grace_seconds)
+
+    @property
+    def uvicorn_shutdown_timeout_seconds(self) -> int:
+        """uvicorn's ``timeout_graceful_shutdown``: the grace plus :data:`SHUTDOWN_MARGIN_SECONDS`, whole seconds."""
+        return math.ceil(self.shutdown_grace_seconds + SHUTDOWN_MARGIN_SECONDS)
+
+
+def _refusal(status: int, phrase: str, code: int, message: str) -> bytes:
+    """A complete ``Connection: close`` HTTP/1.1 response with a JSON-RPC error body, written by the protocol."""
+    body = serialize(error_response(None, code, message)).encode("utf-8")
+    head = (
+        f"HTTP/1.1 {status} {phrase}\r\ncontent-type: application/json\r\ncache-control: no-store\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+_HEAD_TOO_LARGE: Final = _refusal(
+    431, "Request Header Fields Too Large", INVALID_REQUEST, "Request header fields too large"
+)
+_TOO_MANY_CONNECTIONS: Final = _refusal(503, "Service Unavailable", INTERNAL_ERROR, "Too many connections")
+
+_protocol_classes: dict[HttpLimits, type[asyncio.Protocol]] = {}
+
+
+def http_protocol_class(limits: HttpLimits) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with ``limits`` applied (head size, header timeout, keep-alive, cap)."""
+    cached = _protocol_classes.get(limits)
+    if cached is not None:
+        return cached
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class LimitedHttpToolsProtocol(HttpToolsProtocol):
+        """Counts head bytes before httptools buffers them, times out slow heads and caps connections."""
+
+        soklet_limits: ClassVar[HttpLimits] = limits
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # uvicorn types its keep-alive as int but only hands it to call_later, which takes float seconds.
+            self.timeout_keep_alive = self.soklet_limits.keep_alive_timeout_seconds  # type: ignore[assignment]
+            self._in_head = True
+            self._head_bytes = 0
+            self._head_timer: asyncio.TimerHandle | None = None
+            self._refused = False
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            if len(self.connections) >= self.soklet_limits.max_connections:
+                # Refused before it counts: the answer and the close are queued at once, nothing is read.
+                self._refused = True
+                self.transport = transport  # type: ignore[assignment]
+                assert isinstance(transport, asyncio.WriteTransport)
+                transport.write(_TOO_MANY_CONNECTIONS)
+                transport.close()
+                return
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._arm_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_head_timer()
+            if self._refused:
+                return
+            super().connection_lost(exc)
+
+        def _arm_head_timer(self) -> None:
+            self._cancel_head_timer()
+            self._head_timer = self.loop.call_later(self.soklet_limits.header_timeout_seconds, self._head_timed_out)
+
+        def _cancel_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if self._in_head and not self.transport.is_closing():
+                self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused or self.transport.is_closing():
+                return
+            if not self._in_head:
+                super().data_received(data)
+                return
+            room = self.soklet_limits.max_head_bytes - self._head_bytes
+            if len(data) <= room:
+                self._head_bytes += len(data)
+                super().data_received(data)
+                return
+            # The head may still end within the room left: let the parser see exactly that much first.
+            self._head_bytes = self.soklet_limits.max_head_bytes
+            if room:
+                super().data_received(data[:room])
+            if self.transport.is_closing():
+                return
+            if self._head_pending():  # the parser did not reach the end of the head within the limit
+                self._refuse_head()
+                return
+            super().data_received(data[room:])
+
+        def _head_pending(self) -> bool:
+            return self._in_head
+
+        def _refuse_head(self) -> None:
+            self._cancel_head_timer()
+            if self.cycle is None or self.cycle.response_complete:
+                self.transport.write(_HEAD_TOO_LARGE)
+            # else a pipelined head overflowed while an answer is being written: closing is all that is safe.
+            self.transport.close()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._head_timer is None:
+                self._arm_head_timer()
+
+        def on_headers_complete(self) -> None:
+            self._in_head = False
+            self._cancel_head_timer()
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            # Whatever follows this message on the connection is the head of the next one.
+            self._in_head = True
+            self._head_bytes = 0
+            super().on_message_complete()
+
+    _protocol_classes[limits] = LimitedHttpToolsProtocol
+    return LimitedHttpToolsProtocol
+
+
+def _app_of(target: McpServer | McpAsgiApp) -> McpAsgiApp:
+    from .transport import McpAsgiApp
+
+    return target if isinstance(target, McpAsgiApp) else target.asgi_app()
+
+
+def uvicorn_config(target: McpServer | McpAsgiApp, **options: Any) -> uvicorn.Config:
+    """A ``uvicorn.Config`` serving ``target`` with its :class:`HttpLimits` (uvloop, httptools, lifespan on).
+
+    ``options`` go to ``uvicorn.Config`` (``log_level``, ``host``, ``port``…); the limit settings cannot be
+    overridden there: set them on the server with ``McpServer.builder(...).http_limits(...)``.
+    """
+    import uvicorn
+
+    app = _app_of(target)
+    limits = app.http_limits
+    fixed = {
+        "http",
+        "timeout_keep_alive",
+        "timeout_graceful_shutdown",
+        "limit_concurrency",
+        "h11_max_incomplete_event_size",
+    }
+    clash = fixed.intersection(options)
+    if clash:
+        raise ValueError("set the HTTP limits with McpServer.builder(...).http_limits(...), not uvicorn options")
+    settings: dict[str, Any] = {"loop": "uvloop", "lifespan": "on", "access_log": False}
+    settings.update(options)
+    return uvicorn.Config(
+        app,
+        http=http_protocol_class(limits),
+        timeout_keep_alive=math.ceil(limits.keep_alive_timeout_seconds),
+        timeout_graceful_shutdown=limits.uvicorn_shutdown_timeout_seconds,
+        **settings,
+    )
+
+
+_server_class: list[type[uvicorn.Server]] = []
+
+
+def uvicorn_server_class() -> type[uvicorn.Server]:
+    """A ``uvicorn.Server`` whose stop starts the app's drain before uvicorn closes its listeners.
+
+    uvicorn sends the ASGI lifespan shutdown only after every connection has ended, far too late for the app to
+    answer new requests 503 or to cancel the ones past the grace period with a JSON-RPC answer.
+    """
+    if _server_class:
+        return _server_class[0]
+    import uvicorn
+
+    from .transport import McpAsgiApp
+
+    class DrainingServer(uvicorn.Server):
+        """uvicorn's server; on stop, :meth:`McpAsgiApp.begin_drain` runs first."""
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            app = self.config.loaded_app if self.config.loaded else self.config.app
+            while not isinstance(app, McpAsgiApp) and hasattr(app, "app"):
+                app = app.app  # uvicorn's wrappers (proxy headers, message logger) keep the real app as .app
+            if isinstance(app, McpAsgiApp):
+                app.begin_drain()
+            await super().shutdown(sockets)
+
+    _server_class.append(DrainingServer)
+    return DrainingServer
