@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 import sys
@@ -123,7 +124,26 @@ def _run() -> int:
     except OSError as error:  # an I/O failure no command turned into its own message (such as a full disk)
         _say(f"I/O error: {error.strerror or type(error).__name__}")
         return int(ExitCode.IO)
+    except UnicodeEncodeError as error:
+        if not _is_output_encoding(error.encoding):
+            raise
+        # A terminal or PYTHONIOENCODING that is not UTF-8, and output (a state, a name) it cannot spell.
+        _say(
+            f"the output holds characters that the output encoding ({error.encoding}) cannot write; "
+            "set PYTHONIOENCODING=utf-8"
+        )
+        return int(ExitCode.IO)
     return result if isinstance(result, int) and not isinstance(result, bool) else int(ExitCode.OK)
+
+
+def _is_output_encoding(encoding: str) -> bool:
+    # Only an encoding other than UTF-8 that stdout or stderr uses; anything else is a bug, reported as such.
+    try:
+        name = codecs.lookup(encoding).name
+        streams = {codecs.lookup(stream.encoding).name for stream in (sys.stdout, sys.stderr) if stream is not None}
+    except (LookupError, AttributeError, TypeError):
+        return False
+    return name != "utf-8" and name in streams
 
 
 def _closed_output() -> int:

@@ -462,3 +462,33 @@ def test_long_unplaced_arguments_are_withheld_short_ones_kept(table_folder: Path
         assert process.returncode == 2
         assert (extra in err.decode()) is shown, err
         assert err.decode().count("\n") == 1
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "rich-table"])
+def test_output_the_encoding_cannot_spell_is_one_line_and_exit_3(
+    table: dict[str, Result], table_folder: Path, as_json: bool
+) -> None:
+    (table_folder / "zoe.json").write_text('{"who": "Zoë 😀"}', encoding="utf-8")
+    token = subprocess.run(
+        [sys.executable, "-m", "soklet_cli", *replaced(seal(), "--state", "zoe.json")],
+        cwd=table_folder,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    args = ("inspect-state", "--keyring", RING, "--at", LATER, *(("--json",) if as_json else ()), token)
+    env = {name: value for name, value in os.environ.items() if name != "SOKLET_KEYRING"}
+    process = subprocess.run(
+        [sys.executable, "-m", "soklet_cli", *args],
+        cwd=table_folder,
+        env={**env, "PYTHONIOENCODING": "ascii"},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert process.returncode == 3
+    assert process.stderr.decode() == (
+        "soklet: the output holds characters that the output encoding (ascii) cannot write; "
+        "set PYTHONIOENCODING=utf-8\n"
+    )
