@@ -2,11 +2,12 @@
 
 For every command but ``serve``, hypothesis (derandomized, no shrinking, :data:`EXAMPLES_PER_COMMAND` examples
 each: under a minute in all on two cores) gives one or two of its real options hostile values (the others keep
-valid values, so that the run gets past them): huge, negative and non-ASCII numbers
-(``10**30``, ``-1``, ``١٢٣``), control characters, 10 KB strings, bytes that are not UTF-8, paths to a FIFO, a
-folder, ``/dev/null``, ``/dev/zero``, a 0644 keyring and a missing file, and strings shaped like key material
-(43 base64url characters). Each run is the installed ``soklet`` console script in a fresh 0700 folder holding a
-real keyring, with :data:`RUN_SECONDS` to finish (a hang is a failure). Every run must:
+valid values, so that the run gets past them): huge, negative and non-ASCII numbers (``10**30``, ``-1``,
+``١٢٣``), control characters, 10 KB strings, bytes that are not UTF-8, paths to a FIFO, a folder, character
+devices like ``/dev/null`` and ``/dev/zero`` (made in the run folder), a 0644 keyring and a missing file, and
+strings shaped like key material (43 base64url characters). Each run is the installed ``soklet`` console script
+in a fresh 0700 folder holding a real keyring, with :data:`RUN_SECONDS` to finish (a hang is a failure). Every
+run must:
 
 * exit with a documented code: 0 done, 1 refused, 2 usage, 3 file or I/O problem, 4 no key opens the state;
   never 70 (internal error) and never a signal;
@@ -96,7 +97,7 @@ texts = st.one_of(
 )
 key_ids = st.one_of(st.sampled_from([LONG, CONTROL, NOT_UTF8, "", "-", "ü", "a/b", "..", KEY_ID]), materials)
 files = st.one_of(
-    st.sampled_from(["fifo", "/dev/zero", "folder", "/dev/null", "", "loose.toml", "missing.toml", LONG, NOT_UTF8]),
+    st.sampled_from(["fifo", "zero", "folder", "null", "", "loose.toml", "missing.toml", LONG, NOT_UTF8]),
     st.sampled_from(["-", "keyring.toml", "request.json", "state.json", "token.txt", "material.txt"]),
     materials,
 )
@@ -279,6 +280,13 @@ def _prepare(base: Base) -> Path:
     (run_folder / "loose.toml").chmod(0o644)
     os.mkfifo(run_folder / "fifo", 0o600)
     (run_folder / "folder").mkdir()
+    # Character devices like /dev/null and /dev/zero, but inside the run folder: a command that writes (or
+    # atomically replaces) the file it is given must never reach the real ones (these tests may run as root).
+    for name, minor in (("null", 3), ("zero", 5)):
+        try:
+            os.mknod(run_folder / name, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+        except PermissionError:
+            (run_folder / name).symlink_to(f"/dev/{name}")
     return run_folder
 
 
