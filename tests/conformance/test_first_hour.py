@@ -172,7 +172,9 @@ def test_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert sorted(ignored.stdout.split()) == written
 
 
-@pytest.mark.parametrize("name", ["soklet-keyring.toml", "instance-a.toml", "a.toml.lock", ".soklet-tmp-x1.tmp"])
+@pytest.mark.parametrize(
+    "name", ["soklet-keyring.toml", "dev-keyring.toml", "instance-a.toml", "a.toml.lock", ".soklet-tmp-x1.tmp"]
+)
 def test_keyring_files_are_ignored_by_git(name: str) -> None:
     done = subprocess.run(["git", "check-ignore", "--no-index", "-q", name], cwd=ROOT, check=False)
     assert done.returncode == 0, f"{name} is not in .gitignore"
