@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -572,13 +573,13 @@ def _is_python(path: Path) -> bool:
 def project_python_files(root: Path) -> list[Path]:
     """Every Python file of the project (packages, scripts, benchmarks, tests, examples), virtualenvs aside."""
     found: list[Path] = []
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root)
-        if any(part in _SKIPPED_DIRS or part.endswith(".egg-info") for part in relative.parts):
-            continue
-        if path.is_file() and _is_python(path):
-            found.append(path)
-    return found
+    for folder, subfolders, names in os.walk(root):
+        # Pruned in place, so that .venv and node_modules are never walked.
+        subfolders[:] = sorted(
+            name for name in subfolders if name not in _SKIPPED_DIRS and not name.endswith(".egg-info")
+        )
+        found += [Path(folder) / name for name in sorted(names) if _is_python(Path(folder) / name)]
+    return sorted(found)
 
 
 if __name__ == "__main__":  # pragma: no cover - a manual report
