@@ -69,6 +69,7 @@ SECRET_LOOKING = {HUGE: HUGE, BIG: BIG[:64], NOT_UTF8: "\udcff", CONTROL: "\x1b"
         ("1h30m", 5400),
         ("1h0m1s", 3601),
         ("0h1s", 1),
+        ("00000001h00000001m000000001s", 3661),  # 28 characters
         ("000000001h000000001m000000001s", 3661),  # 30 characters: the longest text looked at
     ],
 )
