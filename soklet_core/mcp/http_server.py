@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
 
 from soklet_core.json import serialize
 
@@ -166,10 +166,10 @@ def http_protocol_class(limits: HttpLimits) -> type[asyncio.Protocol]:
             if len(self.connections) >= self.soklet_limits.max_connections:
                 # Refused before it counts: the answer and the close are queued at once, nothing is read.
                 self._refused = True
-                self.transport = transport  # type: ignore[assignment]
-                assert isinstance(transport, asyncio.WriteTransport)
-                transport.write(_TOO_MANY_CONNECTIONS)
-                transport.close()
+                # uvloop's transports are not asyncio.Transport subclasses, only alike: a cast, not a check.
+                self.transport = cast(asyncio.Transport, transport)
+                self.transport.write(_TOO_MANY_CONNECTIONS)
+                self.transport.close()
                 return
             super().connection_made(transport)  # type: ignore[arg-type]
             self._arm_head_timer()
