@@ -405,32 +405,42 @@ class McpAsgiApp:
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | object:
         """The body, or a marker: :data:`_TOO_LARGE`, :data:`_TIMED_OUT` (body timeout) or :data:`_DRAINED`."""
         declared = headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self._max_body:
+        if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > self._max_body:
             return _TOO_LARGE  # refused before reading a byte
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._limits.body_timeout_seconds
         grace = self._grace_signal()
+        if grace.done():
+            return _DRAINED
+        loop = asyncio.get_running_loop()
         chunks: list[bytes] = []
         size = 0
-        while True:
-            step = asyncio.ensure_future(receive())
-            done, _ = await asyncio.wait((step, grace), timeout=max(0.0, deadline - loop.time()),
-                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-            if step not in done:
-                step.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await step
-                return _DRAINED if grace.done() else _TIMED_OUT
-            message = step.result()
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self._max_body:
-                return _TOO_LARGE  # stop reading at the limit
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        cut_by_grace = False
+        # One deadline for the whole body (a trickle cannot renew it); the end of the shutdown grace brings it
+        # forward. asyncio.timeout_at costs one timer, not a task per receive().
+        try:
+            async with asyncio.timeout_at(loop.time() + self._limits.body_timeout_seconds) as window:
+
+                def cut(_future: asyncio.Future[None]) -> None:
+                    nonlocal cut_by_grace
+                    cut_by_grace = True
+                    window.reschedule(loop.time())
+
+                grace.add_done_callback(cut)
+                try:
+                    while True:
+                        message = await receive()
+                        if message["type"] != "http.request":
+                            break
+                        chunk = message.get("body", b"")
+                        size += len(chunk)
+                        if size > self._max_body:
+                            return _TOO_LARGE  # stop reading at the limit
+                        chunks.append(chunk)
+                        if not message.get("more_body", False):
+                            break
+                finally:
+                    grace.remove_done_callback(cut)
+        except TimeoutError:
+            return _DRAINED if cut_by_grace else _TIMED_OUT
         return b"".join(chunks)
 
     async def _respond(self, request: HttpRequest, receive: Receive, send: Send) -> DispatchResult | None:

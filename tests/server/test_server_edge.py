@@ -447,6 +447,8 @@ def test_shutdown_answers_json_rpc_503s_and_logs_no_traceback(processes: list[su
     late = _connect(port)
     whole = _call(port, "quick")
     late.sendall(whole[:-5])  # the head and most of the body: this request has not started
+    stalled = _connect(port)
+    stalled.sendall(whole[:-5])  # never finished: the end of the grace cuts its body read
     time.sleep(0.3)  # let the server take both in (no assertion depends on it being enough)
     process.send_signal(signal.SIGTERM)
     assert process.stderr is not None
@@ -463,13 +465,16 @@ def test_shutdown_answers_json_rpc_503s_and_logs_no_traceback(processes: list[su
     status, headers, reply = _read_response(running_request)  # cancelled after the 1 s grace
     assert status == 503
     assert json.loads(reply)["error"] == {"code": -32603, "message": "Server shutting down: request cancelled"}
+    status, _, reply = _read_response(stalled)
+    assert status == 503
+    assert json.loads(reply)["error"]["code"] == -32603
     assert process.wait(15) == 0
     log.append(process.stderr.read())
     text = "".join(log)
     assert "Traceback" not in text
     assert "Internal Server Error" not in text
-    running_request.close()
-    late.close()
+    for sock in (running_request, late, stalled):
+        sock.close()
 
 
 @pytest.mark.slow
@@ -502,3 +507,36 @@ def test_dev_key_tokens_can_be_inspected_and_the_key_is_logged(processes: list[s
     assert "sealing with key dev-ephemeral, fingerprint v2 " in log
     assert "restart after keys stage/activate/remove/rotate" in log
     assert not path.parent.exists()
+
+
+# --- docs/server.md ----------------------------------------------------------------------------------------------
+
+
+def test_limits_table_matches_the_constants() -> None:
+    from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, MAX_REQUEST_BODY_BYTES, RESPONSE_OUTPUT_CEILING_BYTES
+    from soklet_core.mcp import http_server
+    from soklet_core.protection import MAX_ENDPOINT_PATH_CHARS
+
+    doc = (HERE.parents[1] / "docs" / "server.md").read_text()
+    table = doc[doc.index("## Limits and timeouts") :]
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    expected = {
+        "DEFAULT_REQUEST_BODY_BYTES": (DEFAULT_REQUEST_BODY_BYTES, "10 MiB", 10 * 1024 * 1024),
+        "MAX_REQUEST_BODY_BYTES": (MAX_REQUEST_BODY_BYTES, "16 MiB", 16 * 1024 * 1024),
+        "RESPONSE_OUTPUT_CEILING_BYTES": (RESPONSE_OUTPUT_CEILING_BYTES, "4 MiB", 4 * 1024 * 1024),
+        "MAX_ENDPOINT_PATH_CHARS": (MAX_ENDPOINT_PATH_CHARS, f"{MAX_ENDPOINT_PATH_CHARS:,} characters", 2048),
+        "DEFAULT_MAX_HEAD_BYTES": (http_server.DEFAULT_MAX_HEAD_BYTES, "64 KiB", 64 * 1024),
+        "DEFAULT_HEADER_TIMEOUT_SECONDS": (http_server.DEFAULT_HEADER_TIMEOUT_SECONDS, "10 s", 10),
+        "DEFAULT_BODY_TIMEOUT_SECONDS": (http_server.DEFAULT_BODY_TIMEOUT_SECONDS, "30 s", 30),
+        "DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS": (http_server.DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS, "5 s", 5),
+        "DEFAULT_MAX_CONNECTIONS": (http_server.DEFAULT_MAX_CONNECTIONS, "512", 512),
+        "DEFAULT_SHUTDOWN_GRACE_SECONDS": (http_server.DEFAULT_SHUTDOWN_GRACE_SECONDS, "10 s", 10),
+        "SHUTDOWN_MARGIN_SECONDS": (http_server.SHUTDOWN_MARGIN_SECONDS, "5 s", 5),
+    }
+    for name, (value, spelled, meant) in expected.items():
+        row = next(line for line in rows if f"`{name}`" in line)
+        assert value == meant, name
+        assert spelled in row, name
+    options = ("--max-head-bytes", "--header-timeout", "--body-timeout", "--keep-alive-timeout", "--max-connections")
+    for option in (*options, "--shutdown-grace"):
+        assert option in table
