@@ -77,8 +77,12 @@ def test_json_start_and_sigterm() -> None:
         assert facts["port"] > 0
         assert facts["fingerprint"]["version"] == 2
         assert len(facts["example"]) == 4
+        assert facts["active_key_id"] == "dev-ephemeral"
+        assert facts["inspect"] == f"soklet inspect-state --keyring {facts['keyring_file']} TOKEN"
+        assert Path(facts["keyring_file"]).is_file()
         process.send_signal(signal.SIGTERM)
         assert process.wait(15) == 0
+        assert not Path(facts["keyring_file"]).exists()
     finally:
         if process.poll() is None:
             process.kill()
@@ -100,3 +104,33 @@ def test_usage_errors() -> None:
         timeout=30,
     )
     assert run.returncode == 2
+    for option, value in (
+        ("--max-head-bytes", "1023"),
+        ("--max-head-bytes", str(1024 * 1024 + 1)),
+        ("--header-timeout", "1h1s"),
+        ("--body-timeout", "30"),
+        ("--keep-alive-timeout", "0s"),
+        ("--max-connections", "0"),
+        ("--shutdown-grace", "2h"),
+    ):
+        run = subprocess.run(
+            [sys.executable, "-m", "soklet_cli", "serve", "--port", "0", option, value],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert run.returncode == 2, (option, value)
+
+
+def test_help_says_the_keyring_is_read_once() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "soklet_cli", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert run.returncode == 0
+    text = " ".join(run.stdout.split())
+    assert "The keyring is read once at start" in text
+    assert "restart the server" in text
