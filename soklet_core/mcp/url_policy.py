@@ -40,7 +40,8 @@ MIN_HANDLE_BYTES: Final = 16
 #: What :func:`mint_url_handle` draws by default: 32 bytes, 256 bits.
 DEFAULT_HANDLE_BYTES: Final = 32
 
-_HOST: Final = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*")
+# One dot-separated label of a host name; the name is split on "." first, so that no pattern repeats a repetition.
+_LABEL: Final = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?")
 _PORT: Final = re.compile(r"[0-9]{1,5}")
 # base64url of at least 16 bytes is at least 22 characters.
 _HANDLE: Final = re.compile(r"[A-Za-z0-9_-]{22,}")
@@ -62,7 +63,7 @@ def _host(authority: str) -> str | None:
     else:
         host, colon, port = authority.partition(":")
         rest = colon + port
-        if not _HOST.fullmatch(host):
+        if not all(_LABEL.fullmatch(label) for label in host.split(".")):
             return None
     if rest and not (rest.startswith(":") and _PORT.fullmatch(rest[1:]) and int(rest[1:]) <= 65535):
         return None
