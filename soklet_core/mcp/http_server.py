@@ -237,7 +237,9 @@ def http_protocol_class(limits: HttpLimits) -> type[asyncio.Protocol]:
             super().on_headers_complete()
 
         def on_message_complete(self) -> None:
-            # Whatever follows this message on the connection is the head of the next one.
+            # Whatever follows this message on the connection is the head of the next one. Its bytes that came in
+            # the same read as this message's end are not counted: the bound is the limit plus one read (uvloop
+            # reads at most 256 KiB), and a pipelined request waits with reading paused anyway.
             self._in_head = True
             self._head_bytes = 0
             super().on_message_complete()

@@ -369,8 +369,12 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
     yield started
     for process in started:
         if process.poll() is None:
-            process.kill()
-            process.wait()
+            process.terminate()  # a stop, not a kill: the server deletes its development keyring folder
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def _port_of(lines: list[str]) -> int:
