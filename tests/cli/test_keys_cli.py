@@ -14,8 +14,8 @@ import typer
 from typer._click import Command
 from typer.core import TyperGroup
 
-from soklet_cli.app import app
 from soklet_cli._common import parse_duration
+from soklet_cli.app import app
 from soklet_core.files import read_keyring_file
 from soklet_core.keys import ProtectionKey, decode_base64url, encode_base64url
 
@@ -250,7 +250,8 @@ def test_duration_parser_accepts(text: str, seconds: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["0m", "0", "60", "15 m", "fifteen", "-5s", "", "1d", "m", "5m1h", "\u00b2", "\u0664m", "367d", "8785h", "9" * 13]
+    "text",
+    ["0m", "0", "60", "15 m", "fifteen", "-5s", "", "1d", "m", "5m1h", "\u00b2", "\u0664m", "367d", "8785h", "9" * 13],
 )
 def test_duration_parser_refuses(text: str) -> None:
     with pytest.raises(typer.BadParameter):
