@@ -381,10 +381,11 @@ class McpAsgiApp:
         origins: list[str] = []
         for raw_name, raw_value in scope["headers"]:
             name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+            # A field value excludes surrounding OWS (RFC 9110 §5.5); httptools leaves the trailing part in place.
             if name == "host":
-                hosts.append(value)
+                hosts.append(value.strip(" \t"))
             elif name == "origin":
-                origins.append(value)
+                origins.append(value.strip(" \t"))
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
         refusal = self._host_status(hosts) or self._origin_status(origins)
         if refusal is not None:

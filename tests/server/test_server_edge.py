@@ -291,6 +291,12 @@ def test_well_formed_but_not_allowed_host_is_403(port: int, host: str) -> None:
     assert _status(port, [host]) == 403
 
 
+def test_surrounding_whitespace_is_not_part_of_the_value(port: int) -> None:
+    assert _status(port, ["localhost \t"]) == 200
+    assert _status(port, ["localhost"], ["http://localhost:3000\t "]) == 200
+    assert _status(port, ["local host"]) == 400
+
+
 def test_host_count(port: int) -> None:
     assert _status(port, []) == 400
     assert _status(port, ["localhost", "localhost"]) == 400
