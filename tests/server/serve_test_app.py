@@ -16,6 +16,13 @@ async def sleepy(context: RequestContext, arguments: JsonObject) -> CallToolResu
     return CallToolResult.from_text("woke up")
 
 
+@tool(name="sleepy.progress", description="Reports progress, then sleeps a minute.", input_schema=OBJECT)
+async def sleepy_progress(context: RequestContext, arguments: JsonObject) -> CallToolResult:
+    context.invocation.report_progress(1, total=2, message="started")
+    await asyncio.sleep(60)
+    return CallToolResult.from_text("woke up")
+
+
 @tool(name="quick", description="Answers at once.", input_schema=OBJECT)
 def quick(context: RequestContext, arguments: JsonObject) -> CallToolResult:
     return CallToolResult.from_text("quick")
@@ -23,4 +30,4 @@ def quick(context: RequestContext, arguments: JsonObject) -> CallToolResult:
 
 def registry() -> Registry:
     """The registry served."""
-    return Registry.of(sleepy, quick)
+    return Registry.of(sleepy, sleepy_progress, quick)

@@ -433,13 +433,13 @@ def test_unfinished_huge_heads_keep_memory_bounded(processes: list[subprocess.Po
     client.close()
 
 
-def _call(port: int, name: str) -> bytes:
+def _call(port: int, name: str, **meta: Any) -> bytes:
     body = json.dumps(
         {
             "jsonrpc": "2.0",
             "id": 3,
             "method": "tools/call",
-            "params": {"name": name, "arguments": {}, "_meta": {PV: VERSION, CAPS: {}}},
+            "params": {"name": name, "arguments": {}, "_meta": {PV: VERSION, CAPS: {}, **meta}},
         }
     ).encode()
     head = _head(["Host: 127.0.0.1"], [f"Mcp-Name: {name}"], len(body), method="tools/call")
@@ -454,6 +454,14 @@ def test_shutdown_answers_json_rpc_503s_and_logs_no_traceback(processes: list[su
     assert _exchange(port, _call(port, "quick"))[0] == 200
     running_request = _connect(port)
     running_request.sendall(_call(port, "sleepy"))
+    streaming = _connect(port)
+    streaming.sendall(_call(port, "sleepy.progress", progressToken="p1"))
+    committed = b""
+    while b"notifications/progress" not in committed:  # the answer is committed as SSE with the progress frame
+        chunk = streaming.recv(65536)
+        assert chunk
+        committed += chunk
+    assert b"content-type: text/event-stream" in committed
     late = _connect(port)
     whole = _call(port, "quick")
     late.sendall(whole[:-5])  # the head and most of the body: this request has not started
@@ -478,12 +486,17 @@ def test_shutdown_answers_json_rpc_503s_and_logs_no_traceback(processes: list[su
     status, _, reply = _read_response(stalled)
     assert status == 503
     assert json.loads(reply)["error"]["code"] == -32603
+    streamed = b""
+    streaming.settimeout(10)
+    while chunk := streaming.recv(65536):  # the server ends the stream and closes the connection
+        streamed += chunk
+    assert b'"message":"Server shutting down: request cancelled"' in streamed
     assert process.wait(15) == 0
     log.append(process.stderr.read())
     text = "".join(log)
     assert "Traceback" not in text
     assert "Internal Server Error" not in text
-    for sock in (running_request, late, stalled):
+    for sock in (running_request, late, stalled, streaming):
         sock.close()
 
 
