@@ -41,7 +41,10 @@ InsecureOption = Annotated[
     bool,
     typer.Option(
         "--allow-insecure-permissions",
-        help="Read key files that group or others may access (normally refused).",
+        help=(
+            "Read key files that group or others may access, that another user owns, or that sit in a folder "
+            "others can write (all normally refused)."
+        ),
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")]
