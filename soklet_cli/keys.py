@@ -38,6 +38,7 @@ from soklet_core.keys import (
     encode_base64url,
     is_valid_key_id,
     looks_like_key_material,
+    printable_name,
 )
 
 from ._common import check_duration, parse_duration
@@ -295,7 +296,8 @@ def _material_from(from_file: Path | None, from_env: str | None, from_stdin: boo
             raw = read_secret_file(from_file, limit=MAX_MATERIAL_FILE_BYTES, allow_insecure_permissions=allow_insecure)
         elif from_env is not None:
             if from_env not in os.environ:
-                fail(f"refused: the environment variable {from_env} is not set", ExitCode.REFUSED)
+                shown = printable_name(from_env, what="a name")
+                fail(f"refused: the environment variable {shown} is not set", ExitCode.REFUSED)
             raw = os.environ[from_env].encode("utf-8", "surrogateescape")
             if len(raw) > MAX_MATERIAL_FILE_BYTES:
                 fail("refused: the variable is larger than a key's base64url text can be", ExitCode.REFUSED)
