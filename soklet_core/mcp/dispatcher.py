@@ -383,8 +383,10 @@ class Dispatcher:
         interceptor: Interceptor | None = None,
         lifecycle: Iterable[LifecycleCallback] = (),
         sync_handlers_in_thread: bool = True,
+        large_body_wait_seconds: float = LARGE_BODY_WAIT_SECONDS,
     ) -> None:
         self._registry = registry
+        self._large_body_wait = large_body_wait_seconds
         self._in_thread = sync_handlers_in_thread
         self._sealer = sealer
         self._admission: AdmissionPolicy = admission if admission is not None else AnonymousAdmission()
@@ -517,7 +519,7 @@ class Dispatcher:
         thread is done, even when the request is cancelled meanwhile (a thread cannot be stopped halfway)."""
         slots = self._worker_slots()
         try:
-            async with asyncio.timeout(LARGE_BODY_WAIT_SECONDS):
+            async with asyncio.timeout(self._large_body_wait):
                 await slots.acquire()
         except TimeoutError:
             raise _Busy from None

@@ -3,6 +3,7 @@ holds, and a server's memory for a 10 MiB body stays a bounded multiple of it. R
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -20,7 +21,15 @@ from servertest_harness import CAPS, FORM_CAPS, PV, VERSION, Client, Entries, ru
 from test_server_flows import make_server
 
 from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, params_digest, parse
-from soklet_core.mcp.dispatcher import INLINE_BODY_BYTES
+from soklet_core.mcp import Registry
+from soklet_core.mcp.dispatcher import (
+    INLINE_BODY_BYTES,
+    LARGE_BODY_WAIT_SECONDS,
+    MAX_CONCURRENT_LARGE_BODIES,
+    Dispatcher,
+    DispatchResult,
+    HttpRequest,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -203,3 +212,79 @@ def test_peak_memory_of_a_ten_mib_call_is_bounded(serve_process: tuple[subproces
     assert answer["result"]["resultType"] == "input_required"
     growth_mib = (_status_kib(process.pid, "VmHWM") - idle) / 1024
     assert growth_mib < PEAK_GROWTH_BOUND_MIB, f"peak grew {growth_mib:.0f} MiB for a 10 MiB body"
+
+
+# ------------------------------------------------------------------------------------------------ limits at their edges
+
+HEADERS = {"mcp-protocol-version": VERSION, "mcp-method": "tools/call", "mcp-name": "plain"}
+
+
+def sized_call(size: int) -> bytes:
+    """A ``tools/call`` body of exactly ``size`` bytes (padded inside a string argument)."""
+    params = {"name": "plain", "arguments": {"pad": ""}, "_meta": META}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    padded = body.replace(b'"pad": ""', b'"pad": "' + b"x" * (size - len(body)) + b'"')
+    assert len(padded) == size
+    return padded
+
+
+def body_threads() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name.startswith("soklet-body")}
+
+
+@pytest.mark.parametrize(("size", "in_worker"), [(INLINE_BODY_BYTES, False), (INLINE_BODY_BYTES + 1, True)])
+def test_inline_body_limit_at_its_edge(size: int, in_worker: bool) -> None:
+    dispatcher = Dispatcher(registry=Registry.builder().build())
+    before = body_threads()
+    result = asyncio.run(dispatcher.dispatch(HttpRequest("/mcp", HEADERS, sized_call(size))))
+    assert result.status == 400  # no tool "plain" in an empty registry: the body was read and dispatched
+    assert result.reason == "unknown-tool"
+    assert bool(body_threads() - before) is in_worker
+
+
+def test_large_bodies_beyond_the_worker_slots_wait_then_get_503() -> None:
+    assert LARGE_BODY_WAIT_SECONDS == 30.0  # documented; a short wait below keeps the test fast
+    dispatcher = Dispatcher(registry=Registry.builder().build(), large_body_wait_seconds=0.3)
+    large = HttpRequest("/mcp", HEADERS, tool_call("plain", 1, fill="1.25"))  # about a second of parsing each
+
+    async def scenario() -> tuple[list[DispatchResult], DispatchResult]:
+        busy = [asyncio.create_task(dispatcher.dispatch(large)) for _ in range(MAX_CONCURRENT_LARGE_BODIES)]
+        await asyncio.sleep(0.05)  # every slot is taken now
+        refused = await dispatcher.dispatch(large)
+        return list(await asyncio.gather(*busy)), refused
+
+    admitted, refused = asyncio.run(scenario())
+    # MAX_CONCURRENT_LARGE_BODIES at once are parsed (they answer unknown-tool); one more waits and is refused.
+    assert [result.reason for result in admitted] == ["unknown-tool"] * MAX_CONCURRENT_LARGE_BODIES
+    assert refused.status == 503
+    assert refused.reason == "busy"
+    assert refused.headers == (("retry-after", "1"),)
+    assert refused.message is not None
+    assert refused.message.to_python() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": "Service Unavailable"},
+    }
+
+
+def test_a_cancelled_request_keeps_its_slot_until_its_thread_is_done() -> None:
+    dispatcher = Dispatcher(registry=Registry.builder().build(), large_body_wait_seconds=0.3)
+    large = HttpRequest("/mcp", HEADERS, tool_call("plain", 1, fill="1.25"))
+
+    async def scenario() -> tuple[DispatchResult, DispatchResult]:
+        tasks = [asyncio.create_task(dispatcher.dispatch(large)) for _ in range(MAX_CONCURRENT_LARGE_BODIES)]
+        await asyncio.sleep(0.05)
+        for task in tasks:
+            task.cancel()  # the clients went away; their threads still parse
+        await asyncio.gather(*tasks, return_exceptions=True)
+        while_parsing = await dispatcher.dispatch(large)
+        # Once the threads are done the slots are free again (not leaked by the cancellation).
+        deadline = time.monotonic() + 60
+        later = await dispatcher.dispatch(large)
+        while later.status == 503 and time.monotonic() < deadline:
+            later = await dispatcher.dispatch(large)
+        return while_parsing, later
+
+    while_parsing, later = asyncio.run(scenario())
+    assert while_parsing.status == 503
+    assert later.reason == "unknown-tool"
