@@ -11,7 +11,7 @@ import re
 from typing import Final
 
 from .errors import JsonError, JsonErrorReason
-from .limits import MAX_DEPTH, MAX_NODES
+from .limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_TOKEN_CHARS
 from .numbers import decimal_from_token
 
 __all__ = ["locate_refusal"]
@@ -81,21 +81,26 @@ def _scan_string(text: str, pos: int) -> tuple[str, int]:
 
 
 def _scan_number(text: str, pos: int) -> int:
-    for word in _NON_FINITE:
-        if text.startswith(word, pos):
-            raise _Refused(JsonErrorReason.NON_FINITE_NUMBER, pos)
+    # Hot when a huge refused document is located (millions of numbers): the common case is one regex match.
     match = _NUMBER.match(text, pos)
     if match is None:
+        # No number token starts with NaN or Infinity, so they only need looking for when the match fails.
+        for word in _NON_FINITE:
+            if text.startswith(word, pos):
+                raise _Refused(JsonErrorReason.NON_FINITE_NUMBER, pos)
         raise _Refused(JsonErrorReason.INVALID_NUMBER, pos)
     end = match.end()
-    token = match.group()
     # A number followed by more number characters is malformed (01, 1., 1.e5, 1e), not trailing content.
     if end < len(text) and text[end] in "0123456789.eE+-":
         raise _Refused(JsonErrorReason.INVALID_NUMBER, pos)
-    try:
-        decimal_from_token(token)
-    except JsonError as refusal:
-        raise _Refused(refusal.reason, pos) from None
+    # Without an exponent part a token's value has |adjusted exponent| below its length, so within the exponent
+    # limit whenever the token is within the length limit: only the other tokens need the full check.
+    token = match.group()
+    if len(token) > MAX_NUMBER_TOKEN_CHARS or "e" in token or "E" in token:
+        try:
+            decimal_from_token(token)
+        except JsonError as refusal:
+            raise _Refused(refusal.reason, pos) from None
     return end
 
 
