@@ -7,12 +7,14 @@ Three measurements, each against a baseline taken in the same run (these machine
 
 * **Latency under load.** ``soklet serve --dev-key`` runs as its own process (uvicorn, uvloop, httptools, no access
   log). A small ``tools/call`` of ``catalog.continue`` is timed over a keep-alive socket, first with the server idle,
-  then while ``--loaders`` threads keep posting 10 MiB bodies (alternately a valid ``tools/call`` of dense numbers
-  and a body refused for holding more than ``MAX_NODES`` values). Reported: median, p95 and max of each, and the
-  loaded/idle ratio. With parsing on the event loop the loaded max was the whole parse of a body (seconds).
+  then while ``--loaders`` threads keep posting 10 MiB bodies (alternately a valid ``tools/call`` of 1.4 million
+  distinct decimals and a body refused for holding more than ``MAX_NODES`` values). Reported: median, p95 and max
+  of each, and the loaded/idle ratio. With parsing on the event loop the loaded max was the whole parse of a body
+  (seconds).
 * **Peak RSS per 10 MiB body.** A fresh server per case; the growth of ``VmHWM`` (``/proc/PID/status``) over the
-  idle ``VmRSS`` for one body, as a multiple of the body's size: a valid ``tools/call`` of dense numbers (the
-  costliest value model per byte), of rows of objects, and a refused one.
+  idle ``VmRSS`` for one body, as a multiple of the body's size: a valid ``tools/call`` of distinct decimals (the
+  costliest value model per byte), of one number repeated (equal tokens share one object), of rows of objects,
+  and a refused one.
 * **Digest from bytes.** ``params_digest(body, whole_request=True)`` on a 10 MiB body vs ``json.loads`` of the same
   bytes (the C parser alone, no value model, no hashing) and vs ``parse`` (the value model).
 """
@@ -58,6 +60,25 @@ def tool_call(request_id: int, fill: str | None = None) -> bytes:
     head, tail = text.split('"@ROWS@"')
     count = (BODY_BYTES - len(head) - len(tail) - 2) // (len(fill) + 1)
     return (head + "[" + ",".join([fill] * count) + "]" + tail).encode()
+
+
+def distinct_decimals(request_id: int) -> bytes:
+    """A BODY_BYTES ``catalog.continue`` call whose ``arguments.rows`` are distinct decimals (1.0000, 1.0001, ...):
+    the costliest value model per byte that sharing equal number tokens cannot shrink."""
+    params = {"name": "catalog.continue", "arguments": {"rows": "@ROWS@"}, "_meta": META}
+    text = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+    head, tail = (part.encode() for part in text.split('"@ROWS@"'))
+    budget = BODY_BYTES - len(head) - len(tail) - 2
+    items: list[bytes] = []
+    size = index = 0
+    while True:
+        token = b"%d.%04d" % (index // 10_000 + 1, index % 10_000)
+        if size + len(token) + 1 > budget:
+            break
+        items.append(token)
+        size += len(token) + 1
+        index += 1
+    return head + b"[" + b",".join(items) + b"]" + tail
 
 
 def too_many_values() -> bytes:
@@ -156,7 +177,7 @@ def summary(times: list[float]) -> dict[str, float]:
 
 
 def latency_under_load(count: int, loaders: int) -> dict[str, Any]:
-    bodies = [tool_call(1, "1.25"), too_many_values()]
+    bodies = [distinct_decimals(1), too_many_values()]
     with server() as (_, port):
         small_latencies(port, 20)  # warm-up
         idle = small_latencies(port, count)
@@ -230,7 +251,8 @@ def main() -> None:
     report = {
         "latency": latency_under_load(count, options.loaders),
         "peak_rss": {
-            "valid_numbers": peak_rss(tool_call(1, "1.25")),
+            "valid_distinct_decimals": peak_rss(distinct_decimals(1)),
+            "valid_repeated_number": peak_rss(tool_call(1, "1.25")),
             "valid_rows": peak_rss(tool_call(1, '{"id":123456,"name":"row-123456","price":12.5,"tags":["a","b"]}')),
             "refused_too_many_values": peak_rss(too_many_values()),
         },

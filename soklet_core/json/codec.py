@@ -21,6 +21,7 @@ from .limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_TOKEN_CHARS
 from .numbers import decimal_from_token
 from .scanner import locate_refusal
 from .values import (
+    JsonArray,
     JsonBoolean,
     JsonNull,
     JsonNumber,
@@ -167,6 +168,8 @@ def _number(token: str) -> JsonNumber:
     return new_number(decimal_from_token(token))
 
 
+_EMPTY_ARRAY: Final = JsonArray.empty_instance()
+_EMPTY_OBJECT: Final = JsonObject.empty_instance()
 _TRUE: Final = JsonBoolean.from_value(True)
 _FALSE: Final = JsonBoolean.from_value(False)
 _NULL: Final = JsonNull.instance()
@@ -185,7 +188,8 @@ def _wrap(value: Any) -> JsonValue:
         _store(wrapped, "_value", value)
         return wrapped
     if kind is list:
-        return new_array(tuple(map(_wrap, value)))
+        # Every empty array is the one shared (immutable) instance: [[],[],...] costs a reference per item.
+        return new_array(tuple(map(_wrap, value))) if value else _EMPTY_ARRAY
     if value is True:
         return _TRUE
     if value is False:
@@ -196,6 +200,8 @@ def _wrap(value: Any) -> JsonValue:
 
 
 def _object(pairs: list[tuple[str, Any]]) -> JsonObject:
+    if not pairs:
+        return _EMPTY_OBJECT  # shared, like the empty array
     members: dict[str, JsonValue] = {}
     for name, value in pairs:
         if type(value) is str:
@@ -211,6 +217,32 @@ def _object(pairs: list[tuple[str, Any]]) -> JsonObject:
 
 _VALUE_DECODER: Final = strict_decoder(parse_int=_integer, parse_float=_number, object_pairs_hook=_object)
 
+#: Documents larger than this are parsed with equal number tokens sharing one (immutable) JsonNumber.
+_SHARING_FROM_BYTES: Final = 64 * 1024
+#: Most distinct number tokens remembered per parse: a document of distinct numbers gains nothing from sharing and
+#: must not pay for a table the size of the document.
+_SHARED_TOKENS: Final = 4096
+
+
+def _sharing_decoder() -> json.JSONDecoder:
+    # A JsonNumber (with its Decimal) is about 150 bytes; a repeated token (0, 1, 12.5, ...) costs only the
+    # reference to the first one. Per parse, so no table outlives or crosses documents (or threads).
+    shared: dict[str, JsonNumber] = {}
+
+    def share(token: str, make: Callable[[str], JsonNumber]) -> JsonNumber:
+        number = shared.get(token)
+        if number is None:
+            number = make(token)
+            if len(shared) < _SHARED_TOKENS:
+                shared[token] = number
+        return number
+
+    return strict_decoder(
+        parse_int=lambda token: share(token, _integer),
+        parse_float=lambda token: share(token, _number),
+        object_pairs_hook=_object,
+    )
+
 
 def parse(data: bytes | bytearray | memoryview | str, *, max_bytes: int | None = None) -> JsonValue:
     """Parse one strict JSON document into the closed value model.
@@ -221,7 +253,8 @@ def parse(data: bytes | bytearray | memoryview | str, *, max_bytes: int | None =
     than 256, more than ``MAX_NODES`` values, and input over ``max_bytes`` when given.
     """
     text, raw = decode_text(data, max_bytes=max_bytes)
-    return _wrap(load_raw(text, raw, _VALUE_DECODER))
+    decoder = _VALUE_DECODER if len(raw) <= _SHARING_FROM_BYTES else _sharing_decoder()
+    return _wrap(load_raw(text, raw, decoder))
 
 
 # Numbers travel through the C encoder as strings fenced by two lone surrogates. Strings that came from valid

@@ -336,3 +336,26 @@ def test_values_pickle_with_scale_and_kind(doc: bytes) -> None:
     assert copied == value
     assert type(copied) is type(value)
     assert serialize(copied) == serialize(value)
+
+
+def test_large_documents_share_equal_number_tokens_and_empty_containers() -> None:
+    """Over 64 KiB, equal number tokens share one JsonNumber and every {} / [] is the shared empty instance (a
+    10 MiB array of one repeated number cost 345 MB as separate objects); scale and equality are unchanged."""
+    doc = b"[" + b",".join([b'3.50,1,1.0,{},[],"s"'] * 20_000) + b"]"
+    assert len(doc) > 64 * 1024
+    items = parse(doc)
+    assert isinstance(items, JsonArray)
+    assert items[0] is items[6]
+    assert items[1] is items[7]
+    assert items[0].value == Decimal("3.50")
+    assert str(items[0].value) == "3.50"  # the supplied scale is kept
+    assert items[1] is not items[2]  # 1 and 1.0 are different tokens: each keeps its own spelling
+    assert items[1] == items[2]
+    assert str(items[2].value) == "1.0"
+    assert items[3] is JsonObject.empty_instance()
+    assert items[4] is JsonArray.empty_instance()
+    assert serialize(items).startswith('[3.50,1,1.0,{},[],"s",3.50,')
+    # Distinct tokens beyond the sharing table are parsed as always.
+    distinct = parse(b"[" + b",".join(str(index).encode() for index in range(70_000)) + b"]")
+    assert isinstance(distinct, JsonArray)
+    assert [item.value for item in distinct[-2:]] == [Decimal(69_998), Decimal(69_999)]

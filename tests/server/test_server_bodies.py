@@ -57,6 +57,22 @@ def too_many_values() -> bytes:
     return b"[" + b"0," * (count - 1) + b"0]"
 
 
+def distinct_decimals_call(name: str) -> bytes:
+    """A BODY_BYTES ``tools/call`` whose ``arguments.rows`` are distinct decimals (1.0000, 1.0001, ...)."""
+    head, tail = tool_call(name, 1, fill="0", count=0).split(b"[]")
+    budget = BODY_BYTES - len(head) - len(tail) - 2
+    items: list[bytes] = []
+    size = index = 0
+    while True:
+        token = b"%d.%04d" % (index // 10_000 + 1, index % 10_000)
+        if size + len(token) + 1 > budget:
+            break
+        items.append(token)
+        size += len(token) + 1
+        index += 1
+    return head + b"[" + b",".join(items) + b"]" + tail
+
+
 def raw_post(url: str, body: bytes, name: str) -> tuple[int, dict[str, Any]]:
     """POST over a plain socket (no client-side parsing cost to speak of); the status and the JSON answer."""
     match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)", url)
@@ -97,8 +113,8 @@ def test_small_requests_are_answered_while_large_bodies_are_processed(base_url: 
     bodies = {
         "refused-1": (too_many_values(), "plain"),
         "refused-2": (too_many_values(), "plain"),
-        "valid-1": (tool_call("plain", 1, fill="1.25"), "plain"),
-        "valid-2": (tool_call("plain", 2, fill="1.25"), "plain"),
+        "valid-1": (distinct_decimals_call("plain"), "plain"),
+        "valid-2": (distinct_decimals_call("plain"), "plain"),
     }
     threads = [threading.Thread(target=large, args=(label, *item)) for label, item in bodies.items()]
     for thread in threads:
@@ -159,11 +175,12 @@ def test_digest_from_bytes_equals_digest_from_the_value_model() -> None:
 
 # ------------------------------------------------------------------------------------------------ memory
 
-#: Peak RSS growth of ``soklet serve`` over its idle size for one 10 MiB ``tools/call`` of dense numbers, in MiB.
-#: Measured (docs/benchmarks.md): about 390 MiB (37 times the body: the value model of 2.1 million numbers)
-#: after the fix, 850 MiB before (the digest walked a second tree built from the value model). 600 leaves 50 %
-#: headroom for allocator noise and still fails the old code.
-PEAK_GROWTH_BOUND_MIB = 600
+#: Peak RSS growth of ``soklet serve`` over its idle size for one 10 MiB ``tools/call`` of 1.4 million distinct
+#: decimals (the costliest value model per byte that sharing equal tokens cannot shrink), in MiB. Measured
+#: (docs/benchmarks.md): about 250 MiB (25 times the body) after the fix, 540 MiB before (the digest walked a
+#: second tree built from the value model while it was alive). 400 leaves 60 % headroom for allocator noise and
+#: still fails the old code.
+PEAK_GROWTH_BOUND_MIB = 400
 
 
 def _status_kib(pid: int, field: str) -> int:
@@ -206,7 +223,8 @@ def serve_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
 def test_peak_memory_of_a_ten_mib_call_is_bounded(serve_process: tuple[subprocess.Popen[str], str]) -> None:
     process, url = serve_process
     idle = _status_kib(process.pid, "VmRSS")
-    body = tool_call("catalog.continue", 1, fill="1.25")
+    body = distinct_decimals_call("catalog.continue")
+    assert len(body) > BODY_BYTES - 64
     status, answer = raw_post(url, body, "catalog.continue")
     assert status == 200, answer
     assert answer["result"]["resultType"] == "input_required"
@@ -245,7 +263,7 @@ def test_inline_body_limit_at_its_edge(size: int, in_worker: bool) -> None:
 def test_large_bodies_beyond_the_worker_slots_wait_then_get_503() -> None:
     assert LARGE_BODY_WAIT_SECONDS == 30.0  # documented; a short wait below keeps the test fast
     dispatcher = Dispatcher(registry=Registry.builder().build(), large_body_wait_seconds=0.3)
-    large = HttpRequest("/mcp", HEADERS, tool_call("plain", 1, fill="1.25"))  # about a second of parsing each
+    large = HttpRequest("/mcp", HEADERS, distinct_decimals_call("plain"))  # a second or more of parsing each
 
     async def scenario() -> tuple[list[DispatchResult], DispatchResult]:
         busy = [asyncio.create_task(dispatcher.dispatch(large)) for _ in range(MAX_CONCURRENT_LARGE_BODIES)]
@@ -269,7 +287,7 @@ def test_large_bodies_beyond_the_worker_slots_wait_then_get_503() -> None:
 
 def test_a_cancelled_request_keeps_its_slot_until_its_thread_is_done() -> None:
     dispatcher = Dispatcher(registry=Registry.builder().build(), large_body_wait_seconds=0.3)
-    large = HttpRequest("/mcp", HEADERS, tool_call("plain", 1, fill="1.25"))
+    large = HttpRequest("/mcp", HEADERS, distinct_decimals_call("plain"))
 
     async def scenario() -> tuple[DispatchResult, DispatchResult]:
         tasks = [asyncio.create_task(dispatcher.dispatch(large)) for _ in range(MAX_CONCURRENT_LARGE_BODIES)]
