@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import codecs
-import logging
 import os
 import sys
 from typing import Final
@@ -11,12 +10,14 @@ from typing import Final
 import typer
 
 from soklet_core import __version__
+from soklet_core.keys import looks_like_key_material
 
 from .canonicalize import canonicalize
 from .exit_codes import ExitCode
 from .fingerprint import fingerprint
 from .inspect_state import inspect_state
 from .keys import keys_app
+from .output import SokletCommand, SokletGroup
 from .seal_state import seal_state
 from .serve import serve
 
@@ -27,6 +28,7 @@ app = typer.Typer(
         "Run **soklet COMMAND --help** for a command's options, an example and its exit codes."
     ),
     no_args_is_help=True,
+    cls=SokletGroup,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -46,12 +48,12 @@ def _root(
     """soklet."""
 
 
-app.command("canonicalize")(canonicalize)
-app.command("fingerprint")(fingerprint)
+app.command("canonicalize", cls=SokletCommand)(canonicalize)
+app.command("fingerprint", cls=SokletCommand)(fingerprint)
 app.add_typer(keys_app, name="keys")
-app.command("inspect-state")(inspect_state)
-app.command("seal-state")(seal_state)
-app.command("serve")(serve)
+app.command("inspect-state", cls=SokletCommand)(inspect_state)
+app.command("seal-state", cls=SokletCommand)(seal_state)
+app.command("serve", cls=SokletCommand)(serve)
 
 
 #: Longest command-line error printed: room for any message soklet writes, while an argument of 100 KB (which
@@ -71,10 +73,22 @@ def _one_line(text: str) -> str:
 MIN_WITHHELD_ARGUMENT_CHARS: Final = 16
 
 
+def _withheld_texts(argument: str) -> list[str]:
+    # What of one argument an error may quote: a value or command as it is; an option's name (Click reports
+    # "No such option: --name" for "--name=value" too) and the whole argument.
+    if not argument.startswith("-"):
+        return [argument] if len(argument) >= MIN_WITHHELD_ARGUMENT_CHARS else []
+    name = argument.partition("=")[0]
+    return [text for text in {argument, name} if looks_like_key_material(text)]
+
+
 def _withheld(message: str) -> str:
-    for argument in sorted(set(sys.argv[1:]), key=len, reverse=True):
-        if len(argument) >= MIN_WITHHELD_ARGUMENT_CHARS and not argument.startswith("-") and argument in message:
-            message = message.replace(argument, "…")
+    """``message`` with every argument Click may quote in it that could be pasted key material replaced by "…":
+    values, commands and extra arguments from :data:`MIN_WITHHELD_ARGUMENT_CHARS` on, and option names that
+    look like key material (the core rule)."""
+    texts = {text for argument in set(sys.argv[1:]) for text in _withheld_texts(argument)}
+    for text in sorted(texts, key=len, reverse=True):
+        message = message.replace(text, "…")
     return message
 
 
@@ -188,9 +202,6 @@ def main() -> None:
     if sys.stdout is None:  # started with stdout closed: no command's output could be written
         _say("standard output is closed")
         sys.exit(int(ExitCode.IO))
-    # The core logs refusals for operators; a command reports its own in one line, so without a handler of the
-    # command's (soklet serve sets one up) the records go nowhere instead of to Python's last-resort stderr.
-    logging.getLogger("soklet").addHandler(logging.NullHandler())
     stdout = _stdout_identity()
     try:
         code = _run()

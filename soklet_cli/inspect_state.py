@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -32,8 +31,6 @@ from soklet_core.protection import (
     DEFAULT_MAXIMUM_DECODED_BYTES,
     DEFAULT_MAXIMUM_ENCODED_BYTES,
     DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
-    DEFAULT_PROTOCOL_VERSION,
-    MAX_ENDPOINT_PATH_CHARS,
     BoundRequest,
     CheckStatus,
     EnvelopeHeader,
@@ -45,10 +42,18 @@ from soklet_core.protection import (
     RequestStateProtectionException,
     RequestStateSealer,
     SealedStateContents,
-    normalize_endpoint_path,
     partition_digest,
 )
 
+from ._common import (
+    AtOption,
+    MaxRoundsOption,
+    PartitionOption,
+    PathOption,
+    ProtocolVersionOption,
+    parse_file,
+    parse_keyring,
+)
 from .exit_codes import ExitCode
 from .keyring_path import KEYRING_ENV, InsecureOption, JsonOption, load_document
 from .output import console, fail, read_input
@@ -61,124 +66,6 @@ DEFAULT_PATH: Final = "/mcp"
 MAX_DIFF_PATHS: Final = 50
 
 _NO_KEY_REASONS: Final = frozenset({Reason.UNKNOWN_KEY, Reason.AUTHENTICATION})
-
-
-# ------------------------------------------------------------------------------------------ option values
-
-#: Largest ``--round`` and ``--max-rounds``: far beyond any flow a person answers, and far inside the integers
-#: a sealed state may hold, so no typo can seal a number the opener refuses.
-MAX_ROUNDS: Final = 1_000_000
-#: Earliest ``--at``: the Unix epoch (sealed times are epoch milliseconds; nothing is sealed before it).
-MIN_TIME_MS: Final = 0
-#: Latest ``--at``: 9999-12-31T23:59:59.999Z, the last moment an ISO 8601 date-time can spell.
-MAX_TIME_MS: Final = 253_402_300_799_999
-#: Longest ``--at`` text: an ISO 8601 date-time with microseconds and an offset is 32 characters.
-MAX_TIME_CHARS: Final = 40
-#: Longest ``--partition``, in characters (partitions are tenant or principal names).
-MAX_PARTITION_CHARS: Final = 1_024
-#: Longest ``--protocol-version`` (MCP versions are dates: ``2026-07-28``).
-MAX_PROTOCOL_VERSION_CHARS: Final = 64
-#: Longest FILE name an option takes, in bytes: Linux's PATH_MAX.
-MAX_FILE_NAME_BYTES: Final = 4_096
-
-_ASCII_DIGITS: Final = frozenset("0123456789")
-_TIME_HELP: Final = (
-    "a time is epoch milliseconds (ASCII digits) or an ISO 8601 date-time such as 2026-08-01T12:00:00Z, "
-    "from 1970 to 9999"
-)
-_VISIBLE_ASCII: Final = frozenset(chr(code) for code in range(0x21, 0x7F))
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-# C0, DEL and C1 controls: what a terminal would act on.
-_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
-# Controls, and lone surrogates: how argv bytes that are not UTF-8 arrive.
-_UNFIT_TEXT: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-
-# Every parser below is a Typer ``parser=``: it gets the raw argument text (non-UTF-8 bytes arrive as lone
-# surrogates) and refuses with a fixed message, never the value itself: a value can be 100 KB or hold terminal
-# escapes. Typer may also hand back a value already converted (a default), which passes through.
-
-
-def parse_rounds(text: str | int) -> int:
-    """``--round`` / ``--max-rounds``: ASCII digits, 1 to :data:`MAX_ROUNDS`."""
-    if isinstance(text, int):
-        return text
-    digits = len(str(MAX_ROUNDS))
-    if not text or len(text) > digits or not _ASCII_DIGITS.issuperset(text) or not 1 <= int(text) <= MAX_ROUNDS:
-        raise typer.BadParameter(f"a round count is a whole number from 1 to {MAX_ROUNDS:,}")
-    return int(text)
-
-
-def parse_time(text: str | int | None) -> int | None:
-    """``--at``: epoch milliseconds (ASCII digits) or an ISO 8601 date-time (no offset means UTC), within
-    :data:`MIN_TIME_MS` … :data:`MAX_TIME_MS`."""
-    if text is None or isinstance(text, int):
-        return text
-    stripped = text.strip(" ")
-    if not stripped or len(stripped) > MAX_TIME_CHARS or not stripped.isascii() or not stripped.isprintable():
-        raise typer.BadParameter(_TIME_HELP)
-    if _ASCII_DIGITS.issuperset(stripped):
-        ms = int(stripped)
-    else:
-        try:
-            moment = datetime.fromisoformat(stripped)
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            ms = (moment - _EPOCH) // timedelta(milliseconds=1)
-        except (ValueError, OverflowError):
-            raise typer.BadParameter(_TIME_HELP) from None
-    if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
-        raise typer.BadParameter(_TIME_HELP)
-    return ms
-
-
-def parse_endpoint_path(text: str) -> str:
-    """``--path``: an endpoint path the normalizer takes (starts with ``/``, no ``?`` or ``#``, bounded)."""
-    message = f"an endpoint path starts with /, holds no ? or # and is at most {MAX_ENDPOINT_PATH_CHARS:,} characters"
-    # The length first: nothing longer is looked at.
-    if len(text) > MAX_ENDPOINT_PATH_CHARS or not text.isprintable():
-        raise typer.BadParameter(message)
-    try:
-        normalize_endpoint_path(text)
-    except ProtectionUsageError:
-        raise typer.BadParameter(message) from None
-    return text
-
-
-def parse_partition(text: str) -> str:
-    """``--partition``: 1 to :data:`MAX_PARTITION_CHARS` characters of valid UTF-8 with no control character."""
-    if not text or len(text) > MAX_PARTITION_CHARS or _UNFIT_TEXT.search(text):
-        raise typer.BadParameter(
-            f"a partition is 1 to {MAX_PARTITION_CHARS:,} characters of valid UTF-8 with no control character"
-        )
-    return text
-
-
-def parse_protocol_version(text: str) -> str:
-    """``--protocol-version``: 1 to :data:`MAX_PROTOCOL_VERSION_CHARS` visible ASCII characters."""
-    if not text or len(text) > MAX_PROTOCOL_VERSION_CHARS or not _VISIBLE_ASCII.issuperset(text):
-        raise typer.BadParameter(
-            f"a protocol version is 1 to {MAX_PROTOCOL_VERSION_CHARS} visible ASCII characters, such as "
-            f"{DEFAULT_PROTOCOL_VERSION}"
-        )
-    return text
-
-
-def parse_file(text: str | Path) -> Path:
-    """A FILE option (``-`` where it means stdin): 1 to :data:`MAX_FILE_NAME_BYTES` bytes, no control character.
-
-    Names that are not UTF-8 are file names all the same (they arrive as surrogate escapes) and are kept.
-    """
-    if isinstance(text, Path):
-        return text
-    if not text or len(text) > MAX_FILE_NAME_BYTES or _CONTROL.search(text):
-        raise typer.BadParameter(f"a file name is 1 to {MAX_FILE_NAME_BYTES:,} bytes with no control character")
-    try:
-        size = len(text.encode("utf-8", "surrogateescape"))
-    except UnicodeEncodeError:  # a lone surrogate that no byte could have produced
-        size = MAX_FILE_NAME_BYTES + 1
-    if size > MAX_FILE_NAME_BYTES:
-        raise typer.BadParameter(f"a file name is 1 to {MAX_FILE_NAME_BYTES:,} bytes with no control character")
-    return Path(text)
 
 
 # ------------------------------------------------------------------------------------------ shared helpers
@@ -407,53 +294,6 @@ def _explain(
     return f"the retry reuses the emitting request id {emitter}"
 
 
-# ------------------------------------------------------------------------------------------ shared options
-
-# The same words and bounds for inspect-state (the retry's values) and seal-state (the emitting request's).
-PathOption = Annotated[
-    str,
-    typer.Option(
-        "--path",
-        metavar="PATH",
-        parser=parse_endpoint_path,
-        help=f"The request's endpoint path (at most {MAX_ENDPOINT_PATH_CHARS:,} characters).",
-    ),
-]
-PartitionOption = Annotated[
-    str,
-    typer.Option(
-        "--partition",
-        metavar="PARTITION",
-        parser=parse_partition,
-        help=f"The caller's admitted authorization partition (1 to {MAX_PARTITION_CHARS:,} characters).",
-    ),
-]
-ProtocolVersionOption = Annotated[
-    str | None,
-    typer.Option(
-        "--protocol-version",
-        metavar="VERSION",
-        parser=parse_protocol_version,
-        help=f"The request's protocol version; default: its params._meta.protocolVersion, else "
-        f"{DEFAULT_PROTOCOL_VERSION}.",
-    ),
-]
-MaxRoundsOption = Annotated[
-    int,
-    typer.Option(
-        "--max-rounds", metavar="N", parser=parse_rounds, help=f"The server's maximum rounds (1 to {MAX_ROUNDS:,})."
-    ),
-]
-AtOption = Annotated[
-    int | None,
-    typer.Option(
-        "--at",
-        metavar="TIME",
-        parser=parse_time,
-        help="Use TIME as now: ISO 8601 (no offset means UTC) or epoch milliseconds, 1970 to 9999.",
-    ),
-]
-
 # ------------------------------------------------------------------------------------------ the command
 
 
@@ -462,12 +302,12 @@ def inspect_state(
         str, typer.Argument(metavar="[TOKEN|-]", help="The requestState token; - (the default) reads stdin.")
     ] = "-",  # noqa: S107  # "-" means stdin, not a password
     keyring: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--keyring",
             metavar="FILE",
             envvar=KEYRING_ENV,
-            parser=parse_file,
+            parser=parse_keyring,
             help="Keyring file to decrypt with (else $SOKLET_KEYRING); without one only the header is shown.",
         ),
     ] = None,
@@ -549,7 +389,7 @@ def inspect_state(
         _no_key_view(document, header, header_refusal, encoded_size, as_json)
         return
 
-    ring = load_keyring(keyring, allow_insecure=allow_insecure)
+    ring = load_keyring(Path(keyring), allow_insecure=allow_insecure)
     clock_ms = at if at is not None else int(datetime.now(UTC).timestamp() * 1000)
     config = ProtectionConfig.with_keyring(ring).maximum_request_state_rounds(max_rounds).build()
     sealer = RequestStateSealer.for_server(config, clock=lambda: clock_ms)

@@ -10,6 +10,7 @@ import typer
 from soklet_core.files import KeyringDocument, KeyringFileError, KeyringFileErrorReason, read_keyring_file
 from soklet_core.keys import KeyringError
 
+from ._common import file_error_text, parse_keyring
 from .exit_codes import ExitCode
 from .output import fail
 
@@ -19,13 +20,6 @@ KEYRING_ENV: Final = "SOKLET_KEYRING"
 DEFAULT_KEYRING_FILE: Final = "soklet-keyring.toml"
 
 
-def _check_keyring(value: str | None) -> str | None:
-    # Taken as a Path, "" would silently become "." (the current folder); as text it can be refused.
-    if value is not None and not str(value):
-        raise typer.BadParameter("the keyring path is empty")
-    return value
-
-
 KeyringOption = Annotated[
     str,
     typer.Option(
@@ -33,7 +27,7 @@ KeyringOption = Annotated[
         metavar="FILE",
         envvar=KEYRING_ENV,
         show_default=True,
-        callback=_check_keyring,
+        parser=parse_keyring,
         help="The keyring file; else $SOKLET_KEYRING, else ./soklet-keyring.toml.",
     ),
 ]
@@ -80,7 +74,7 @@ def fail_for(error: KeyringFileError | KeyringError) -> NoReturn:
             hint = "; create one with: soklet keys generate"
         elif error.reason in _INSECURE:
             hint = " (or pass --allow-insecure-permissions)"
-        fail(f"{error}{hint}", ExitCode.IO if error.reason.is_io else ExitCode.REFUSED)
+        fail(f"{file_error_text(error)}{hint}", ExitCode.IO if error.reason.is_io else ExitCode.REFUSED)
     fail(f"refused: {error}", ExitCode.REFUSED)
 
 

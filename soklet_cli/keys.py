@@ -41,7 +41,7 @@ from soklet_core.keys import (
     printable_name,
 )
 
-from ._common import check_duration, parse_duration
+from ._common import check_duration, file_error_text, parse_duration, shown_path
 from .exit_codes import ExitCode
 from .keyring_path import (
     DEFAULT_KEYRING_FILE,
@@ -143,7 +143,7 @@ def _update(
 
 def _existing(document: KeyringDocument | None, path: Path) -> KeyringDocument:
     if document is None:
-        fail(f"{path}: not-found: no such file; create one with: soklet keys generate", ExitCode.IO)
+        fail(f"{shown_path(path)}: not-found: no such file; create one with: soklet keys generate", ExitCode.IO)
     return document
 
 
@@ -226,7 +226,7 @@ def generate(
         )
         return
     verb = "created keyring with" if before is None else "added"
-    _say(f"{verb} {entry.role.value} key {new_id} (check {entry.key.check_value_text[:8]}) in {path}")
+    _say(f"{verb} {entry.role.value} key {new_id} (check {entry.key.check_value_text[:8]}) in {shown_path(path)}")
     if former:
         _say(f"former active key {former[-1]} now only verifies")
     _fingerprint_lines(after)
@@ -386,9 +386,9 @@ def stage(
         )
         return
     if written:
-        _say(f"staged {key.id} (check {key.check_value_text[:8]}) for verification in {path}")
+        _say(f"staged {key.id} (check {key.check_value_text[:8]}) for verification in {shown_path(path)}")
     else:
-        _say(f"{key.id} is already in {path} as {role} with the same bytes: nothing changed")
+        _say(f"{key.id} is already in {shown_path(path)} as {role} with the same bytes: nothing changed")
     _fingerprint_lines(after)
 
 
@@ -432,9 +432,9 @@ def activate(
         )
         return
     if written:
-        _say(f"activated {key_id} in {path}; former active key {former} now only verifies")
+        _say(f"activated {key_id} in {shown_path(path)}; former active key {former} now only verifies")
     else:
-        _say(f"{key_id} is already the active key in {path}: nothing changed")
+        _say(f"{key_id} is already the active key in {shown_path(path)}: nothing changed")
     _fingerprint_lines(after)
 
 
@@ -469,7 +469,7 @@ def remove(
     if as_json:
         emit_json({"keyring": str(path), "removed": key_id, "fingerprint": after.keyring().fingerprint().to_json()})
         return
-    _say(f"removed {key_id} from {path}")
+    _say(f"removed {key_id} from {shown_path(path)}")
     _fingerprint_lines(after)
 
 
@@ -535,10 +535,12 @@ def rotate(
             }
         )
         return
-    _say(f"activated new key {key.id} (check {key.check_value_text[:8]}) in {path}")
+    _say(f"activated new key {key.id} (check {key.check_value_text[:8]}) in {shown_path(path)}")
     _say(f"former active key {former} now only verifies; remove it after {_time(remove_after)}:")
     # The exact command to run later, with the keyring it was given, quoted for a POSIX shell.
-    _say("  " + shlex.join(["soklet", "keys", "remove", former, "--keyring", str(path)]))
+    # A name that cannot be shown as it is (key-material-shaped, control characters) is left for the user to fill.
+    keyring_argument = str(path) if shown_path(path, limit=None) == str(path) else "FILE"
+    _say("  " + shlex.join(["soklet", "keys", "remove", former, "--keyring", keyring_argument]))
     _fingerprint_lines(after)
 
 
@@ -595,11 +597,11 @@ def export(
             atomic_write(output, (material + "\n").encode("ascii"), mode=0o600, overwrite=force)
         except KeyringFileError as error:
             hint = " (pass --force to replace it)" if error.reason is KeyringFileErrorReason.ALREADY_EXISTS else ""
-            fail(f"{error}{hint}", ExitCode.IO)
+            fail(f"{file_error_text(error)}{hint}", ExitCode.IO)
         if as_json:
             emit_json({"id": entry.key.id, "output": str(output), "check_value": entry.key.check_value_text})
         else:
-            _say(f"wrote {entry.key.id} (check {entry.key.check_value_text[:8]}) to {output} (mode 0600)")
+            _say(f"wrote {entry.key.id} (check {entry.key.check_value_text[:8]}) to {shown_path(output)} (mode 0600)")
         return
     _protect_stdout()
     if as_json:

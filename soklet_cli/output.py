@@ -14,6 +14,7 @@ from typer.core import TyperCommand, TyperGroup
 from soklet_core.files import KeyringFileError, KeyringFileErrorReason, read_regular_file
 from soklet_core.json import JsonError, JsonErrorReason
 
+from ._common import shown_path
 from .exit_codes import ExitCode
 
 #: Human output; rich degrades to plain text when stdout is not a terminal.
@@ -51,7 +52,7 @@ def read_input(source: str, *, max_bytes: int) -> bytes:
                 _too_large(max_bytes)
             hint = "; use - to read standard input" if error.reason is KeyringFileErrorReason.NOT_A_FILE else ""
             detail = error.detail or error.reason.description
-            fail(f"cannot read {source!r}: {detail}{hint}", ExitCode.IO)
+            fail(f"cannot read {shown_path(source)}: {shown_path(detail)}{hint}", ExitCode.IO)
     if len(data) > max_bytes:
         _too_large(max_bytes)
     return data

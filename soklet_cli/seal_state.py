@@ -20,23 +20,22 @@ from soklet_core.protection import (
     SealedStateContents,
 )
 
-from ._common import DURATION_HELP, MAX_DURATION, check_duration, parse_duration
-from .exit_codes import ExitCode
-from .inspect_state import (
-    DEFAULT_PATH,
+from ._common import (
+    DURATION_HELP,
+    MAX_DURATION,
     MAX_ROUNDS,
     AtOption,
     MaxRoundsOption,
     PartitionOption,
     PathOption,
     ProtocolVersionOption,
-    bind,
-    iso,
-    load_keyring,
-    load_request,
+    check_duration,
+    parse_duration,
     parse_file,
     parse_rounds,
 )
+from .exit_codes import ExitCode
+from .inspect_state import DEFAULT_PATH, bind, iso, load_keyring, load_request
 from .keyring_path import DEFAULT_KEYRING_FILE, InsecureOption, JsonOption, KeyringOption, resolve_keyring_path
 from .output import emit_json, fail, read_input
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from soklet_core.files import MAX_KEYRING_FILE_BYTES, MAX_MATERIAL_FILE_BYTES, KeyringFileError, read_regular_file
 from soklet_core.keys import ProtectionKey, decode_base64url
 
 #: A leaked fragment this long of a key's base64url text fails the scan (a chance match is ~64**-16).
@@ -31,12 +32,17 @@ def secret_forms(material: bytes) -> set[str]:
 
 
 def materials_in(folder: Path) -> set[bytes]:
-    """The material of every key in every keyring TOML file under ``folder`` (inline or via material_file)."""
+    """The material of every key in every keyring TOML file under ``folder`` (inline or via material_file).
+
+    Files are read as soklet reads them (regular files only, never blocking on a FIFO, size-bounded); what is not
+    a readable keyring (a FIFO named ``*.toml``, nesting deep enough for tomllib's RecursionError, a huge number
+    its ValueError) is skipped.
+    """
     found: set[bytes] = set()
     for path in folder.rglob("*.toml"):
         try:
-            data = tomllib.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            data = tomllib.loads(read_regular_file(path, limit=MAX_KEYRING_FILE_BYTES).decode())
+        except (KeyringFileError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError):
             continue
         for table in data.get("keys", []) if isinstance(data.get("keys"), list) else []:
             if not isinstance(table, dict):
@@ -44,8 +50,9 @@ def materials_in(folder: Path) -> set[bytes]:
             text = table.get("material")
             if isinstance(table.get("material_file"), str):
                 try:
-                    text = (path.parent / table["material_file"]).read_text().strip()
-                except (OSError, UnicodeDecodeError):
+                    raw = read_regular_file(path.parent / table["material_file"], limit=MAX_MATERIAL_FILE_BYTES)
+                    text = raw.decode().strip()
+                except (KeyringFileError, UnicodeDecodeError, ValueError):
                     text = None
             if isinstance(text, str):
                 try:

@@ -18,14 +18,15 @@ import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from soklet_cli._common import DURATION_HELP, MAX_DURATION, parse_duration
-from soklet_cli.app import MAX_ERROR_CHARS, MIN_WITHHELD_ARGUMENT_CHARS
-from soklet_cli.inspect_state import (
+from soklet_cli._common import (
+    DURATION_HELP,
+    MAX_DURATION,
     MAX_FILE_NAME_BYTES,
     MAX_PARTITION_CHARS,
     MAX_PROTOCOL_VERSION_CHARS,
     MAX_ROUNDS,
     MAX_TIME_MS,
+    parse_duration,
     parse_endpoint_path,
     parse_file,
     parse_partition,
@@ -33,6 +34,7 @@ from soklet_cli.inspect_state import (
     parse_rounds,
     parse_time,
 )
+from soklet_cli.app import MAX_ERROR_CHARS, MIN_WITHHELD_ARGUMENT_CHARS
 from soklet_core.files import read_keyring_file
 from soklet_core.protection import (
     MAX_ENDPOINT_PATH_CHARS,
