@@ -40,7 +40,7 @@ from soklet_core.mcp.http_server import (
 )
 from soklet_core.protection import ProtectionConfig
 
-from ._common import check_duration, parse_duration
+from ._common import check_duration, parse_duration, parse_keyring, shown_path
 from .apps import conformance, demo
 from .exit_codes import ExitCode
 from .keyring_path import InsecureOption, load_document
@@ -134,7 +134,7 @@ def _free_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as error:
         sock.close()
-        fail(f"cannot listen on {host}:{port} ({error.strerror or 'error'})", ExitCode.IO)
+        fail(f"cannot listen on {shown_path(host)}:{port} ({error.strerror or 'error'})", ExitCode.IO)
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
@@ -147,7 +147,7 @@ def _load_app(reference: str) -> Registry:
     try:
         target: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:
-        fail(f"cannot load --app {reference} ({type(error).__name__})", ExitCode.USAGE)
+        fail(f"cannot load --app {shown_path(reference)} ({type(error).__name__})", ExitCode.USAGE)
     if callable(target) and not isinstance(target, Registry):
         target = target()
     if not isinstance(target, Registry):
@@ -212,9 +212,12 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port; 0 picks a free one.")] = 8765,
     keyring: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            "--keyring", metavar="FILE", help="Keyring file for framework-protected state (read once at start)."
+            "--keyring",
+            metavar="FILE",
+            parser=parse_keyring,
+            help="Keyring file for framework-protected state (read once at start).",
         ),
     ] = None,
     dev_key: Annotated[
@@ -312,7 +315,8 @@ def serve(
         if keyring is None:
             ring, keyring_file = stack.enter_context(_dev_keyring())
         else:
-            ring, keyring_file = load_document(keyring, allow_insecure_permissions=allow_insecure).keyring(), keyring
+            keyring_file = Path(keyring)
+            ring = load_document(keyring_file, allow_insecure_permissions=allow_insecure).keyring()
         _serve(
             ring,
             keyring_file,
@@ -370,7 +374,10 @@ def _serve(
     fingerprint = Fingerprint.of(ring)
     active = ring.active_key.id
     commands = example_commands(url)
-    inspect_hint = f"soklet inspect-state --keyring {shlex.quote(str(keyring_file))} TOKEN"
+    # A path that cannot be shown as it is (material-shaped, control characters) is named FILE in the hint.
+    shown_file = shown_path(keyring_file, limit=None)
+    shown_argument = shlex.quote(str(keyring_file)) if shown_file == str(keyring_file) else "FILE"
+    inspect_hint = f"soklet inspect-state --keyring {shown_argument} TOKEN"
     if as_json:
         emit_json(
             {
@@ -388,9 +395,9 @@ def _serve(
         lines = [f"soklet serve: MCP 2026-07-28 at {url}"]
         if development:
             lines.append("keyring: EPHEMERAL development key (--dev-key): states die with this process")
-            lines.append(f"dev keyring file (deleted on exit): {keyring_file}")
+            lines.append(f"dev keyring file (deleted on exit): {shown_path(keyring_file)}")
         else:
-            lines.append(f"keyring: {keyring_file} ({_RESTART_NOTE})")
+            lines.append(f"keyring: {shown_path(keyring_file)} ({_RESTART_NOTE})")
         lines.append(f"sealing key: {active}")
         lines.append(f"fingerprint: v{fingerprint.version} {fingerprint.profile} {fingerprint.value}")
         lines.append(f"inspect a token: {inspect_hint}")

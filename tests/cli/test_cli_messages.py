@@ -270,3 +270,31 @@ def test_materials_in_never_waits_on_a_fifo(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "set()\n"
+
+
+# --- soklet serve: the same bounds before it listens ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [MATERIAL_FOLDER, LONG, CONTROL], ids=["material", "long", "control"])
+def test_serve_names_its_keyring_bounded_and_clean(soklet: Soklet, pasted: str, path: str) -> None:
+    result = soklet.run("serve", "--port", "0", "--keyring", path, timeout=PROMPT)
+    assert_bounded_and_clean(result, pasted, "\x1b[31m")
+
+
+def test_serve_refuses_an_empty_or_oversized_keyring_name(soklet: Soklet) -> None:
+    for name in ("", "a" * (MAX_FILE_NAME_BYTES + 1)):
+        result = soklet.run("serve", "--port", "0", "--keyring", name, timeout=PROMPT)
+        assert result.returncode == 2, result.stderr
+        assert_bounded_and_clean(result)
+
+
+def test_serve_does_not_echo_a_pasted_app_reference(soklet: Soklet, pasted: str) -> None:
+    result = soklet.run("serve", "--port", "0", "--app", f"{pasted}:registry", timeout=PROMPT)
+    assert result.returncode == 2, result.stderr
+    assert_bounded_and_clean(result, pasted)
+
+
+def test_serve_does_not_echo_control_characters_of_its_host(soklet: Soklet) -> None:
+    result = soklet.run("serve", "--port", "0", "--host", "no\x1b[31mhost\x07", timeout=PROMPT)
+    assert result.returncode == 3, result.stderr
+    assert_bounded_and_clean(result)
