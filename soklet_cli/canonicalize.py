@@ -60,7 +60,8 @@ def canonicalize(
     # computed before anything is written, so a refusal found while encoding never leaves partial output.
     data = read_input(source, max_bytes=max_bytes)
     try:
-        tree = load_canonical_tree(data)
+        # Cooperative: its number hook also shares the text of equal number tokens (memory over a little speed).
+        tree = load_canonical_tree(data, cooperative=True)
         del data  # the tree keeps the bytes it needs
         digest = params_digest(tree).text if type(tree.root) in (dict, list) else None
         # Encoding checks the number limits; a digest does so for every part of the document it reads.

@@ -125,21 +125,29 @@ def _unique_utf16(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return members
 
 
-def _fence_in_python(token: str) -> str:
-    # The same fence as _FENCE, from a Python frame: the interpreter may hand the GIL to another thread here.
-    return _FENCE(token)
-
-
 _DECODER: Final = strict_decoder(parse_int=_FENCE, parse_float=_FENCE, object_pairs_hook=_unique)
 _UTF16_DECODER: Final = strict_decoder(parse_int=_FENCE, parse_float=_FENCE, object_pairs_hook=_unique_utf16)
-# With a C-level number hook the C decoder holds the GIL for a whole array of numbers (0.5 s for 10 MiB): a worker
-# thread parsing a large body would stall the event loop that much. These switch at every number.
-_COOPERATIVE_DECODER: Final = strict_decoder(
-    parse_int=_fence_in_python, parse_float=_fence_in_python, object_pairs_hook=_unique
-)
-_COOPERATIVE_UTF16_DECODER: Final = strict_decoder(
-    parse_int=_fence_in_python, parse_float=_fence_in_python, object_pairs_hook=_unique_utf16
-)
+#: Most distinct number tokens whose fenced text a cooperative parse shares (per parse).
+_SHARED_TOKENS: Final = 4096
+
+
+def _cooperative_decoder(presorted: bool) -> json.JSONDecoder:
+    # With a C-level number hook the C decoder holds the GIL for a whole array of numbers (0.5 s for 10 MiB): a
+    # worker thread parsing a large body would stall the event loop that much. This hook is a Python frame, where
+    # the interpreter may switch threads; being Python anyway, it also shares the fenced text of equal tokens
+    # (about 95 bytes each otherwise), from a table that lives for one parse.
+    shared: dict[str, str] = {}
+
+    def fence(token: str) -> str:
+        fenced = shared.get(token)
+        if fenced is None:
+            fenced = _FENCE(token)
+            if len(shared) < _SHARED_TOKENS:
+                shared[token] = fenced
+        return fenced
+
+    pairs = _unique_utf16 if presorted else _unique
+    return strict_decoder(parse_int=fence, parse_float=fence, object_pairs_hook=pairs)
 
 
 def load_canonical_tree(
@@ -149,15 +157,13 @@ def load_canonical_tree(
 
     Number limits are checked while encoding (see :func:`canonical_chunks`), still with the exact offset.
     ``cooperative=True`` is for a worker thread beside an event loop: other threads get the GIL while it parses
-    (every number passes a Python-level hook), at about 1.5 times the parse time of a document dense in numbers.
+    (every number passes a Python-level hook, which also shares the text of equal number tokens), at about 1.5
+    times the parse time of a document dense in distinct numbers.
     """
     text, raw = decode_text(data, max_bytes=max_bytes)
     presorted = _needs_utf16_order(text, raw)
-    if cooperative:
-        decoder = _COOPERATIVE_UTF16_DECODER if presorted else _COOPERATIVE_DECODER
-    else:
-        decoder = _UTF16_DECODER if presorted else _DECODER
-    root = load_raw(text, raw, decoder)
+    plain = _UTF16_DECODER if presorted else _DECODER
+    root = load_raw(text, raw, _cooperative_decoder(presorted) if cooperative else plain)
     return CanonicalTree(root, presorted=presorted, source=raw)
 
 
