@@ -145,7 +145,7 @@ _KNOWN_METHODS: Final = frozenset(
 #: about 15 ms, less than handing it to a thread and back would save. Larger bodies go to a worker thread.
 INLINE_BODY_BYTES: Final = 64 * 1024
 #: Bodies over :data:`INLINE_BODY_BYTES` parsed (and digested) at the same time, one worker thread each. Each costs
-#: up to about 35 times its size while its value model is built (docs/benchmarks.md), so two 10 MiB bodies stay
+#: up to about 25 times its size while its value model is built (docs/benchmarks.md), so two 16 MiB bodies stay
 #: under a gigabyte; two keep both cores of a small machine busy without starving the event loop.
 MAX_CONCURRENT_LARGE_BODIES: Final = 2
 #: How long a large body waits for a worker before it is refused (503, JSON-RPC -32600, ``Retry-After``).
