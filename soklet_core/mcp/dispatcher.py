@@ -148,7 +148,7 @@ INLINE_BODY_BYTES: Final = 64 * 1024
 #: up to about 25 times its size while its value model is built (docs/benchmarks.md), so two 16 MiB bodies stay
 #: under a gigabyte; two keep both cores of a small machine busy without starving the event loop.
 MAX_CONCURRENT_LARGE_BODIES: Final = 2
-#: How long a large body waits for a worker before it is refused (503, JSON-RPC -32600, ``Retry-After``).
+#: How long a large body waits for a worker before it is refused (503, JSON-RPC -32603, ``Retry-After``).
 LARGE_BODY_WAIT_SECONDS: Final = 30.0
 # What a digest taken from the bytes may refuse that parsing the same bytes accepts: every other refusal of the
 # digest is one that parse() makes too (the digest checks the parts it leaves out), so it answers for both.
@@ -158,7 +158,7 @@ _BASE64_SENTINEL: Final = re.compile(r"=\?base64\?([A-Za-z0-9+/=_-]*)\?=")
 
 #: JSON-RPC error codes the server answers with (standard, then MCP's own -32020..-32022).
 PARSE_ERROR: Final = -32700
-#: Not a JSON-RPC request object (also the code of 401/403/405/413/503 transport refusals).
+#: Not a JSON-RPC request object (also the code of 400/401/403/404/405/408/413/431 transport refusals).
 INVALID_REQUEST: Final = -32600
 #: Unknown or removed method (HTTP 404).
 METHOD_NOT_FOUND: Final = -32601
@@ -895,7 +895,8 @@ def _internal(reason: str) -> _Refusal:
 
 
 def _busy_refusal() -> _Refusal:
-    return _Refusal(503, INVALID_REQUEST, "Service Unavailable", "busy", headers=(("retry-after", "1"),))
+    # The server's state, not the request's fault: -32603, as the transport's 503s.
+    return _Refusal(503, INTERNAL_ERROR, "Service Unavailable", "busy", headers=(("retry-after", "1"),))
 
 
 class _Busy(Exception):

@@ -228,7 +228,10 @@ _USAGE_DESCRIPTIONS: dict[ProtectionUsageReason, str] = {
     _U.NON_POSITIVE_LIMIT: "limits, lifetime and rounds must be positive",
     _U.DECODED_OVER_ENCODED: "the decoded limit must not exceed the encoded limit",
     _U.INVALID_PROVIDER: "the provider must be a ProtectionKeyring or a RequestStateProtector",
-    _U.INVALID_ENDPOINT_PATH: "an endpoint path must be a str starting with '/' without query or fragment",
+    _U.INVALID_ENDPOINT_PATH: (
+        "an endpoint path must be a str starting with '/' without query or fragment, "
+        "at most MAX_ENDPOINT_PATH_CHARS characters (raw and normalized)"
+    ),
     _U.INVALID_REQUEST: "not a JSON-RPC request object with a string method",
     _U.INVALID_REQUEST_ID: "a JSON-RPC request id must be a JSON string or number",
     _U.INVALID_BINDING: "binding fields must be strings; digests must be 43-character base64url",

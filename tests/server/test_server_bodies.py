@@ -281,7 +281,7 @@ def test_large_bodies_beyond_the_worker_slots_wait_then_get_503() -> None:
     assert refused.message.to_python() == {
         "jsonrpc": "2.0",
         "id": None,
-        "error": {"code": -32600, "message": "Service Unavailable"},
+        "error": {"code": -32603, "message": "Service Unavailable"},
     }
 
 
