@@ -1,0 +1,239 @@
+"""One MCP server's Prometheus metrics, rendered by the admin listener's ``GET /metrics``.
+
+Every label value comes from a bounded set, never from client input: method labels are the known MCP method
+names or ``other``; request outcomes are a closed set derived from the status class and the access-log reason;
+seal and open refusal reasons are :class:`~soklet_core.protection.RequestStateProtectionReason` values; key ids
+come from the keyring (RFC 9110 tokens of at most 64 characters, as many as the keyring holds). Anything outside
+a set is counted as ``other``, so a weird method string or an unregistered tool name can never become a series.
+
+Each :class:`ServerMetrics` owns its own ``CollectorRegistry``: two servers in one process (tests, one process
+serving many admin listeners) never share counters, and the process-global registry is never touched.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+
+from .. import __version__
+from ..protection.errors import RequestStateProtectionReason
+from .dispatcher import _KNOWN_METHODS
+
+if TYPE_CHECKING:
+    from ..keys.snapshot import KeyringSnapshot
+
+__all__ = [
+    "METRICS_CONTENT_TYPE",
+    "METRIC_METHODS",
+    "OPEN_OUTCOMES",
+    "OTHER",
+    "REQUEST_OUTCOMES",
+    "SEAL_OUTCOMES",
+    "ServerMetrics",
+    "request_outcome",
+]
+
+#: The label value of anything outside a bounded set (an unknown method, outcome or reason).
+OTHER: Final = "other"
+#: The ``reason`` label of a successful seal or open.
+NO_REASON: Final = "none"
+#: ``generate_latest`` writes the classic text format (names are plain ASCII), so the response says so.
+METRICS_CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
+#: The method label values besides ``other``: the client requests the server answers (the dispatcher's set).
+METRIC_METHODS: Final = _KNOWN_METHODS
+#: Request outcomes (see :func:`request_outcome`).
+REQUEST_OUTCOMES: Final = frozenset(
+    {
+        "ok",
+        "accepted",
+        "error",
+        "state_refused",
+        "unauthorized",
+        "refused",
+        "disconnected",
+        "unavailable",
+        "server_error",
+    }
+)
+SEAL_OUTCOMES: Final = frozenset({"sealed", "refused"})
+OPEN_OUTCOMES: Final = frozenset({"opened", "refused"})
+_REASONS: Final = frozenset(reason.value for reason in RequestStateProtectionReason)
+
+
+def request_outcome(status: int, code: int | None, reason: str | None) -> str:
+    """The outcome label of one answered POST, from its HTTP status, JSON-RPC error code and log reason.
+
+    ``ok`` a result (``input_required`` included), ``accepted`` a notification, ``error`` a JSON-RPC error in
+    a 200 (handler failure, seal failure, output ceiling), ``state_refused`` a request state that did not open,
+    ``unauthorized`` 401, ``refused`` any other 4xx, ``disconnected`` the client left (499), ``unavailable``
+    503 (busy, draining), ``server_error`` any other 5xx.
+    """
+    if reason is not None and reason.startswith("state-"):
+        return "state_refused"
+    if status == 200:
+        return "ok" if code is None else "error"
+    if status == 202:
+        return "accepted"
+    if status == 401:
+        return "unauthorized"
+    if status == 499:
+        return "disconnected"
+    if status == 503:
+        return "unavailable"
+    if 400 <= status < 500:
+        return "refused"
+    return "server_error" if status >= 500 else OTHER
+
+
+def _bounded(value: str | None, allowed: frozenset[str]) -> str:
+    return value if value is not None and value in allowed else OTHER
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+class ServerMetrics:
+    """One server's metrics in its own prometheus_client ``CollectorRegistry`` (never the global one).
+
+    The request-path methods (:meth:`request`, :meth:`input_required`, :meth:`seal`, :meth:`open`) cost a dict
+    lookup and a counter increment: label children are cached on first use. Safe to call from any thread.
+    """
+
+    __slots__ = (
+        "_children",
+        "_fingerprint",
+        "_generation",
+        "_input_required",
+        "_keyring_lock",
+        "_last_opened",
+        "_last_sealed",
+        "_opens",
+        "_registry",
+        "_requests",
+        "_seals",
+    )
+
+    def __init__(self, *, instance: str) -> None:
+        registry = CollectorRegistry(auto_describe=True)
+        self._registry = registry
+        info = Gauge(
+            "soklet_server_info",
+            "This server: instance name and soklet version (always 1).",
+            ["name", "version"],
+            registry=registry,
+        )
+        info.labels(instance, __version__).set(1)
+        self._requests = Counter(
+            "soklet_mcp_requests",
+            "MCP POSTs answered, by method and outcome.",
+            ["method", "outcome"],
+            registry=registry,
+        )
+        self._input_required = Counter(
+            "soklet_input_required", "input_required results sent, by method.", ["method"], registry=registry
+        )
+        self._seals = Counter(
+            "soklet_state_seals",
+            "Request states sealed or refused, by outcome and refusal reason.",
+            ["outcome", "reason"],
+            registry=registry,
+        )
+        self._opens = Counter(
+            "soklet_state_opens",
+            "Request states opened or refused, by outcome and refusal reason.",
+            ["outcome", "reason"],
+            registry=registry,
+        )
+        self._generation = Gauge(
+            "soklet_keyring_generation", "The live keyring's generation (bumped by every change).", registry=registry
+        )
+        self._fingerprint = Gauge(
+            "soklet_keyring_fingerprint_info",
+            "The live keyring's fingerprint (secret-free; always 1): differing values across a fleet mean "
+            "differing keys.",
+            ["version", "profile", "value"],
+            registry=registry,
+        )
+        self._last_sealed = Gauge(
+            "soklet_key_last_sealed_timestamp_seconds",
+            "When each key last sealed a state (Unix time).",
+            ["key_id"],
+            registry=registry,
+        )
+        self._last_opened = Gauge(
+            "soklet_key_last_opened_timestamp_seconds",
+            "When each key last opened a state (Unix time).",
+            ["key_id"],
+            registry=registry,
+        )
+        self._children: dict[tuple[str, ...], Counter] = {}
+        self._keyring_lock = threading.Lock()
+        # Present from the start, so a rate() over them is defined before the first state is seen.
+        self._seals.labels("sealed", NO_REASON)
+        self._opens.labels("opened", NO_REASON)
+
+    def render(self) -> tuple[bytes, str]:
+        """The Prometheus text exposition of every metric, and its content type."""
+        with self._keyring_lock:  # never a half-replaced keyring view
+            return generate_latest(self._registry), METRICS_CONTENT_TYPE
+
+    def observe_keyring(
+        self,
+        snapshot: KeyringSnapshot,
+        *,
+        last_sealed_ms: Mapping[str, int | None] | None = None,
+        last_opened_ms: Mapping[str, int | None] | None = None,
+    ) -> None:
+        """Publish ``snapshot``: generation, fingerprint, and each key's last use (epoch ms; ``None`` never used).
+
+        Keys no longer in the keyring, and keys never used, have no last-use series. Mapping entries for ids the
+        snapshot does not hold are ignored, so the key-id label set stays bounded by the keyring.
+        """
+        key_ids = [entry.key_id for entry in snapshot.check_values]
+        fingerprint = snapshot.fingerprint
+        with self._keyring_lock:
+            self._generation.set(snapshot.generation)
+            self._fingerprint.clear()
+            self._fingerprint.labels(str(fingerprint.version), fingerprint.profile, fingerprint.value).set(1)
+            for gauge, times in ((self._last_sealed, last_sealed_ms), (self._last_opened, last_opened_ms)):
+                gauge.clear()
+                for key_id in key_ids:
+                    seconds = _seconds((times or {}).get(key_id))
+                    if seconds is not None:
+                        gauge.labels(key_id).set(seconds)
+
+    def request(self, method: str | None, outcome: str) -> None:
+        """Count one answered POST: ``method`` outside :data:`METRIC_METHODS` and unknown outcomes count as other."""
+        self._inc(self._requests, "r", _bounded(method, METRIC_METHODS), _bounded(outcome, REQUEST_OUTCOMES))
+
+    def input_required(self, method: str) -> None:
+        """Count one ``input_required`` result answering ``method``."""
+        self._inc(self._input_required, "i", _bounded(method, METRIC_METHODS))
+
+    def seal(self, outcome: str, reason: str | None = None) -> None:
+        """Count one seal: ``sealed``, or ``refused`` with a :class:`RequestStateProtectionReason` value."""
+        self._inc(self._seals, "s", *self._state_labels(outcome, SEAL_OUTCOMES, reason))
+
+    def open(self, outcome: str, reason: str | None = None) -> None:
+        """Count one open: ``opened``, or ``refused`` with a :class:`RequestStateProtectionReason` value."""
+        self._inc(self._opens, "o", *self._state_labels(outcome, OPEN_OUTCOMES, reason))
+
+    @staticmethod
+    def _state_labels(outcome: str, outcomes: frozenset[str], reason: str | None) -> tuple[str, str]:
+        return _bounded(outcome, outcomes), NO_REASON if reason is None else _bounded(reason, _REASONS)
+
+    def _inc(self, counter: Counter, family: str, *labels: str) -> None:
+        key = (family, *labels)
+        child = self._children.get(key)
+        if child is None:
+            # Racing threads may both create it: labels() returns the same child, so nothing is lost.
+            child = self._children.setdefault(key, counter.labels(*labels))
+        child.inc()
+
+    def __repr__(self) -> str:
+        return "ServerMetrics()"
