@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar
 
 from soklet_core import __version__
 from soklet_core.json import (
@@ -89,6 +89,9 @@ from .registry import (
     ToolRegistration,
 )
 from .results import CacheHint, CacheScope, CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult
+
+if TYPE_CHECKING:
+    from .metrics import ServerMetrics
 
 __all__ = [
     "DEFAULT_LIST_CACHE_HINT",
@@ -384,8 +387,10 @@ class Dispatcher:
         lifecycle: Iterable[LifecycleCallback] = (),
         sync_handlers_in_thread: bool = True,
         large_body_wait_seconds: float = LARGE_BODY_WAIT_SECONDS,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self._registry = registry
+        self._metrics = metrics
         self._large_body_wait = large_body_wait_seconds
         self._in_thread = sync_handlers_in_thread
         self._sealer = sealer
@@ -410,6 +415,11 @@ class Dispatcher:
         self._workers_lock = threading.Lock()
         self._workers: ThreadPoolExecutor | None = None
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    @property
+    def metrics(self) -> ServerMetrics | None:
+        """Where seals, opens and ``input_required`` results are counted (``None``: not counted)."""
+        return self._metrics
 
     @property
     def registry(self) -> Registry:
@@ -794,9 +804,13 @@ class Dispatcher:
         try:
             opened = self._sealer.open(token.value, await self._bound_request(call))
         except RequestStateProtectionException as error:
+            if self._metrics is not None:
+                self._metrics.open("refused", error.reason.value)
             raise _Refusal(
                 error.http_status, error.json_rpc_code, error.client_message, f"state-{error.reason.value}"
             ) from None
+        if self._metrics is not None:
+            self._metrics.open("opened")
         return opened.state, None, opened
 
     # ------------------------------------------------------------------------------------------------ execution
@@ -876,9 +890,15 @@ class Dispatcher:
                 sealed = self._sealer.seal(result.framework_request_state, bound, continuing=call.opened)
             except RequestStateProtectionException as error:
                 _logger.warning("request state not sealed: %s", error.reason.value)
+                if self._metrics is not None:
+                    self._metrics.seal("refused", error.reason.value)
                 raise _Refusal(
                     error.http_status, error.json_rpc_code, error.client_message, f"seal-{error.reason.value}"
                 ) from None
+            if self._metrics is not None:
+                self._metrics.seal("sealed")
+        if self._metrics is not None:
+            self._metrics.input_required(call.method)
         return call.complete(result.to_wire(sealed, meta=self._server_meta))
 
 

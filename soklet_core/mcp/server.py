@@ -33,6 +33,7 @@ from .dispatcher import (
     LifecycleCallback,
 )
 from .http_server import HttpLimits
+from .metrics import ServerMetrics
 from .registry import Registry
 from .results import CacheHint
 from .transport import McpAsgiApp
@@ -93,6 +94,11 @@ class McpServer:
         return None if self._sealer is None else self._sealer.keyring_manager
 
     @property
+    def metrics(self) -> ServerMetrics | None:
+        """Where this server counts requests, seals and opens (rendered by the admin ``GET /metrics``)."""
+        return self._dispatcher.metrics
+
+    @property
     def path(self) -> str:
         """The normalized endpoint path."""
         return self._app.path
@@ -130,6 +136,7 @@ class McpServerBuilder:
         self._lifecycle: list[LifecycleCallback] = []
         self._limits = HttpLimits()
         self._in_thread = True
+        self._metrics: ServerMetrics | None = None
 
     def protection_config(self, config: ProtectionConfig) -> Self:
         """Seal and open FRAMEWORK_PROTECTED state with ``config`` (required if any operation uses that mode)."""
@@ -228,6 +235,13 @@ class McpServerBuilder:
         self._in_thread = enabled
         return self
 
+    def metrics(self, metrics: ServerMetrics) -> Self:
+        """Count requests, ``input_required`` results, seals and opens in ``metrics`` (default: not counted)."""
+        if not isinstance(metrics, ServerMetrics):
+            raise TypeError("metrics takes a ServerMetrics")
+        self._metrics = metrics
+        return self
+
     def build(self) -> McpServer:
         """The server. Raises ``ValueError`` if a FRAMEWORK_PROTECTED operation has no protection config."""
         sealer = None if self._protection is None else RequestStateSealer.for_server(self._protection)
@@ -243,6 +257,7 @@ class McpServerBuilder:
             interceptor=self._interceptor,
             lifecycle=self._lifecycle,
             sync_handlers_in_thread=self._in_thread,
+            metrics=self._metrics,
         )
         app = McpAsgiApp(
             dispatcher,

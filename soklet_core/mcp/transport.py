@@ -21,7 +21,8 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
   still running after the grace period are cancelled and answered 503 the same way;
 * one access-log line per request on logger ``soklet.mcp.access``:
   ``method=… operation=… status=… code=… duration_ms=… [reason=…]``. Only known method names, registered
-  operation names and bounded reasons appear: never tokens, headers, params or other raw input.
+  operation names and bounded reasons appear: never tokens, headers, params or other raw input;
+* with the dispatcher's :class:`~.metrics.ServerMetrics`, the same answer counted by method and outcome.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from soklet_core.protection import normalize_endpoint_path
 
 from .dispatcher import INTERNAL_ERROR, INVALID_REQUEST, Dispatcher, DispatchResult, HttpRequest, error_response
 from .http_server import SHUTDOWN_MARGIN_SECONDS, HttpLimits
+from .metrics import request_outcome
 
 _DEFAULT_LIMITS: Final = HttpLimits()
 
@@ -205,6 +207,7 @@ class McpAsgiApp:
         if not isinstance(http_limits, HttpLimits):
             raise TypeError("http_limits must be an HttpLimits")
         self._dispatcher = dispatcher
+        self._metrics = dispatcher.metrics
         self._path = normalize_endpoint_path(path)
         try:
             self._hosts = frozenset(parse_authority(host.strip()) for host in allowed_hosts)
@@ -330,6 +333,8 @@ class McpAsgiApp:
             if self._active == 0 and self._idle is not None:
                 self._idle.set()
         if result is not None:
+            if self._metrics is not None:
+                self._metrics.request(result.method, request_outcome(result.status, result.code, result.reason))
             self._log(result, started)
 
     def _log(self, result: DispatchResult, started: float) -> None:
