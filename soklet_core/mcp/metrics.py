@@ -13,7 +13,7 @@ serving many admin listeners) never share counters, and the process-global regis
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -110,6 +110,7 @@ class ServerMetrics:
         "_generation",
         "_input_required",
         "_keyring_lock",
+        "_keyring_source",
         "_last_opened",
         "_last_sealed",
         "_opens",
@@ -173,12 +174,21 @@ class ServerMetrics:
         )
         self._children: dict[tuple[str, ...], Counter] = {}
         self._keyring_lock = threading.Lock()
+        self._keyring_source: Callable[[], KeyringSnapshot] | None = None
         # Present from the start, so a rate() over them is defined before the first state is seen.
         self._seals.labels("sealed", NO_REASON)
         self._opens.labels("opened", NO_REASON)
 
+    def watch_keyring(self, source: Callable[[], KeyringSnapshot]) -> None:
+        """Read ``source()`` (e.g. the live keyring's ``snapshot``) at every :meth:`render`, through
+        :meth:`observe_keyring`: generation, fingerprint and last use are then never staler than the scrape."""
+        self._keyring_source = source
+
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text exposition of every metric, and its content type."""
+        source = self._keyring_source
+        if source is not None:
+            self.observe_keyring(source())
         with self._keyring_lock:  # never a half-replaced keyring view
             return generate_latest(self._registry), METRICS_CONTENT_TYPE
 

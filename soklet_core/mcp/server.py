@@ -268,4 +268,7 @@ class McpServerBuilder:
             output_ceiling_bytes=self._output_ceiling,
             http_limits=self._limits,
         )
+        manager = None if sealer is None else sealer.keyring_manager
+        if self._metrics is not None and manager is not None:
+            self._metrics.watch_keyring(manager.snapshot)  # the admin listener may watch its own view instead
         return McpServer._create(dispatcher, sealer, app)

@@ -165,3 +165,15 @@ def test_observe_keyring_with_no_use_maps_has_no_last_use_series() -> None:
 
 def test_repr_names_nothing() -> None:
     assert repr(ServerMetrics(instance="secret-ish-name")) == "ServerMetrics()"
+
+
+def test_watch_keyring_reads_the_source_at_every_render() -> None:
+    metrics = ServerMetrics(instance="a")
+    keyrings = [ProtectionKeyring.with_active_key(ACTIVE).build()]
+    metrics.watch_keyring(lambda: KeyringSnapshot.of(keyrings[-1], len(keyrings) - 1))
+    assert value(metrics, "soklet_keyring_generation") == 0
+    keyrings.append(keyrings[-1].with_staged(STAGED))
+    assert value(metrics, "soklet_keyring_generation") == 1
+    fingerprint = keyrings[-1].fingerprint()
+    info = {"version": "2", "profile": fingerprint.profile, "value": fingerprint.value}
+    assert value(metrics, "soklet_keyring_fingerprint_info", **info) == 1

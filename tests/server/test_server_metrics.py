@@ -71,9 +71,7 @@ def test_counters_follow_input_required_retry_tamper_and_seal_refusal() -> None:
         )
         assert notification.status_code == 202
         client.close()
-    assert server.protection_keyring_manager is not None
-    metrics.observe_keyring(server.protection_keyring_manager.snapshot())
-
+    # build() made the metrics read the server's live keyring at every render.
     samples = parsed(metrics)
     requests = "soklet_mcp_requests_total"
     assert get(samples, requests, method="tools/call", outcome="ok") == 3  # first, done, second
@@ -113,3 +111,18 @@ def test_a_server_without_metrics_serves_as_before() -> None:
 def test_builder_metrics_takes_only_server_metrics() -> None:
     with pytest.raises(TypeError):
         McpServer.builder(build_test_registry(Entries())).metrics("metrics")  # type: ignore[arg-type]
+
+
+def test_render_follows_the_live_keyring_after_a_change() -> None:
+    metrics = ServerMetrics(instance="metrics-test")
+    server = build(metrics)
+    manager = server.protection_keyring_manager
+    assert manager is not None
+    assert get(parsed(metrics), "soklet_keyring_generation") == 0
+    manager.stage_verification_key(ProtectionKey.generate("metrics-next"))
+    samples = parsed(metrics)
+    assert get(samples, "soklet_keyring_generation") == 1
+    fingerprint = manager.current().fingerprint()
+    info = {"version": "2", "profile": fingerprint.profile, "value": fingerprint.value}
+    assert get(samples, "soklet_keyring_fingerprint_info", **info) == 1
+    assert len([name for name, _ in samples if name == "soklet_keyring_fingerprint_info"]) == 1
