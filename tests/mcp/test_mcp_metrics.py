@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import prometheus_client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -177,3 +179,21 @@ def test_watch_keyring_reads_the_source_at_every_render() -> None:
     fingerprint = keyrings[-1].fingerprint()
     info = {"version": "2", "profile": fingerprint.profile, "value": fingerprint.value}
     assert value(metrics, "soklet_keyring_fingerprint_info", **info) == 1
+
+
+def test_every_metric_and_outcome_is_documented_in_fleet_md() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
+    metrics = ServerMetrics(instance="a")
+    metrics.observe_keyring(
+        KeyringSnapshot.of(ProtectionKeyring.with_active_key(ACTIVE).build(), 0),
+        last_sealed_ms={"k-active": 1},
+        last_opened_ms={"k-active": 1},
+    )
+    families = {family.name for family in text_string_to_metric_families(metrics.render()[0].decode())}
+    for family in families:
+        if family.endswith("_created"):
+            continue
+        suffix = "_total" if f"`{family}_total`" in doc else ""
+        assert f"`{family}{suffix}`" in doc, family
+    for outcome in REQUEST_OUTCOMES:
+        assert f"`{outcome}`" in doc, outcome
