@@ -21,7 +21,6 @@ from .document import (
 from .errors import KeyringFileError, KeyringFileErrorReason
 from .fleet_file import (
     DEFAULT_FLEET_TIMEOUT_SECONDS,
-    MAX_ADMIN_TOKEN_BYTES,
     MAX_FLEET_FILE_BYTES,
     MAX_FLEET_INSTANCES,
     MAX_FLEET_TIMEOUT_SECONDS,
@@ -35,8 +34,8 @@ from .fleet_file import (
     FleetInstance,
     check_admin_url,
     check_instance_name,
+    io_problem,
     parse_fleet_file,
-    read_admin_token,
     read_fleet_file,
 )
 from .keyring_file import (
@@ -62,7 +61,6 @@ __all__ = [
     "KEYRING_FILE_MODE",
     "KEYRING_FORMAT",
     "LOCK_SUFFIX",
-    "MAX_ADMIN_TOKEN_BYTES",
     "MAX_FLEET_FILE_BYTES",
     "MAX_FLEET_INSTANCES",
     "MAX_FLEET_TIMEOUT_SECONDS",
@@ -93,12 +91,12 @@ __all__ = [
     "check_instance_name",
     "describe_file_type",
     "file_lock",
+    "io_problem",
     "is_mode_secure",
     "is_trusted_owner",
     "lock_path_for",
     "parse_fleet_file",
     "parse_keyring_document",
-    "read_admin_token",
     "read_fleet_file",
     "read_keyring_file",
     "read_regular_file",

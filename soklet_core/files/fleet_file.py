@@ -17,7 +17,7 @@ URL that is not a plain http(s) base URL, duplicate names and more than :data:`M
 are refused, each naming the table and field. Messages never repeat a value from the file (a URL may carry
 credentials, a name may be pasted material): only field names and fixed text. Relative ``admin_token_file`` and
 ``ca_file`` paths are anchored to the fleet file's folder. Tokens are read only by :func:`read_admin_token`,
-when the client needs them.
+when the client needs them, by :func:`soklet_core.fleet.read_admin_token` (the admin listener's token format).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -34,11 +33,9 @@ from urllib.parse import urlsplit
 from .errors import KeyringFileError
 from .keyring_format import _ENV_NAME, _POSITION, _field_label
 from .regular_file import read_regular_file
-from .secret_file import read_secret_file
 
 __all__ = [
     "DEFAULT_FLEET_TIMEOUT_SECONDS",
-    "MAX_ADMIN_TOKEN_BYTES",
     "MAX_FLEET_FILE_BYTES",
     "MAX_FLEET_INSTANCES",
     "MAX_FLEET_TIMEOUT_SECONDS",
@@ -52,8 +49,8 @@ __all__ = [
     "FleetInstance",
     "check_admin_url",
     "check_instance_name",
+    "io_problem",
     "parse_fleet_file",
-    "read_admin_token",
     "read_fleet_file",
 ]
 
@@ -65,8 +62,6 @@ MAX_FLEET_INSTANCES: Final = 1_000
 MAX_INSTANCE_NAME_CHARS: Final = 128
 #: Longest admin ``url``, in characters.
 MAX_INSTANCE_URL_CHARS: Final = 2_048
-#: Largest admin token (file or environment variable), in bytes: a bearer token is one header value.
-MAX_ADMIN_TOKEN_BYTES: Final = 4_096
 #: Seconds one instance gets to answer when neither the file nor the command line says.
 DEFAULT_FLEET_TIMEOUT_SECONDS: Final = 5.0
 #: Longest per-instance timeout, in seconds.
@@ -76,8 +71,6 @@ _TOP_FIELDS: Final = frozenset({"defaults", "instances"})
 _DEFAULT_FIELDS: Final = frozenset({"admin_token_env", "admin_token_file", "ca_file", "timeout"})
 _INSTANCE_FIELDS: Final = frozenset({"name", "url", "admin_token_env", "admin_token_file", "ca_file"})
 _TOKEN_FIELDS: Final = ("admin_token_env", "admin_token_file")
-# What an HTTP header value may hold (visible ASCII); a token is sent as "Bearer TOKEN".
-_TOKEN_CHARS: Final = frozenset(chr(code) for code in range(0x21, 0x7F))
 
 
 class FleetFileError(Exception):
@@ -186,40 +179,13 @@ def read_fleet_file(path: str | os.PathLike[str]) -> FleetFile:
     try:
         data = read_regular_file(path, limit=MAX_FLEET_FILE_BYTES)
     except KeyringFileError as error:
-        raise FleetFileError(_io_problem(error), path=label, is_io=error.reason.is_io) from None
+        raise FleetFileError(io_problem(error), path=label, is_io=error.reason.is_io) from None
     return parse_fleet_file(data, path=label, base_dir=Path(label).parent)
 
 
-def read_admin_token(source: AdminTokenSource, *, environ: Mapping[str, str] | None = None) -> str:
-    """The bearer token ``source`` names: an environment variable's value, or a secret file's content (mode
-    0600, trusted owner and folders), surrounding whitespace removed. It must be 1 to
-    :data:`MAX_ADMIN_TOKEN_BYTES` visible ASCII characters. Raises :class:`FleetFileError`, which never
-    holds the token."""
-    if isinstance(source, AdminTokenEnv):
-        where = f"${source.name}"
-        values = environ if environ is not None else os.environ
-        if source.name not in values:
-            raise FleetFileError("the admin token environment variable is not set", where=where)
-        raw = values[source.name].encode("utf-8", "surrogateescape")
-    else:
-        where = None
-        try:
-            raw = read_secret_file(source.path, limit=MAX_ADMIN_TOKEN_BYTES)
-        except KeyringFileError as error:
-            raise FleetFileError(
-                f"admin token file: {_io_problem(error)}", path=source.path, is_io=error.reason.is_io
-            ) from None
-    if len(raw) > MAX_ADMIN_TOKEN_BYTES:
-        raise FleetFileError(f"the admin token is longer than {MAX_ADMIN_TOKEN_BYTES:,} bytes", where=where)
-    token = raw.strip(b" \t\r\n")
-    if not token:
-        raise FleetFileError("the admin token is empty", where=where)
-    if not _TOKEN_CHARS.issuperset(token.decode("latin-1")):
-        raise FleetFileError("the admin token must be visible ASCII characters only", where=where)
-    return token.decode("ascii")
-
-
-def _io_problem(error: KeyringFileError) -> str:
+def io_problem(error: KeyringFileError) -> str:
+    """The fixed description (and detail) of a read failure, without the path: for messages about a file the
+    fleet file names."""
     detail = f" ({error.detail})" if error.detail else ""
     return f"{error.reason.description}{detail}"
 

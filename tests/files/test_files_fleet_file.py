@@ -9,7 +9,6 @@ import pytest
 
 from soklet_core.files import (
     DEFAULT_FLEET_TIMEOUT_SECONDS,
-    MAX_ADMIN_TOKEN_BYTES,
     MAX_FLEET_FILE_BYTES,
     MAX_FLEET_INSTANCES,
     MAX_FLEET_TIMEOUT_SECONDS,
@@ -19,7 +18,6 @@ from soklet_core.files import (
     AdminTokenFile,
     FleetFileError,
     parse_fleet_file,
-    read_admin_token,
     read_fleet_file,
 )
 
@@ -179,38 +177,3 @@ def test_relative_paths_are_anchored_to_the_file(tmp_path: Path) -> None:
     path = tmp_path / "conf" / "fleet.toml"
     path.write_text(_instance(extra='admin_token_file = "tok"\n'))
     assert read_fleet_file(path).instances[0].token == AdminTokenFile(str(tmp_path / "conf" / "tok"))
-
-
-def test_admin_token_from_env_and_file(tmp_path: Path) -> None:
-    token = "t0ken-" + "x" * 30
-    assert read_admin_token(AdminTokenEnv("TOK"), environ={"TOK": f" {token}\n"}) == token
-    with pytest.raises(FleetFileError, match="not set"):
-        read_admin_token(AdminTokenEnv("TOK"), environ={})
-    with pytest.raises(FleetFileError, match="empty"):
-        read_admin_token(AdminTokenEnv("TOK"), environ={"TOK": "  \n"})
-    with pytest.raises(FleetFileError, match="visible ASCII") as caught:
-        read_admin_token(AdminTokenEnv("TOK"), environ={"TOK": "with space-secretvalue"})
-    assert "secretvalue" not in str(caught.value)
-
-    file = tmp_path / "token"
-    file.write_text(token + "\n")
-    file.chmod(0o600)
-    assert read_admin_token(AdminTokenFile(str(file))) == token
-    file.chmod(0o644)
-    with pytest.raises(FleetFileError, match="chmod 600") as caught:
-        read_admin_token(AdminTokenFile(str(file)))
-    assert caught.value.is_io
-    assert token not in str(caught.value)
-
-
-def test_admin_token_size_at_its_edge(tmp_path: Path) -> None:
-    file = tmp_path / "token"
-    file.write_bytes(b"t" * MAX_ADMIN_TOKEN_BYTES)
-    file.chmod(0o600)
-    assert len(read_admin_token(AdminTokenFile(str(file)))) == MAX_ADMIN_TOKEN_BYTES
-    file.write_bytes(b"t" * (MAX_ADMIN_TOKEN_BYTES + 1))
-    with pytest.raises(FleetFileError, match="larger than soklet reads"):
-        read_admin_token(AdminTokenFile(str(file)))
-    assert len(read_admin_token(AdminTokenEnv("T"), environ={"T": "t" * MAX_ADMIN_TOKEN_BYTES})) > 0
-    with pytest.raises(FleetFileError, match="longer than"):
-        read_admin_token(AdminTokenEnv("T"), environ={"T": "t" * (MAX_ADMIN_TOKEN_BYTES + 1)})
