@@ -21,6 +21,7 @@ from .document import (
 from .errors import KeyringFileError, KeyringFileErrorReason
 from .fleet_file import (
     DEFAULT_FLEET_TIMEOUT_SECONDS,
+    MAX_ENV_NAME_CHARS,
     MAX_FLEET_FILE_BYTES,
     MAX_FLEET_INSTANCES,
     MAX_FLEET_TIMEOUT_SECONDS,
@@ -35,6 +36,7 @@ from .fleet_file import (
     check_admin_url,
     check_instance_name,
     io_problem,
+    is_environment_name,
     parse_fleet_file,
     read_fleet_file,
 )
@@ -61,6 +63,7 @@ __all__ = [
     "KEYRING_FILE_MODE",
     "KEYRING_FORMAT",
     "LOCK_SUFFIX",
+    "MAX_ENV_NAME_CHARS",
     "MAX_FLEET_FILE_BYTES",
     "MAX_FLEET_INSTANCES",
     "MAX_FLEET_TIMEOUT_SECONDS",
@@ -92,6 +95,7 @@ __all__ = [
     "describe_file_type",
     "file_lock",
     "io_problem",
+    "is_environment_name",
     "is_mode_secure",
     "is_trusted_owner",
     "lock_path_for",

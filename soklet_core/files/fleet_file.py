@@ -36,6 +36,7 @@ from .regular_file import read_regular_file
 
 __all__ = [
     "DEFAULT_FLEET_TIMEOUT_SECONDS",
+    "MAX_ENV_NAME_CHARS",
     "MAX_FLEET_FILE_BYTES",
     "MAX_FLEET_INSTANCES",
     "MAX_FLEET_TIMEOUT_SECONDS",
@@ -50,6 +51,7 @@ __all__ = [
     "check_admin_url",
     "check_instance_name",
     "io_problem",
+    "is_environment_name",
     "parse_fleet_file",
     "read_fleet_file",
 ]
@@ -62,6 +64,8 @@ MAX_FLEET_INSTANCES: Final = 1_000
 MAX_INSTANCE_NAME_CHARS: Final = 128
 #: Longest admin ``url``, in characters.
 MAX_INSTANCE_URL_CHARS: Final = 2_048
+#: Longest ``admin_token_env`` (and ``--token-env``) name.
+MAX_ENV_NAME_CHARS: Final = 128
 #: Seconds one instance gets to answer when neither the file nor the command line says.
 DEFAULT_FLEET_TIMEOUT_SECONDS: Final = 5.0
 #: Longest per-instance timeout, in seconds.
@@ -126,6 +130,12 @@ class FleetFile:
     """A parsed fleet file: its instances in file order (at least one, at most :data:`MAX_FLEET_INSTANCES`)."""
 
     instances: tuple[FleetInstance, ...]
+
+
+def is_environment_name(name: object) -> bool:
+    """Whether ``name`` is an environment variable name a token may come from: a letter or ``_``, then letters,
+    digits and ``_`` (the keyring format's rule for ``material_env``), at most :data:`MAX_ENV_NAME_CHARS`."""
+    return isinstance(name, str) and len(name) <= MAX_ENV_NAME_CHARS and _ENV_NAME.fullmatch(name) is not None
 
 
 def check_instance_name(name: object) -> str | None:
@@ -287,7 +297,7 @@ class _Parser:
             return None
         if present[0] == "admin_token_env":
             value = table["admin_token_env"]
-            if not isinstance(value, str) or not _ENV_NAME.fullmatch(value) or len(value) > MAX_INSTANCE_NAME_CHARS:
+            if not is_environment_name(value):
                 raise self._error("must be an environment variable name", f"{where}.admin_token_env")
             return AdminTokenEnv(value)
         path = self._path_field(table, "admin_token_file", where)

@@ -9,6 +9,7 @@ import pytest
 
 from soklet_core.files import (
     DEFAULT_FLEET_TIMEOUT_SECONDS,
+    MAX_ENV_NAME_CHARS,
     MAX_FLEET_FILE_BYTES,
     MAX_FLEET_INSTANCES,
     MAX_FLEET_TIMEOUT_SECONDS,
@@ -177,3 +178,9 @@ def test_relative_paths_are_anchored_to_the_file(tmp_path: Path) -> None:
     path = tmp_path / "conf" / "fleet.toml"
     path.write_text(_instance(extra='admin_token_file = "tok"\n'))
     assert read_fleet_file(path).instances[0].token == AdminTokenFile(str(tmp_path / "conf" / "tok"))
+
+
+def test_environment_name_length_at_its_edge() -> None:
+    name = "T" * MAX_ENV_NAME_CHARS
+    assert parse_fleet_file(_instance(extra=f'admin_token_env = "{name}"\n')).instances[0].token == AdminTokenEnv(name)
+    _fails(_instance(extra=f'admin_token_env = "{name}T"\n'), "instances[0].admin_token_env", "environment variable")
