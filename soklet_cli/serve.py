@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
+import ipaddress
 import json
 import logging
 import shlex
@@ -20,15 +22,24 @@ from typing import Annotated, Any, Final
 
 import typer
 
-from soklet_core.files import KeyringDocument, write_keyring_file
-from soklet_core.keys import Fingerprint, ProtectionKey, ProtectionKeyring
+from soklet_core.files import KeyringDocument, KeyringFileError, write_keyring_file
+from soklet_core.keys import ProtectionKey
+from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION
 from soklet_core.mcp import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HEAD_BYTES,
+    AdminApp,
+    AdminTokenError,
+    AdminTokens,
     HttpLimits,
+    KeyringFileWatcher,
+    LiveKeyring,
     McpServer,
     Registry,
     RegistryBuilder,
+    limited_uvicorn_config,
+    read_admin_tokens,
+    run_together,
     uvicorn_config,
     uvicorn_server_class,
 )
@@ -38,9 +49,10 @@ from soklet_core.mcp.http_server import (
     MAX_TIMEOUT_SECONDS,
     MIN_HEAD_BYTES,
 )
+from soklet_core.mcp.metrics import ServerMetrics
 from soklet_core.protection import ProtectionConfig
 
-from ._common import check_duration, parse_duration, parse_keyring, shown_path
+from ._common import check_duration, file_error_text, parse_duration, parse_file, parse_keyring, shown_path
 from .apps import conformance, demo
 from .exit_codes import ExitCode
 from .keyring_path import InsecureOption, load_document
@@ -69,7 +81,9 @@ DEV_KEYRING_NAME: Final = "dev-keyring.toml"
 EXAMPLE_START: Final = "# try it (bash): call catalog.continue, get input_required, then retry with the answer"
 EXAMPLE_END: Final = "# end of example"
 _MAX_TIMEOUT: Final = timedelta(seconds=MAX_TIMEOUT_SECONDS)
-_RESTART_NOTE: Final = "the keyring is read once at start: restart after keys stage/activate/remove/rotate"
+_RELOAD_NOTE: Final = "reloaded on SIGHUP and when the file changes (checked every 2 s)"
+#: The instance name when --instance is not given.
+DEFAULT_INSTANCE: Final = "soklet"
 _logger = logging.getLogger("soklet.serve")
 
 
@@ -192,7 +206,7 @@ def _seconds(value: str) -> float:
 
 
 @contextlib.contextmanager
-def _dev_keyring() -> Iterator[tuple[ProtectionKeyring, Path]]:
+def _dev_keyring() -> Iterator[tuple[KeyringDocument, Path]]:
     """A fresh development key, written to a private keyring file so its tokens can be inspected; deleted after.
 
     The folder comes from ``mkdtemp`` (0700, owned by this user); the file is written 0600 by the project's
@@ -203,7 +217,7 @@ def _dev_keyring() -> Iterator[tuple[ProtectionKeyring, Path]]:
         document = KeyringDocument.new(ProtectionKey.generate(DEV_KEY_ID))
         path = folder / DEV_KEYRING_NAME
         write_keyring_file(path, document)
-        yield document.keyring(), path
+        yield document, path
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -217,7 +231,7 @@ def serve(
             "--keyring",
             metavar="FILE",
             parser=parse_keyring,
-            help="Keyring file for framework-protected state (read once at start).",
+            help="Keyring file for framework-protected state (reloaded on SIGHUP and when it changes).",
         ),
     ] = None,
     dev_key: Annotated[
@@ -269,6 +283,55 @@ def serve(
             "--shutdown-grace", callback=_check_timeout, help="On stop, how long running requests may finish."
         ),
     ] = "10s",
+    admin_port: Annotated[
+        int | None,
+        typer.Option(
+            "--admin-port",
+            min=0,
+            max=65535,
+            help="Open the admin API (keyring, health, metrics) on this port; 0 picks a free one. Never the MCP port.",
+        ),
+    ] = None,
+    admin_host: Annotated[
+        str, typer.Option("--admin-host", help="Admin listener address; not loopback needs TLS.")
+    ] = "127.0.0.1",
+    admin_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--admin-token-file",
+            metavar="FILE",
+            parser=parse_file,
+            help="Bearer token(s) of the admin API: one token, or label:token lines (a 0600 file).",
+        ),
+    ] = None,
+    admin_token_env: Annotated[
+        str | None,
+        typer.Option("--admin-token-env", metavar="VAR", help="Environment variable holding the admin token(s)."),
+    ] = None,
+    admin_tls_cert: Annotated[
+        Path | None,
+        typer.Option("--admin-tls-cert", metavar="FILE", parser=parse_file, help="TLS certificate (PEM) of the admin."),
+    ] = None,
+    admin_tls_key: Annotated[
+        Path | None,
+        typer.Option("--admin-tls-key", metavar="FILE", parser=parse_file, help="TLS private key (PEM) of the admin."),
+    ] = None,
+    allow_insecure_admin: Annotated[
+        bool,
+        typer.Option("--allow-insecure-admin", help="Serve the admin API without TLS on a non-loopback address."),
+    ] = False,
+    instance: Annotated[
+        str, typer.Option("--instance", metavar="NAME", help="This instance's name in the admin API and metrics.")
+    ] = DEFAULT_INSTANCE,
+    fingerprint_version: Annotated[
+        int,
+        typer.Option(
+            "--fingerprint-version",
+            min=1,
+            max=CURRENT_FINGERPRINT_VERSION,
+            help="Fingerprint version the admin API reports (1: as an older build; never proof of convergence).",
+        ),
+    ] = CURRENT_FINGERPRINT_VERSION,
     log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log level.")] = LogLevel.info,
     allow_insecure: InsecureOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the start-up facts as one JSON document.")] = False,
@@ -282,8 +345,12 @@ def serve(
     0700 folder, file 0600, deleted on exit) whose path is printed, so its tokens can be inspected with
     **soklet inspect-state --keyring PATH TOKEN**.
 
-    The keyring is read **once at start**: after **soklet keys stage/activate/remove/rotate** restart the server,
-    or it keeps sealing with the old key and opening states of removed keys.
+    The keyring file is **reloaded** on SIGHUP and when its stat changes (checked every 2 s); a bad file is
+    refused with one logged reason and the running keyring stays. With **--admin-port** a second listener serves
+    the admin API (docs/fleet.md): GET /v1/keyring, POST /v1/keyring/stage|activate|remove|reload (written to the
+    keyring file first), GET /v1/health, GET /metrics; every request needs **Authorization: Bearer TOKEN** from
+    --admin-token-file or --admin-token-env. A non-loopback --admin-host needs --admin-tls-cert/--admin-tls-key
+    (or --allow-insecure-admin).
 
     HTTP limits (see docs/server.md): request head --max-head-bytes (431), --header-timeout (connection closed),
     --body-timeout (408), --keep-alive-timeout, --max-connections (503). Stop with Ctrl-C (SIGINT) or SIGTERM:
@@ -299,10 +366,25 @@ def serve(
 
       soklet serve --body-timeout 10s --max-connections 256 --shutdown-grace 20s
 
-    **Exit codes**: 0 stopped; 1 the keyring was refused; 2 usage; 3 the keyring file or the port is unusable.
+      soklet serve --keyring keys.toml --admin-port 9465 --admin-token-file admin-token --instance web-1
+
+    **Exit codes**: 0 stopped; 1 the keyring was refused; 2 usage (an admin listener without a usable token source,
+    on the MCP port, or non-loopback without TLS included); 3 the keyring file, a token or TLS file, or a port is
+    unusable.
     """
     if keyring is not None and dev_key:
         fail("usage: --keyring and --dev-key exclude each other", ExitCode.USAGE)
+    admin = _admin_settings(
+        port=admin_port,
+        mcp_port=port,
+        host=admin_host,
+        token_file=admin_token_file,
+        token_env=admin_token_env,
+        tls_cert=admin_tls_cert,
+        tls_key=admin_tls_key,
+        allow_insecure_admin=allow_insecure_admin,
+        allow_insecure_permissions=allow_insecure,
+    )
     limits = HttpLimits(
         max_head_bytes=max_head_bytes,
         header_timeout_seconds=_seconds(header_timeout),
@@ -313,12 +395,12 @@ def serve(
     )
     with contextlib.ExitStack() as stack:
         if keyring is None:
-            ring, keyring_file = stack.enter_context(_dev_keyring())
+            document, keyring_file = stack.enter_context(_dev_keyring())
         else:
             keyring_file = Path(keyring)
-            ring = load_document(keyring_file, allow_insecure_permissions=allow_insecure).keyring()
+            document = load_document(keyring_file, allow_insecure_permissions=allow_insecure)
         _serve(
-            ring,
+            document,
             keyring_file,
             development=keyring is None,
             limits=limits,
@@ -330,11 +412,78 @@ def serve(
             state_rounds=state_rounds,
             log_level=log_level,
             as_json=as_json,
+            admin=admin,
+            instance=instance,
+            fingerprint_version=fingerprint_version,
+            allow_insecure_permissions=allow_insecure,
         )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _AdminSettings:
+    host: str
+    port: int
+    tokens: AdminTokens
+    tls_cert: Path | None
+    tls_key: Path | None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _admin_settings(
+    *,
+    port: int | None,
+    mcp_port: int,
+    host: str,
+    token_file: Path | None,
+    token_env: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    allow_insecure_admin: bool,
+    allow_insecure_permissions: bool,
+) -> _AdminSettings | None:
+    """The admin listener's settings, checked before anything starts; ``None`` without ``--admin-port``."""
+    if port is None:
+        if token_file is not None or token_env is not None or tls_cert is not None or tls_key is not None:
+            fail("usage: the admin options need --admin-port", ExitCode.USAGE)
+        return None
+    if port != 0 and port == mcp_port:
+        fail("usage: --admin-port must differ from --port (the admin API never shares the MCP port)", ExitCode.USAGE)
+    if token_file is None and token_env is None:
+        fail(
+            "usage: the admin listener needs a token source: --admin-token-file FILE or --admin-token-env VAR",
+            ExitCode.USAGE,
+        )
+    if token_file is not None and token_env is not None:
+        fail("usage: --admin-token-file and --admin-token-env exclude each other", ExitCode.USAGE)
+    if (tls_cert is None) != (tls_key is None):
+        fail("usage: --admin-tls-cert and --admin-tls-key go together", ExitCode.USAGE)
+    if tls_cert is None and not _is_loopback(host) and not allow_insecure_admin:
+        fail(
+            "usage: a non-loopback --admin-host needs TLS: --admin-tls-cert and --admin-tls-key "
+            "(or --allow-insecure-admin)",
+            ExitCode.USAGE,
+        )
+    try:
+        tokens = read_admin_tokens(
+            token_file=token_file, token_env=token_env, allow_insecure_permissions=allow_insecure_permissions
+        )
+    except KeyringFileError as error:
+        fail(f"admin token: {file_error_text(error)}", ExitCode.IO if error.reason.is_io else ExitCode.USAGE)
+    except AdminTokenError as error:
+        fail(f"usage: admin token: {error}", ExitCode.USAGE)
+    return _AdminSettings(host, port, tokens, tls_cert, tls_key)
+
+
 def _serve(
-    ring: ProtectionKeyring,
+    document: KeyringDocument,
     keyring_file: Path,
     *,
     development: bool,
@@ -347,7 +496,12 @@ def _serve(
     state_rounds: int,
     log_level: LogLevel,
     as_json: bool,
+    admin: _AdminSettings | None,
+    instance: str,
+    fingerprint_version: int,
+    allow_insecure_permissions: bool,
 ) -> None:
+    ring = document.keyring()
     config = (
         ProtectionConfig.with_keyring(ring)
         .maximum_request_state_lifetime(state_lifetime)
@@ -370,9 +524,53 @@ def _serve(
     else:
         link_base = f"http://{url_host}:{bound_port}/link" if development else demo.DEFAULT_LINK_BASE_URL
         registries.append(demo.build_registry(link_base_url=link_base, development=development))
-    server = McpServer.builder(_combine(registries)).protection_config(config).http_limits(limits).build()
-    fingerprint = Fingerprint.of(ring)
-    active = ring.active_key.id
+    metrics = ServerMetrics(instance=instance)
+    server = (
+        McpServer.builder(_combine(registries)).protection_config(config).http_limits(limits).metrics(metrics).build()
+    )
+    manager = server.protection_keyring_manager
+    assert manager is not None
+    live = LiveKeyring(
+        manager,
+        keyring_file,
+        document=document,
+        allow_insecure_permissions=allow_insecure_permissions,
+        fingerprint_version=fingerprint_version,
+    )
+    # Scrapes read the keyring as this instance reports it (the fingerprint version included).
+    metrics.watch_keyring(live.snapshot)
+    # Installed before the start-up facts are printed: whoever reads them may send SIGHUP at once.
+    watcher = KeyringFileWatcher(live)
+    signal.signal(signal.SIGHUP, lambda _number, _frame: watcher.request_reload())
+    admin_server: Any = None
+    admin_sock: socket.socket | None = None
+    admin_url: str | None = None
+    if admin is not None:
+        admin_sock = _free_socket(admin.host, admin.port)
+        admin_host = f"[{admin.host}]" if ":" in admin.host else admin.host
+        scheme = "https" if admin.tls_cert is not None else "http"
+        admin_url = f"{scheme}://{admin_host}:{admin_sock.getsockname()[1]}"
+        admin_app = AdminApp(
+            live,
+            admin.tokens,
+            instance=instance,
+            lifetime_ms=config.lifetime_ms,
+            rounds=config.maximum_request_state_rounds,
+            metrics=metrics,
+            body_timeout_seconds=limits.body_timeout_seconds,
+        )
+        tls: dict[str, Any] = {}
+        if admin.tls_cert is not None:
+            tls = {"ssl_certfile": str(admin.tls_cert), "ssl_keyfile": str(admin.tls_key)}
+        admin_config = limited_uvicorn_config(admin_app, limits, log_level=log_level.value, **tls)
+        try:
+            admin_config.load()  # TLS files are read here: a bad one stops the start, not a running server
+        except (OSError, ValueError) as error:
+            fail(f"admin TLS: cannot load the certificate or key ({type(error).__name__})", ExitCode.IO)
+        admin_server = uvicorn_server_class()(admin_config)
+    reported = live.snapshot()
+    fingerprint = reported.fingerprint
+    active = reported.active_key_id
     commands = example_commands(url)
     # A path that cannot be shown as it is (material-shaped, control characters) is named FILE in the hint.
     shown_file = shown_path(keyring_file, limit=None)
@@ -387,6 +585,9 @@ def _serve(
                 "keyring_file": str(keyring_file),
                 "active_key_id": active,
                 "fingerprint": fingerprint.to_json(),
+                "instance": instance,
+                "admin_url": admin_url,
+                "admin_port": None if admin_sock is None else admin_sock.getsockname()[1],
                 "inspect": inspect_hint,
                 "example": commands,
             }
@@ -397,10 +598,12 @@ def _serve(
             lines.append("keyring: EPHEMERAL development key (--dev-key): states die with this process")
             lines.append(f"dev keyring file (deleted on exit): {shown_path(keyring_file)}")
         else:
-            lines.append(f"keyring: {shown_path(keyring_file)} ({_RESTART_NOTE})")
+            lines.append(f"keyring: {shown_path(keyring_file)} ({_RELOAD_NOTE})")
         lines.append(f"sealing key: {active}")
         lines.append(f"fingerprint: v{fingerprint.version} {fingerprint.profile} {fingerprint.value}")
         lines.append(f"inspect a token: {inspect_hint}")
+        if admin_url is not None:
+            lines.append(f"admin API: {admin_url} (instance {instance}; Authorization: Bearer TOKEN)")
         lines.append(EXAMPLE_START)
         lines.extend(commands)
         lines.append(EXAMPLE_END)
@@ -408,10 +611,22 @@ def _serve(
     sys.stdout.flush()
     _configure_logging(log_level)
     _logger.info(
-        "sealing with key %s, fingerprint v%d %s; %s", active, fingerprint.version, fingerprint.value, _RESTART_NOTE
+        "sealing with key %s, fingerprint v%d %s; keyring %s",
+        active,
+        fingerprint.version,
+        fingerprint.value,
+        _RELOAD_NOTE,
     )
+    watcher.start()
     settings = uvicorn_config(server, log_level=log_level.value)
-    _quiet_server_class(early_stop)(settings).run(sockets=[sock])
+    primary = _quiet_server_class(early_stop)(settings)
+    try:
+        if admin_server is None:
+            primary.run(sockets=[sock])
+        else:
+            run_together(primary, [sock], [(admin_server, [admin_sock])])
+    finally:
+        watcher.stop()
 
 
 def _quiet_server_class(early_stop: list[int]) -> type[Any]:

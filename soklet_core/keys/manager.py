@@ -9,15 +9,17 @@ reserved key cannot be removed, so state sealed during a rotation always has a k
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
 from .errors import KeyInUse
+from .fingerprint import CURRENT_FINGERPRINT_VERSION
 from .key import ProtectionKey
 from .keyring import ProtectionKeyring
-from .snapshot import KeyringSnapshot
+from .snapshot import KeyringSnapshot, KeyUse
 
 __all__ = ["KeyringManager", "SealingReservation"]
 
@@ -37,7 +39,7 @@ class KeyringManager:
     Refusals raise ``KeyringError`` (``KeyInUse`` for a reserved key) and leave the keyring as it was.
     """
 
-    __slots__ = ("_lock", "_reservations", "_state")
+    __slots__ = ("_last_opened", "_last_sealed", "_lock", "_reservations", "_state")
 
     def __init__(self, keyring: ProtectionKeyring) -> None:
         if not isinstance(keyring, ProtectionKeyring):
@@ -45,6 +47,10 @@ class KeyringManager:
         self._lock = threading.Lock()
         self._state = _State(keyring, 0)
         self._reservations: Counter[str] = Counter()
+        # Key id → epoch ms of the last seal / open. Written without the lock: one dict store per seal or open,
+        # and a reader that sees the previous value a moment longer loses nothing.
+        self._last_sealed: dict[str, int] = {}
+        self._last_opened: dict[str, int] = {}
 
     def current(self) -> ProtectionKeyring:
         """The keyring now: immutable, so it stays consistent however long the caller holds it."""
@@ -55,10 +61,53 @@ class KeyringManager:
         """How many real changes the keyring has seen since this manager was built."""
         return self._state.generation
 
-    def snapshot(self) -> KeyringSnapshot:
-        """A secret-free snapshot of the current keyring and its generation."""
-        state = self._state
-        return KeyringSnapshot.of(state.keyring, state.generation)
+    def snapshot(self, *, fingerprint_version: int = CURRENT_FINGERPRINT_VERSION) -> KeyringSnapshot:
+        """A secret-free snapshot of the current keyring, its generation, and each key's last use.
+
+        ``fingerprint_version`` 1 reports the legacy fingerprint (what an older build publishes).
+        """
+        with self._lock:
+            state = self._state
+            reservations = dict(self._reservations)
+        return KeyringSnapshot.of(
+            state.keyring,
+            state.generation,
+            fingerprint_version=fingerprint_version,
+            key_use=tuple(
+                KeyUse(
+                    key.id,
+                    self._last_sealed.get(key.id),
+                    self._last_opened.get(key.id),
+                    max(reservations.get(key.id, 0), 0),
+                )
+                for key in state.keyring.keys
+            ),
+        )
+
+    def note_sealed(self, key_id: str) -> None:
+        """Record that ``key_id`` sealed state now (called by the protector after each seal)."""
+        self._last_sealed[key_id] = time.time_ns() // 1_000_000
+
+    def note_opened(self, key_id: str) -> None:
+        """Record that ``key_id`` opened state now (called by the protector after each successful open)."""
+        self._last_opened[key_id] = time.time_ns() // 1_000_000
+
+    def replace_keyring(self, keyring: ProtectionKeyring) -> KeyringSnapshot:
+        """Replace the whole keyring (a reload from a file): same reservation rule as a removal.
+
+        A key that holds a sealing reservation must stay (``KeyInUse``, nothing changes); a keyring equal to the
+        current one (same ids, roles and bytes) is a no-op that keeps the generation.
+        """
+        if not isinstance(keyring, ProtectionKeyring):
+            raise TypeError("replace_keyring needs a ProtectionKeyring")
+
+        def replace(current: ProtectionKeyring) -> ProtectionKeyring:
+            for key_id in sorted(self._reservations):
+                if self._reservations[key_id] > 0 and keyring.key(key_id) is None:
+                    raise KeyInUse(key_id)
+            return current if keyring == current else keyring
+
+        return self._change(replace)
 
     def stage_verification_key(self, key: ProtectionKey) -> KeyringSnapshot:
         """Add ``key`` for verification. Identical re-stage: no-op. Same id, other bytes: refused."""
@@ -103,6 +152,10 @@ class KeyringManager:
             if keyring is not state.keyring:
                 state = _State(keyring, state.generation + 1)
                 self._state = state
+                # Forget the last use of keys that left, so the tables stay as small as the keyring.
+                for table in (self._last_sealed, self._last_opened):
+                    for key_id in [key_id for key_id in list(table) if key_id not in keyring]:
+                        table.pop(key_id, None)
             return KeyringSnapshot.of(state.keyring, state.generation)
 
     def _acquire(self) -> ProtectionKey:

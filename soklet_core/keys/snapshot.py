@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .fingerprint import Fingerprint
+from .fingerprint import CURRENT_FINGERPRINT_VERSION, Fingerprint
 from .keyring import ProtectionKeyring
 from .profile import PROTECTION_PROFILE
 
-__all__ = ["KeyCheckValue", "KeyringSnapshot"]
+__all__ = ["KeyCheckValue", "KeyUse", "KeyringSnapshot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,16 @@ class KeyCheckValue:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyUse:
+    """When one key last sealed and opened state here (epoch ms, ``None`` if never) and its open reservations."""
+
+    key_id: str
+    last_sealed_ms: int | None = None
+    last_opened_ms: int | None = None
+    reservations: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class KeyringSnapshot:
     """A secret-free view of a keyring at one generation.
 
@@ -38,17 +48,31 @@ class KeyringSnapshot:
     verification_key_ids: tuple[str, ...]
     check_values: tuple[KeyCheckValue, ...]
     fingerprint: Fingerprint
+    #: Per key (in the order of ``check_values``): last use and reservations, as the live manager saw them.
+    #: Telemetry, not identity: two snapshots of one keyring and generation are equal whatever it says.
+    key_use: tuple[KeyUse, ...] = field(default=(), compare=False)
 
     @classmethod
-    def of(cls, keyring: ProtectionKeyring, generation: int = 0) -> KeyringSnapshot:
-        """The snapshot of ``keyring``, labelled with ``generation``."""
+    def of(
+        cls,
+        keyring: ProtectionKeyring,
+        generation: int = 0,
+        *,
+        fingerprint_version: int = CURRENT_FINGERPRINT_VERSION,
+        key_use: tuple[KeyUse, ...] = (),
+    ) -> KeyringSnapshot:
+        """The snapshot of ``keyring``, labelled with ``generation``.
+
+        ``fingerprint_version`` 1 reports the legacy fingerprint, as an older build would.
+        """
         return cls(
             profile=PROTECTION_PROFILE,
             generation=generation,
             active_key_id=keyring.active_key.id,
             verification_key_ids=tuple(key.id for key in keyring.verification_keys),
             check_values=tuple(KeyCheckValue(key.id, key.check_value_text) for key in keyring.keys),
-            fingerprint=keyring.fingerprint(),
+            fingerprint=keyring.fingerprint(version=fingerprint_version),
+            key_use=key_use,
         )
 
     def check_value(self, key_id: str) -> str | None:
@@ -57,6 +81,13 @@ class KeyringSnapshot:
             if entry.key_id == key_id:
                 return entry.check_value
         return None
+
+    def use(self, key_id: str) -> KeyUse:
+        """The last use and reservations of ``key_id`` (all empty when not recorded)."""
+        for entry in self.key_use:
+            if entry.key_id == key_id:
+                return entry
+        return KeyUse(key_id)
 
     def to_json(self) -> dict[str, object]:
         """The snapshot as a JSON-ready document (what the admin API and ``--json`` print)."""

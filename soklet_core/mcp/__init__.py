@@ -13,6 +13,7 @@ See ``docs/mcp-model.md`` for the vocabulary with examples.
 ['approval']
 """
 
+from .admin import MAX_ADMIN_BODY_BYTES, AdminApp, AdminTokenError, AdminTokens, read_admin_tokens
 from .admission import (
     ANONYMOUS_PARTITION,
     Admission,
@@ -73,6 +74,8 @@ from .http_server import (
     DEFAULT_MAX_HEAD_BYTES,
     DEFAULT_SHUTDOWN_GRACE_SECONDS,
     HttpLimits,
+    limited_uvicorn_config,
+    run_together,
     uvicorn_config,
     uvicorn_server_class,
 )
@@ -92,6 +95,7 @@ from .input_response_union import (
     matches_input_response,
 )
 from .input_responses import InputResponses, InputResponsesBuilder
+from .live_keyring import KeyringFileWatcher, LiveKeyring, LiveKeyringError, LiveKeyringRefusal
 from .registry import (
     MAX_NAME_CHARS,
     CompletionArguments,
@@ -153,6 +157,7 @@ __all__ = [
     "DEFAULT_SHUTDOWN_GRACE_SECONDS",
     "INPUT_REQUIRED_RESULT_TYPE",
     "LOCAL_HOSTS",
+    "MAX_ADMIN_BODY_BYTES",
     "MAX_APPLICATION_REQUEST_STATE_BYTES",
     "MAX_COMPLETION_VALUES",
     "MAX_NAME_CHARS",
@@ -163,6 +168,9 @@ __all__ = [
     "SUPPORTED_PROTOCOL_VERSIONS",
     "AcceptOutcome",
     "AcceptOutcomeKind",
+    "AdminApp",
+    "AdminTokenError",
+    "AdminTokens",
     "Admission",
     "AdmissionPolicy",
     "AdmissionRefused",
@@ -209,7 +217,11 @@ __all__ = [
     "InputResponsesBuilder",
     "Interceptor",
     "InvocationFeatures",
+    "KeyringFileWatcher",
     "LifecycleCallback",
+    "LiveKeyring",
+    "LiveKeyringError",
+    "LiveKeyringRefusal",
     "McpAsgiApp",
     "McpModelError",
     "McpModelErrorReason",
@@ -254,6 +266,7 @@ __all__ = [
     "is_absolute_uri",
     "is_opaque_handle",
     "is_valid_name",
+    "limited_uvicorn_config",
     "matches_input_response",
     "may_request_input",
     "mint_url_handle",
@@ -261,8 +274,10 @@ __all__ = [
     "parse_authority",
     "parse_origin",
     "prompt",
+    "read_admin_tokens",
     "resource",
     "resource_template",
+    "run_together",
     "string_list_field",
     "text_field",
     "tool",

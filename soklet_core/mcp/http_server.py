@@ -33,7 +33,9 @@ What each limit does, and what the client sees:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
 
@@ -60,6 +62,9 @@ __all__ = [
     "MIN_HEAD_BYTES",
     "SHUTDOWN_MARGIN_SECONDS",
     "HttpLimits",
+    "limited_uvicorn_config",
+    "run_together",
+    "serve_together",
     "uvicorn_config",
     "uvicorn_server_class",
 ]
@@ -260,10 +265,18 @@ def uvicorn_config(target: McpServer | McpAsgiApp, **options: Any) -> uvicorn.Co
     ``options`` go to ``uvicorn.Config`` (``log_level``, ``host``, ``port``…); the limit settings cannot be
     overridden there: set them on the server with ``McpServer.builder(...).http_limits(...)``.
     """
+    app = _app_of(target)
+    return limited_uvicorn_config(app, app.http_limits, **options)
+
+
+def limited_uvicorn_config(app: Any, limits: HttpLimits, **options: Any) -> uvicorn.Config:
+    """A hardened ``uvicorn.Config`` for any ASGI ``app`` (the admin listener's) under ``limits``.
+
+    The same protocol, head limit, timeouts and connection cap as the MCP listener; ``options`` (TLS files,
+    ``log_level``…) go to ``uvicorn.Config`` but cannot override a limit.
+    """
     import uvicorn
 
-    app = _app_of(target)
-    limits = app.http_limits
     fixed = {
         "http",
         "timeout_keep_alive",
@@ -313,3 +326,44 @@ def uvicorn_server_class() -> type[uvicorn.Server]:
 
     _server_class.append(DrainingServer)
     return DrainingServer
+
+
+async def serve_together(
+    primary: uvicorn.Server, primary_sockets: list[Any], others: list[tuple[uvicorn.Server, list[Any]]]
+) -> None:
+    """Run ``primary`` and ``others`` on one event loop; a stop of any one stops them all.
+
+    Only ``primary`` handles stop signals (uvicorn installs its handlers per server, and the last one would win);
+    when it ends, the others are told to exit, and when one of the others ends (stopped or failed to start), the
+    primary is too.
+    """
+    for server, _ in others:
+        # Signals belong to the primary: a second handler would replace its own.
+        server.capture_signals = _no_signals  # type: ignore[method-assign]
+
+    async def run_other(server: uvicorn.Server, sockets: list[Any]) -> None:
+        try:
+            await server.serve(sockets=sockets)
+        finally:
+            primary.should_exit = True
+
+    tasks = [asyncio.ensure_future(run_other(server, sockets)) for server, sockets in others]
+    try:
+        await primary.serve(sockets=primary_sockets)
+    finally:
+        for server, _ in others:
+            server.should_exit = True
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def run_together(
+    primary: uvicorn.Server, primary_sockets: list[Any], others: list[tuple[uvicorn.Server, list[Any]]]
+) -> None:
+    """:func:`serve_together` on a new event loop of the primary's kind (uvloop), as ``uvicorn.Server.run`` does."""
+    with asyncio.Runner(loop_factory=primary.config.get_loop_factory()) as runner:
+        runner.run(serve_together(primary, primary_sockets, others))
+
+
+@contextlib.contextmanager
+def _no_signals() -> Iterator[None]:
+    yield

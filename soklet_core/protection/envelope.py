@@ -172,6 +172,7 @@ class EnvelopeProtector:
             keyed = base.for_key(key.id)
             header = keyed.associated_data[len(base.associated_data) :]
             sealed = self._aead(key).encrypt(nonce, plaintext, keyed.associated_data)
+            self._manager.note_sealed(key.id)
         return base64.urlsafe_b64encode(header + nonce + sealed).rstrip(b"=").decode("ascii")
 
     def open(self, token: str, context: RequestStateProtectionContext | None = None) -> bytes:
@@ -186,9 +187,11 @@ class EnvelopeProtector:
             raise RequestStateProtectionException(Reason.AUTHENTICATION)
         nonce = raw[body : body + NONCE_BYTES]
         try:
-            return self._aead(key).decrypt(nonce, raw[body + NONCE_BYTES :], base.associated_data + raw[:body])
+            plaintext = self._aead(key).decrypt(nonce, raw[body + NONCE_BYTES :], base.associated_data + raw[:body])
         except InvalidTag:
             raise RequestStateProtectionException(Reason.AUTHENTICATION) from None
+        self._manager.note_opened(key_id)
+        return plaintext
 
     def __repr__(self) -> str:
         return f"EnvelopeProtector(active={self._manager.current().active_key.id!r})"

@@ -122,7 +122,7 @@ def test_usage_errors() -> None:
         assert run.returncode == 2, (option, value)
 
 
-def test_help_says_the_keyring_is_read_once() -> None:
+def test_help_says_the_keyring_is_reloaded() -> None:
     run = subprocess.run(
         [sys.executable, "-m", "soklet_cli", "serve", "--help"],
         capture_output=True,
@@ -132,5 +132,5 @@ def test_help_says_the_keyring_is_read_once() -> None:
     )
     assert run.returncode == 0
     text = " ".join(run.stdout.split())
-    assert "The keyring is read once at start" in text
-    assert "restart the server" in text
+    assert "The keyring file is reloaded on SIGHUP" in text
+    assert "--admin-port 9465 --admin-token-file" in text

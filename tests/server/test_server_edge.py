@@ -528,7 +528,7 @@ def test_dev_key_tokens_can_be_inspected_and_the_key_is_logged(processes: list[s
     assert process.stderr is not None
     log = process.stderr.read()
     assert "sealing with key dev-ephemeral, fingerprint v2 " in log
-    assert "restart after keys stage/activate/remove/rotate" in log
+    assert "keyring reloaded on SIGHUP and when the file changes" in log
     assert not path.parent.exists()
 
 

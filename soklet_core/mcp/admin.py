@@ -1,0 +1,409 @@
+"""The admin API of ``soklet serve``: an ASGI app for a listener of its own, never the MCP port.
+
+Every request needs ``Authorization: Bearer <token>`` (compared in constant time with every configured token),
+else ``401`` with ``WWW-Authenticate: Bearer`` and nothing happens. Endpoints (see docs/fleet.md):
+
+* ``GET /v1/keyring`` — the secret-free snapshot; ``GET /v1/health``; ``GET /metrics`` (Prometheus text);
+* ``POST /v1/keyring/stage`` ``{"id", "material"}``, ``/activate`` ``{"id"}``, ``/remove`` ``{"id"}``,
+  ``/reload`` — applied through :class:`~.live_keyring.LiveKeyring`, answered with the new snapshot.
+
+Refusals: ``400`` malformed body, ``404`` unknown key or path, ``405`` wrong method, ``408`` slow body, ``409``
+conflict, ``413`` body over :data:`MAX_ADMIN_BODY_BYTES`; the body is ``{"error": reason}`` from a closed set,
+never an echo of the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import os
+import re
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from soklet_core.files import read_secret_file
+from soklet_core.json import JsonError, JsonObject, JsonString, parse
+from soklet_core.keys import KeyringError, KeyringErrorReason, KeyringSnapshot, ProtectionKey
+from soklet_core.keys.base64url import decode_base64url
+from soklet_core.keys.profile import PROTECTION_PROFILE
+
+from .live_keyring import LiveKeyring, LiveKeyringError
+from .metrics import ServerMetrics
+
+__all__ = [
+    "ADMIN_DEFAULT_LABEL",
+    "MAX_ADMIN_BODY_BYTES",
+    "MAX_ADMIN_TOKENS",
+    "MAX_ADMIN_TOKEN_CHARS",
+    "MAX_ADMIN_TOKEN_FILE_BYTES",
+    "MIN_ADMIN_TOKEN_CHARS",
+    "AdminApp",
+    "AdminTokenError",
+    "AdminTokens",
+    "keyring_document",
+    "read_admin_tokens",
+]
+
+#: Largest admin request body (64 KiB): a stage body is about 150 bytes.
+MAX_ADMIN_BODY_BYTES: Final = 64 * 1024
+#: Largest admin token file (16 KiB).
+MAX_ADMIN_TOKEN_FILE_BYTES: Final = 16 * 1024
+#: Shortest token accepted: a guessable token would make the listener's auth decorative.
+MIN_ADMIN_TOKEN_CHARS: Final = 16
+#: Longest token accepted.
+MAX_ADMIN_TOKEN_CHARS: Final = 512
+#: Most tokens one file may hold.
+MAX_ADMIN_TOKENS: Final = 64
+#: The label of a bare token (a file or variable holding one token and no ``label:``).
+ADMIN_DEFAULT_LABEL: Final = "admin"
+
+# RFC 6750 b64token; labels are short plain names. Neither pattern nests a repetition.
+_TOKEN: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+_LABEL: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_JSON_HEADERS: Final = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+
+
+class AdminTokenError(ValueError):
+    """The token source is unusable; the message names the line number at most, never a token."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    label: str
+    secret: bytes
+
+    def __repr__(self) -> str:
+        return f"_Token(label={self.label!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class AdminTokens:
+    """The accepted bearer tokens, each with a label that the audit log names (never the token)."""
+
+    tokens: tuple[_Token, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> AdminTokens:
+        """Tokens from ``text``: one bare token (label ``admin``), or ``label:token`` lines.
+
+        Blank lines and lines starting with ``#`` are skipped. A token is an RFC 6750 b64token of
+        :data:`MIN_ADMIN_TOKEN_CHARS` to :data:`MAX_ADMIN_TOKEN_CHARS` characters; labels are 1 to 64 of
+        ``A-Z a-z 0-9 . _ -`` and unique.
+        """
+        lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)]
+        lines = [(number, line) for number, line in lines if line and not line.startswith("#")]
+        if not lines:
+            raise AdminTokenError("no admin token in the token source")
+        if len(lines) > MAX_ADMIN_TOKENS:
+            raise AdminTokenError(f"more than {MAX_ADMIN_TOKENS} admin tokens")
+        tokens: list[_Token] = []
+        for number, line in lines:
+            label, colon, secret = line.partition(":")
+            if not colon:
+                if len(lines) != 1:
+                    raise AdminTokenError(f"line {number}: several tokens need label:token lines")
+                label, secret = ADMIN_DEFAULT_LABEL, line
+            if not _LABEL.fullmatch(label):
+                raise AdminTokenError(f"line {number}: a label is 1 to 64 of A-Z a-z 0-9 . _ -")
+            if not MIN_ADMIN_TOKEN_CHARS <= len(secret) <= MAX_ADMIN_TOKEN_CHARS or not _TOKEN.fullmatch(secret):
+                raise AdminTokenError(
+                    f"line {number}: a token is {MIN_ADMIN_TOKEN_CHARS} to {MAX_ADMIN_TOKEN_CHARS} "
+                    "base64/base64url characters"
+                )
+            if any(token.label == label for token in tokens):
+                raise AdminTokenError(f"line {number}: the label is used twice")
+            tokens.append(_Token(label, secret.encode("ascii")))
+        return cls(tuple(tokens))
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], *, allow_insecure_permissions: bool = False) -> AdminTokens:
+        """Tokens from a secret file (0600, owned by this user or root; ``KeyringFileError`` otherwise)."""
+        data = read_secret_file(
+            path, limit=MAX_ADMIN_TOKEN_FILE_BYTES, allow_insecure_permissions=allow_insecure_permissions
+        )
+        try:
+            text = data.decode("ascii")
+        except UnicodeDecodeError:
+            raise AdminTokenError("the admin token file is not ASCII text") from None
+        return cls.parse(text)
+
+    @classmethod
+    def from_env(cls, name: str, environ: Mapping[str, str] | None = None) -> AdminTokens:
+        """Tokens from environment variable ``name`` (same format as a file)."""
+        value = (os.environ if environ is None else environ).get(name)
+        if not value:
+            raise AdminTokenError("the admin token variable is not set or empty")
+        return cls.parse(value)
+
+    def label_for(self, authorization: bytes | None) -> str | None:
+        """The label of the token in an ``Authorization: Bearer`` value, or ``None``.
+
+        Every configured token is compared (``hmac.compare_digest``), whichever matches, so the time taken does
+        not tell which one or how much of it matched.
+        """
+        if authorization is None:
+            return None
+        scheme, _, presented = authorization.strip().partition(b" ")
+        if scheme.lower() != b"bearer":
+            return None
+        presented = presented.strip()
+        found: str | None = None
+        for token in self.tokens:
+            if hmac.compare_digest(presented, token.secret) and found is None:
+                found = token.label
+        return found
+
+
+def keyring_document(
+    snapshot: KeyringSnapshot, live: LiveKeyring, *, instance: str, lifetime_ms: int, rounds: int
+) -> dict[str, object]:
+    """The ``GET /v1/keyring`` document of ``snapshot`` (exactly the members docs/fleet.md lists)."""
+    keys: list[dict[str, object]] = []
+    for entry in snapshot.check_values:
+        use = snapshot.use(entry.key_id)
+        keys.append(
+            {
+                "id": entry.key_id,
+                "role": "active" if entry.key_id == snapshot.active_key_id else "verification",
+                "check_value": entry.check_value,
+                "created": live.created(entry.key_id),
+                "last_sealed_ms": use.last_sealed_ms,
+                "last_opened_ms": use.last_opened_ms,
+                "reservations": use.reservations,
+            }
+        )
+    return {
+        "instance": instance,
+        "profile": PROTECTION_PROFILE,
+        "generation": snapshot.generation,
+        "active": snapshot.active_key_id,
+        "verification": list(snapshot.verification_key_ids),
+        "keys": keys,
+        "max_state_lifetime_ms": lifetime_ms,
+        "max_state_rounds": rounds,
+        "fingerprint": snapshot.fingerprint.to_json(),
+    }
+
+
+class _Refused(Exception):
+    """An admin answer other than 200: status and a bounded reason."""
+
+    def __init__(self, status: int, reason: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.headers = headers or []
+
+
+_NOT_FOUND_REASONS: Final = frozenset({KeyringErrorReason.UNKNOWN_KEY})
+_BAD_INPUT_REASONS: Final = frozenset(
+    {
+        KeyringErrorReason.INVALID_KEY_ID,
+        KeyringErrorReason.MATERIAL_TOO_SHORT,
+        KeyringErrorReason.MATERIAL_TOO_LONG,
+    }
+)
+
+
+def _status_for(error: KeyringError) -> int:
+    if error.reason in _NOT_FOUND_REASONS:
+        return 404
+    return 400 if error.reason in _BAD_INPUT_REASONS else 409
+
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+_ROUTES: Final[dict[str, str]] = {
+    "/v1/keyring": "GET",
+    "/v1/health": "GET",
+    "/metrics": "GET",
+    "/v1/keyring/stage": "POST",
+    "/v1/keyring/activate": "POST",
+    "/v1/keyring/remove": "POST",
+    "/v1/keyring/reload": "POST",
+}
+
+
+class AdminApp:
+    """The admin ASGI 3 app over one :class:`LiveKeyring`. Keyring changes run in a worker thread (file I/O)."""
+
+    __slots__ = ("_body_timeout", "_instance", "_lifetime_ms", "_live", "_metrics", "_rounds", "_tokens")
+
+    def __init__(
+        self,
+        live: LiveKeyring,
+        tokens: AdminTokens,
+        *,
+        instance: str,
+        lifetime_ms: int,
+        rounds: int,
+        metrics: ServerMetrics | None = None,
+        body_timeout_seconds: float = 30.0,
+    ) -> None:
+        self._live = live
+        self._tokens = tokens
+        self._instance = instance
+        self._lifetime_ms = lifetime_ms
+        self._rounds = rounds
+        self._metrics = metrics
+        self._body_timeout = body_timeout_seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        try:
+            await self._handle(scope, receive, send)
+        except _Refused as refusal:
+            await _answer(send, refusal.status, {"error": refusal.reason}, refusal.headers)
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers") or [])
+        actor = self._tokens.label_for(headers.get(b"authorization"))
+        if actor is None:
+            raise _Refused(401, "unauthorized", [(b"www-authenticate", b"Bearer")])
+        path, method = scope["path"], scope["method"]
+        allowed = _ROUTES.get(path)
+        if allowed is None:
+            raise _Refused(404, "not-found")
+        if method != allowed:
+            raise _Refused(405, "method-not-allowed", [(b"allow", allowed.encode("ascii"))])
+        if path == "/metrics":
+            await self._send_metrics(send)
+            return
+        if path == "/v1/health":
+            generation = self._live.manager.generation
+            await _answer(send, 200, {"status": "ok", "instance": self._instance, "generation": generation})
+            return
+        if method == "GET":
+            await _answer(send, 200, self._document(self._live.snapshot()))
+            return
+        body = await _read_body(headers, receive, self._body_timeout)
+        action = path.rsplit("/", 1)[1]
+        change = self._change(action, body, actor)
+        try:
+            snapshot = await asyncio.to_thread(change)
+        except KeyringError as error:
+            raise _Refused(_status_for(error), error.reason.value) from None
+        except LiveKeyringError as error:
+            raise _Refused(409, error.reason.value) from None
+        await _answer(send, 200, self._document(snapshot))
+
+    def _change(self, action: str, body: bytes, actor: str) -> Callable[[], KeyringSnapshot]:
+        if action == "reload":
+            if body.strip() not in (b"", b"{}"):
+                raise _Refused(400, "malformed-body")
+            return lambda: self._live.reload(actor=actor)
+        members = _object(body, {"id", "material"} if action == "stage" else {"id"})
+        key_id = members["id"]
+        if action == "stage":
+            try:
+                material = decode_base64url(members["material"])
+            except ValueError:
+                raise _Refused(400, "malformed-material") from None
+            try:
+                key = ProtectionKey.from_id_and_bytes(key_id, material)
+            except KeyringError as error:
+                raise _Refused(400, error.reason.value) from None
+            return lambda: self._live.stage(key, actor=actor)
+        if action == "activate":
+            return lambda: self._live.activate(key_id, actor=actor)
+        return lambda: self._live.remove(key_id, actor=actor)
+
+    def _document(self, snapshot: KeyringSnapshot) -> dict[str, object]:
+        return keyring_document(
+            snapshot, self._live, instance=self._instance, lifetime_ms=self._lifetime_ms, rounds=self._rounds
+        )
+
+    async def _send_metrics(self, send: Send) -> None:
+        if self._metrics is None:
+            raise _Refused(404, "not-found")
+        body, content_type = self._metrics.render()
+        await _send(send, 200, body, [(b"content-type", content_type.encode("ascii")), (b"cache-control", b"no-store")])
+
+
+def _object(body: bytes, names: set[str]) -> dict[str, str]:
+    """The body as an object of exactly ``names``, each a string; else 400."""
+    try:
+        value = parse(body, max_bytes=MAX_ADMIN_BODY_BYTES)
+    except JsonError:
+        raise _Refused(400, "malformed-json") from None
+    if not isinstance(value, JsonObject) or set(value) != names:
+        raise _Refused(400, "malformed-body")
+    members: dict[str, str] = {}
+    for name in names:
+        member = value[name]
+        if not isinstance(member, JsonString):
+            raise _Refused(400, "malformed-body")
+        members[name] = member.to_python()
+    return members
+
+
+async def _read_body(headers: Mapping[bytes, bytes], receive: Receive, timeout: float) -> bytes:
+    declared = headers.get(b"content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_ADMIN_BODY_BYTES):
+        raise _Refused(413, "body-too-large")
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        try:
+            message = await asyncio.wait_for(receive(), timeout)
+        except TimeoutError:
+            raise _Refused(408, "body-timeout") from None
+        if message["type"] == "http.disconnect":
+            raise _Refused(400, "malformed-body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_ADMIN_BODY_BYTES:
+            raise _Refused(413, "body-too-large")
+        chunks.append(chunk)
+        more = bool(message.get("more_body", False))
+    return b"".join(chunks)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _answer(
+    send: Send, status: int, document: Mapping[str, object], extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps(document, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    await _send(send, status, body, [*_JSON_HEADERS, *(extra or [])])
+
+
+async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*headers, (b"content-length", str(len(body)).encode("ascii"))],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def read_admin_tokens(
+    *, token_file: Path | None, token_env: str | None, allow_insecure_permissions: bool = False
+) -> AdminTokens:
+    """The tokens from exactly one source; ``AdminTokenError`` when none or both are given."""
+    if (token_file is None) == (token_env is None):
+        raise AdminTokenError("the admin listener needs exactly one token source: a token file or a variable")
+    if token_file is not None:
+        return AdminTokens.from_file(token_file, allow_insecure_permissions=allow_insecure_permissions)
+    assert token_env is not None
+    return AdminTokens.from_env(token_env)
