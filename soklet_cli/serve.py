@@ -23,6 +23,7 @@ from typing import Annotated, Any, Final
 import typer
 
 from soklet_core.files import KeyringDocument, KeyringFileError, write_keyring_file
+from soklet_core.files.fleet_file import check_instance_name, is_environment_name
 from soklet_core.keys import ProtectionKey
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION
 from soklet_core.mcp import (
@@ -201,6 +202,21 @@ def _check_timeout(value: str) -> str:
     return value
 
 
+def _check_instance(value: str) -> str:
+    """A Typer callback: the fleet's instance-name rule (the name fleet files and ``soklet fleet check`` use)."""
+    problem = check_instance_name(value)
+    if problem is not None:
+        raise typer.BadParameter(problem)
+    return value
+
+
+def _check_env_name(value: str | None) -> str | None:
+    """A Typer callback: an environment variable name as keyring files and fleet files accept it."""
+    if value is not None and not is_environment_name(value):
+        raise typer.BadParameter("not an environment variable name (letters, digits, _; not starting with a digit)")
+    return value
+
+
 def _seconds(value: str) -> float:
     return parse_duration(value, maximum=_MAX_TIMEOUT).total_seconds()
 
@@ -306,7 +322,12 @@ def serve(
     ] = None,
     admin_token_env: Annotated[
         str | None,
-        typer.Option("--admin-token-env", metavar="VAR", help="Environment variable holding the admin token(s)."),
+        typer.Option(
+            "--admin-token-env",
+            metavar="VAR",
+            callback=_check_env_name,
+            help="Environment variable holding the admin token(s).",
+        ),
     ] = None,
     admin_tls_cert: Annotated[
         Path | None,
@@ -321,7 +342,13 @@ def serve(
         typer.Option("--allow-insecure-admin", help="Serve the admin API without TLS on a non-loopback address."),
     ] = False,
     instance: Annotated[
-        str, typer.Option("--instance", metavar="NAME", help="This instance's name in the admin API and metrics.")
+        str,
+        typer.Option(
+            "--instance",
+            metavar="NAME",
+            callback=_check_instance,
+            help="This instance's name in the admin API and metrics (1 to 128 printable characters).",
+        ),
     ] = DEFAULT_INSTANCE,
     fingerprint_version: Annotated[
         int,

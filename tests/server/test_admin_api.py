@@ -14,6 +14,7 @@ import pytest
 from admin_harness import LABEL, TOKEN, Instance, file_roles, material_text, role_of, write_keyring
 from servertest_harness import FORM_CAPS, Client
 
+from soklet_core.files import MAX_INSTANCE_NAME_CHARS
 from soklet_core.keys import ProtectionKey
 from soklet_core.mcp.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
 from soklet_core.protection import EnvelopeHeader
@@ -208,8 +209,9 @@ def test_a_file_edit_is_picked_up_by_polling(instance: Instance, keys: tuple[Pro
 
 def test_fingerprint_version_1_mode(tmp_path: Path, keys: tuple[ProtectionKey, ProtectionKey]) -> None:
     write_keyring(tmp_path / "keys.toml", keys[0])
-    served = Instance(tmp_path, "--fingerprint-version", "1")
+    served = Instance(tmp_path, "--fingerprint-version", "1", "--instance", "n" * MAX_INSTANCE_NAME_CHARS)
     try:
+        assert served.snapshot()["instance"] == "n" * MAX_INSTANCE_NAME_CHARS
         assert served.snapshot()["fingerprint"]["version"] == 1
         assert served.facts["fingerprint"]["version"] == 1
     finally:
@@ -233,6 +235,11 @@ def test_start_refusals_exit_2(tmp_path: Path) -> None:
     exposed = _serve_fails("--port", "0", "--admin-port", "0", "--admin-host", "0.0.0.0", "--admin-token-env", "T")
     assert exposed.returncode == 2
     assert "TLS" in exposed.stderr
+    long_name = _serve_fails("--port", "0", "--instance", "n" * (MAX_INSTANCE_NAME_CHARS + 1))
+    assert long_name.returncode == 2
+    bad_env = _serve_fails("--port", "0", "--admin-port", "0", "--admin-token-env", "NOT-A-NAME")
+    assert bad_env.returncode == 2
+    assert "environment variable name" in bad_env.stderr
     orphan = _serve_fails("--port", "0", "--admin-token-file", str(token_file))
     assert orphan.returncode == 2
     short = tmp_path / "short"
