@@ -195,3 +195,16 @@ def test_token_file_limits(tmp_path: Path) -> None:
     assert insecure.value.reason is KeyringFileErrorReason.INSECURE_PERMISSIONS
     assert AdminTokens.from_env("T", {"T": TOKEN}).label_for(f"Bearer {TOKEN}".encode()) == "admin"
     assert "adminTest" not in repr(AdminTokens.parse(TOKEN))
+
+
+def test_a_reload_that_drops_a_reserved_key_is_refused(admin: Admin, keys: tuple[ProtectionKey, ProtectionKey]) -> None:
+    with admin.live.manager.reserve_active_key():  # k1, in flight
+        write_keyring(admin.path, keys[1])  # k1 gone from the file
+        refused = admin.post("/v1/keyring/reload", b"")
+        assert (refused.status_code, refused.json()) == (409, {"error": "key-in-use"})
+        assert admin.live.manager.current().active_key.id == "k1"
+        assert admin.live.manager.generation == 0
+    applied = admin.post("/v1/keyring/reload", b"{}")
+    assert applied.status_code == 200
+    assert (applied.json()["active"], applied.json()["generation"]) == ("k2", 1)
+    assert admin.live.created("k1") is None
