@@ -15,6 +15,7 @@ from soklet_core.keys import looks_like_key_material
 from .canonicalize import canonicalize
 from .exit_codes import ExitCode
 from .fingerprint import fingerprint
+from .fleet import fleet_app
 from .inspect_state import inspect_state
 from .keys import keys_app
 from .output import SokletCommand, SokletGroup
@@ -51,6 +52,7 @@ def _root(
 app.command("canonicalize", cls=SokletCommand)(canonicalize)
 app.command("fingerprint", cls=SokletCommand)(fingerprint)
 app.add_typer(keys_app, name="keys")
+app.add_typer(fleet_app, name="fleet")
 app.command("inspect-state", cls=SokletCommand)(inspect_state)
 app.command("seal-state", cls=SokletCommand)(seal_state)
 app.command("serve", cls=SokletCommand)(serve)

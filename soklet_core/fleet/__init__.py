@@ -1,0 +1,63 @@
+"""Fleet operations: read every instance's admin snapshot concurrently and tell whether the fleet converged.
+
+>>> from soklet_core.fleet import AdminTarget, compare_fleet, read_snapshots   # doctest: +SKIP
+>>> readings = await read_snapshots([AdminTarget("a", "http://127.0.0.1:9001", token)])   # doctest: +SKIP
+>>> compare_fleet(readings).status   # doctest: +SKIP
+<FleetStatus.CONVERGED: 'converged'>
+"""
+
+from .client import (
+    MAX_CA_FILE_BYTES,
+    MAX_CONCURRENT_READS,
+    MAX_RESOLVED_ADDRESSES,
+    AdminTarget,
+    InstanceReading,
+    read_snapshots,
+    resolve_targets,
+)
+from .compare import (
+    MAX_EXPECT_CHARS,
+    Difference,
+    DifferenceKind,
+    FleetReport,
+    FleetStatus,
+    compare_fleet,
+    parse_expected_fingerprint,
+)
+from .snapshot import (
+    ADMIN_SNAPSHOT_PATH,
+    MAX_SNAPSHOT_BYTES,
+    MAX_SNAPSHOT_KEYS,
+    AdminKey,
+    AdminSnapshot,
+    KeyRoleName,
+    SnapshotError,
+    parse_admin_snapshot,
+)
+from .tokens import read_admin_token
+
+__all__ = [
+    "ADMIN_SNAPSHOT_PATH",
+    "MAX_CA_FILE_BYTES",
+    "MAX_CONCURRENT_READS",
+    "MAX_EXPECT_CHARS",
+    "MAX_RESOLVED_ADDRESSES",
+    "MAX_SNAPSHOT_BYTES",
+    "MAX_SNAPSHOT_KEYS",
+    "AdminKey",
+    "AdminSnapshot",
+    "AdminTarget",
+    "Difference",
+    "DifferenceKind",
+    "FleetReport",
+    "FleetStatus",
+    "InstanceReading",
+    "KeyRoleName",
+    "SnapshotError",
+    "compare_fleet",
+    "parse_admin_snapshot",
+    "parse_expected_fingerprint",
+    "read_admin_token",
+    "read_snapshots",
+    "resolve_targets",
+]

@@ -1,0 +1,200 @@
+"""The async admin client: every instance's snapshot read at once, each within its own timeout and size bound.
+
+One ``httpx.AsyncClient`` per CA (proxies from the environment ignored: admin endpoints are addressed
+directly), redirects never followed, at most :data:`MAX_CONCURRENT_READS` requests in flight. A failure is an
+outcome, never an exception: each instance gets an :class:`InstanceReading` whose ``problem`` is fixed text
+(never the answer's content, never the token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import socket
+import ssl
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import httpx
+
+from soklet_core.files import DEFAULT_FLEET_TIMEOUT_SECONDS, KeyringFileError, read_regular_file
+
+from .snapshot import ADMIN_SNAPSHOT_PATH, MAX_SNAPSHOT_BYTES, AdminSnapshot, SnapshotError, parse_admin_snapshot
+
+__all__ = [
+    "MAX_CA_FILE_BYTES",
+    "MAX_CONCURRENT_READS",
+    "MAX_RESOLVED_ADDRESSES",
+    "AdminTarget",
+    "InstanceReading",
+    "read_snapshots",
+    "resolve_targets",
+]
+
+#: Most snapshot requests in flight at once (a fleet file lists up to 1,000 instances).
+MAX_CONCURRENT_READS: Final = 128
+#: Largest CA file read (PEM certificates), in bytes.
+MAX_CA_FILE_BYTES: Final = 1024 * 1024
+#: Most addresses ``--resolve`` checks for one name.
+MAX_RESOLVED_ADDRESSES: Final = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class AdminTarget:
+    """One admin endpoint to read: a display name, the admin base URL, the bearer token (never in ``repr``),
+    an optional CA file, the seconds it gets, and for an address found by ``--resolve`` over https, the name
+    its certificate is checked against."""
+
+    name: str
+    url: str
+    token: str = field(repr=False)
+    ca_file: str | None = None
+    timeout: float = DEFAULT_FLEET_TIMEOUT_SECONDS
+    server_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceReading:
+    """What one instance answered: its snapshot, or the problem (fixed text) that kept it from answering."""
+
+    name: str
+    url: str
+    snapshot: AdminSnapshot | None
+    problem: str | None = None
+    elapsed_ms: float = 0.0
+
+    @property
+    def reachable(self) -> bool:
+        """Whether a valid snapshot was read."""
+        return self.snapshot is not None
+
+
+async def read_snapshots(targets: Sequence[AdminTarget]) -> tuple[InstanceReading, ...]:
+    """Read every target's ``GET /v1/keyring`` concurrently; the readings come back in ``targets`` order."""
+    if not targets:
+        return ()
+    verifiers: dict[str | None, ssl.SSLContext | str] = {}
+    for path in sorted({target.ca_file for target in targets if target.ca_file is not None}):
+        verifiers[path] = await asyncio.to_thread(_ssl_context, path)
+    semaphore = asyncio.Semaphore(MAX_CONCURRENT_READS)
+    limits = httpx.Limits(max_connections=MAX_CONCURRENT_READS, max_keepalive_connections=0)
+    async with contextlib.AsyncExitStack() as stack:
+        clients: dict[str | None, httpx.AsyncClient] = {}
+        for ca_file in {target.ca_file for target in targets}:
+            verify = verifiers.get(ca_file, True) if ca_file is not None else True
+            if isinstance(verify, str):
+                continue
+            clients[ca_file] = await stack.enter_async_context(
+                httpx.AsyncClient(verify=verify, trust_env=False, follow_redirects=False, limits=limits)
+            )
+
+        async def one(target: AdminTarget) -> InstanceReading:
+            verifier = verifiers.get(target.ca_file)
+            if isinstance(verifier, str):
+                return InstanceReading(target.name, target.url, None, verifier)
+            async with semaphore:
+                return await _read(clients[target.ca_file], target)
+
+        return tuple(await asyncio.gather(*(one(target) for target in targets)))
+
+
+def _ssl_context(ca_file: str) -> ssl.SSLContext | str:
+    try:
+        pem = read_regular_file(ca_file, limit=MAX_CA_FILE_BYTES)
+        return ssl.create_default_context(cadata=pem.decode("ascii"))
+    except KeyringFileError as error:
+        return f"CA file: {error.reason.description}"
+    except (ssl.SSLError, UnicodeDecodeError, ValueError):
+        return "CA file: not PEM certificates"
+
+
+async def _read(client: httpx.AsyncClient, target: AdminTarget) -> InstanceReading:
+    started = time.perf_counter()
+
+    def reading(snapshot: AdminSnapshot | None, problem: str | None = None) -> InstanceReading:
+        return InstanceReading(target.name, target.url, snapshot, problem, (time.perf_counter() - started) * 1000)
+
+    headers = {"Authorization": f"Bearer {target.token}", "Accept": "application/json"}
+    extensions: dict[str, str] = {}
+    if target.server_name is not None:
+        headers["Host"] = target.server_name
+        extensions["sni_hostname"] = target.server_name
+    url = target.url.rstrip("/") + ADMIN_SNAPSHOT_PATH
+    try:
+        async with asyncio.timeout(target.timeout):
+            async with client.stream("GET", url, headers=headers, extensions=extensions) as response:
+                if response.status_code == 401:
+                    return reading(None, "HTTP 401: the admin token was refused")
+                if response.status_code != 200:
+                    return reading(None, f"HTTP {response.status_code}")
+                declared = response.headers.get("content-length")
+                if declared is not None and declared.isdigit() and int(declared) > MAX_SNAPSHOT_BYTES:
+                    return reading(None, f"the answer is larger than {MAX_SNAPSHOT_BYTES:,} bytes")
+                body = bytearray()
+                async for chunk in response.aiter_raw():
+                    body += chunk
+                    if len(body) > MAX_SNAPSHOT_BYTES:
+                        return reading(None, f"the answer is larger than {MAX_SNAPSHOT_BYTES:,} bytes")
+    except TimeoutError:
+        return reading(None, f"no answer within {target.timeout:g} s")
+    except httpx.ConnectError as error:
+        return reading(None, _connect_problem(error))
+    except httpx.HTTPError:
+        return reading(None, "the connection failed")
+    except ssl.SSLError:
+        return reading(None, "TLS failed")
+    try:
+        return reading(parse_admin_snapshot(bytes(body)))
+    except SnapshotError as error:
+        return reading(None, f"not a keyring snapshot ({error})")
+
+
+def _connect_problem(error: httpx.ConnectError) -> str:
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return "TLS: the certificate was not trusted"
+        if isinstance(cause, ssl.SSLError):
+            return "TLS failed"
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        cause = cause.__cause__ or cause.__context__
+    return "could not connect"
+
+
+async def resolve_targets(
+    host: str,
+    port: int,
+    *,
+    token: str,
+    scheme: str = "http",
+    timeout: float = DEFAULT_FLEET_TIMEOUT_SECONDS,
+    ca_file: str | None = None,
+) -> tuple[AdminTarget, ...]:
+    """One target per address ``host`` resolves to (``getaddrinfo`` in a worker thread, off the loop), in the
+    resolver's order without repeats: all pods behind a headless service. Over https the certificate is
+    checked against ``host``. Raises ``OSError`` when the name does not resolve."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    addresses = _unique(str(info[4][0]) for info in infos)[:MAX_RESOLVED_ADDRESSES]
+    targets = []
+    for address in addresses:
+        shown = f"[{address}]" if ipaddress.ip_address(address.split("%", 1)[0]).version == 6 else address
+        targets.append(
+            AdminTarget(
+                name=f"{shown}:{port}",
+                url=f"{scheme}://{shown}:{port}",
+                token=token,
+                ca_file=ca_file,
+                timeout=timeout,
+                server_name=host if scheme == "https" else None,
+            )
+        )
+    return tuple(targets)
+
+
+def _unique(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))

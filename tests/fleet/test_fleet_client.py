@@ -1,0 +1,118 @@
+"""The async admin client against real loopback sockets that misbehave as a real soklet serve cannot: an answer
+over the size bound, one that never comes, 401, a redirect, a non-snapshot. Each is an outcome with fixed text,
+never an exception, and never delays the other instances beyond their own timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from fleettest_snapshots import A, B, document, keyring
+
+from soklet_core.fleet import MAX_SNAPSHOT_BYTES, AdminTarget, InstanceReading, read_snapshots, resolve_targets
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+TOKEN = "fleet-test-token-0123456789"
+
+
+def _answer(status: str, body: bytes, *, length: int | None = None) -> Handler:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert f"authorization: Bearer {TOKEN}".encode() in head.lower().replace(b"bearer", b"Bearer")
+        size = len(body) if length is None else length
+        writer.write(f"HTTP/1.1 {status}\r\ncontent-length: {size}\r\nconnection: close\r\n\r\n".encode() + body)
+        await writer.drain()
+        writer.close()
+
+    return handle
+
+
+async def _silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await asyncio.sleep(30)
+
+
+async def _streaming(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    # No content-length: the body is cut off by reading, not by the declared size.
+    await reader.readuntil(b"\r\n\r\n")
+    writer.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n")
+    for _ in range(MAX_SNAPSHOT_BYTES // 65536 + 2):
+        writer.write(b" " * 65536)
+        await writer.drain()
+    writer.close()
+
+
+async def _serve(handler: Handler) -> tuple[asyncio.Server, str]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}"
+
+
+@contextlib.asynccontextmanager
+async def _servers() -> AsyncIterator[dict[str, str]]:
+    good = json.dumps(document(keyring(A, B), "good")).encode()
+    handlers: dict[str, Handler] = {
+        "good": _answer("200 OK", good),
+        "unauthorized": _answer("401 Unauthorized", b""),
+        "redirect": _answer("302 Found", b""),
+        "declared-large": _answer("200 OK", b"", length=MAX_SNAPSHOT_BYTES + 1),
+        "streamed-large": _streaming,
+        "not-json": _answer("200 OK", b"<html>hunter2</html>"),
+        "silent": _silent,
+    }
+    started = {name: await _serve(handler) for name, handler in handlers.items()}
+    yield {name: url for name, (_, url) in started.items()}
+    for server, _ in started.values():
+        server.close()
+
+
+def test_each_failure_is_an_outcome_with_fixed_text() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+    async def scenario() -> tuple[list[AdminTarget], tuple[InstanceReading, ...]]:
+        async with _servers() as servers:
+            targets = [AdminTarget(name, url, TOKEN, timeout=1.0) for name, url in servers.items()]
+            targets.append(AdminTarget("closed", closed, TOKEN, timeout=1.0))
+            return targets, await read_snapshots(targets)
+
+    started = time.monotonic()
+    targets, answers = asyncio.run(scenario())
+    readings = {reading.name: reading for reading in answers}
+    # Concurrent: the silent instance costs its own timeout once, not once per instance.
+    assert time.monotonic() - started < 5
+    assert readings["good"].snapshot is not None
+    assert readings["good"].snapshot.instance == "good"
+    assert readings["unauthorized"].problem == "HTTP 401: the admin token was refused"
+    assert readings["redirect"].problem == "HTTP 302"
+    assert readings["declared-large"].problem == f"the answer is larger than {MAX_SNAPSHOT_BYTES:,} bytes"
+    assert readings["streamed-large"].problem == f"the answer is larger than {MAX_SNAPSHOT_BYTES:,} bytes"
+    assert readings["not-json"].problem is not None
+    assert readings["not-json"].problem.startswith("not a keyring snapshot")
+    assert "hunter2" not in readings["not-json"].problem
+    assert readings["silent"].problem == "no answer within 1 s"
+    assert readings["closed"].problem == "connection refused"
+    assert TOKEN not in repr(targets[0])
+
+
+def test_a_missing_ca_file_is_a_reading_problem() -> None:
+    target = AdminTarget("x", "https://127.0.0.1:1", TOKEN, ca_file="/nonexistent/ca.pem")
+    (reading,) = asyncio.run(read_snapshots([target]))
+    assert reading.problem == "CA file: no such file"
+
+
+def test_resolve_localhost_gives_every_address() -> None:
+    targets = asyncio.run(resolve_targets("localhost", 9001, token=TOKEN))
+    urls = [target.url for target in targets]
+    assert "http://127.0.0.1:9001" in urls
+    assert len(urls) == len(set(urls))
+    assert all(url in ("http://127.0.0.1:9001", "http://[::1]:9001") for url in urls)
+    secure = asyncio.run(resolve_targets("localhost", 9443, token=TOKEN, scheme="https"))
+    assert all(target.server_name == "localhost" for target in secure)
+    with pytest.raises(socket.gaierror):
+        asyncio.run(resolve_targets("no-such-host.invalid", 9001, token=TOKEN))
