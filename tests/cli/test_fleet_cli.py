@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import Soklet
 
-from soklet_core.files import read_keyring_file
+from soklet_core.files import MAX_FLEET_INSTANCES, read_keyring_file
 from soklet_core.keys import FingerprintComparison, ProtectionKey
 
 pytestmark = pytest.mark.slow
@@ -281,3 +281,17 @@ def test_help_has_examples_and_exit_codes(check: Soklet) -> None:
     assert "Examples" in result.stdout
     assert "Exit codes: 0 converged" in result.stdout
     assert ProtectionKey.__name__ not in result.stdout
+
+
+def test_limits_on_the_command_line(check: Soklet) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+        result = check.run("fleet", "check", "--token-file", "token", "--timeout", "300", closed)
+        assert result.returncode == 3
+        assert "connection refused" in result.stdout
+        urls = [f"{closed}/{index}" for index in range(MAX_FLEET_INSTANCES)]
+        assert check.run("fleet", "check", "--token-file", "token", "--timeout", "0.5", *urls).returncode == 3
+        result = check.run("fleet", "check", "--token-file", "token", *urls, f"{closed}/one-more")
+        assert result.returncode == 2
+        assert f"at most {MAX_FLEET_INSTANCES:,} URLs" in result.stderr

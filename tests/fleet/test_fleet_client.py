@@ -10,11 +10,20 @@ import json
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
 from fleettest_snapshots import A, B, document, keyring
 
-from soklet_core.fleet import MAX_SNAPSHOT_BYTES, AdminTarget, InstanceReading, read_snapshots, resolve_targets
+from soklet_core.fleet import (
+    MAX_CA_FILE_BYTES,
+    MAX_CONCURRENT_READS,
+    MAX_SNAPSHOT_BYTES,
+    AdminTarget,
+    InstanceReading,
+    read_snapshots,
+    resolve_targets,
+)
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 TOKEN = "fleet-test-token-0123456789"
@@ -47,7 +56,8 @@ async def _streaming(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
 
 
 async def _serve(handler: Handler) -> tuple[asyncio.Server, str]:
-    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    # A backlog above MAX_CONCURRENT_READS: asyncio's default (100) would cap what the test can see in flight.
+    server = await asyncio.start_server(handler, "127.0.0.1", 0, backlog=512)
     port = server.sockets[0].getsockname()[1]
     return server, f"http://127.0.0.1:{port}"
 
@@ -116,3 +126,42 @@ def test_resolve_localhost_gives_every_address() -> None:
     assert all(target.server_name == "localhost" for target in secure)
     with pytest.raises(socket.gaierror):
         asyncio.run(resolve_targets("no-such-host.invalid", 9001, token=TOKEN))
+
+
+def test_at_most_max_concurrent_reads_in_flight() -> None:
+    body = json.dumps(document(keyring(A, B), "good")).encode()
+    peak = 0
+    open_now = 0
+
+    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal peak, open_now
+        open_now += 1
+        peak = max(peak, open_now)
+        await reader.readuntil(b"\r\n\r\n")
+        await asyncio.sleep(0.3)
+        open_now -= 1
+        writer.write(f"HTTP/1.1 200 OK\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
+        await writer.drain()
+        writer.close()
+
+    async def scenario() -> tuple[InstanceReading, ...]:
+        server, url = await _serve(slow)
+        try:
+            targets = [AdminTarget(f"i{index}", url, TOKEN, timeout=30) for index in range(MAX_CONCURRENT_READS + 2)]
+            return await read_snapshots(targets)
+        finally:
+            server.close()
+
+    readings = asyncio.run(scenario())
+    assert all(reading.reachable for reading in readings)
+    assert peak == MAX_CONCURRENT_READS
+
+
+def test_ca_file_size_limit(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(b"-" * (MAX_CA_FILE_BYTES + 1))
+    (reading,) = asyncio.run(read_snapshots([AdminTarget("x", "https://127.0.0.1:1", TOKEN, ca_file=str(ca))]))
+    assert reading.problem == "CA file: the file is larger than soklet reads"
+    ca.write_bytes(b"-" * MAX_CA_FILE_BYTES)
+    (reading,) = asyncio.run(read_snapshots([AdminTarget("x", "https://127.0.0.1:1", TOKEN, ca_file=str(ca))]))
+    assert reading.problem == "CA file: not PEM certificates"
