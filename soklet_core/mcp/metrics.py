@@ -201,10 +201,15 @@ class ServerMetrics:
     ) -> None:
         """Publish ``snapshot``: generation, fingerprint, and each key's last use (epoch ms; ``None`` never used).
 
-        Keys no longer in the keyring, and keys never used, have no last-use series. Mapping entries for ids the
-        snapshot does not hold are ignored, so the key-id label set stays bounded by the keyring.
+        Last use comes from the mappings when given, else from the snapshot's own ``key_use`` (what the live
+        keyring manager records). Keys no longer in the keyring, and keys never used, have no last-use series.
+        Entries for ids the snapshot does not hold are ignored, so the key-id label set stays bounded by the keyring.
         """
         key_ids = [entry.key_id for entry in snapshot.check_values]
+        if last_sealed_ms is None:
+            last_sealed_ms = {use.key_id: use.last_sealed_ms for use in snapshot.key_use}
+        if last_opened_ms is None:
+            last_opened_ms = {use.key_id: use.last_opened_ms for use in snapshot.key_use}
         fingerprint = snapshot.fingerprint
         with self._keyring_lock:
             self._generation.set(snapshot.generation)
@@ -213,7 +218,7 @@ class ServerMetrics:
             for gauge, times in ((self._last_sealed, last_sealed_ms), (self._last_opened, last_opened_ms)):
                 gauge.clear()
                 for key_id in key_ids:
-                    seconds = _seconds((times or {}).get(key_id))
+                    seconds = _seconds(times.get(key_id))
                     if seconds is not None:
                         gauge.labels(key_id).set(seconds)
 

@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from soklet_core import __version__
 from soklet_core.keys import KeyringSnapshot, ProtectionKey, ProtectionKeyring
+from soklet_core.keys.snapshot import KeyUse
 from soklet_core.mcp.metrics import (
     METRICS_CONTENT_TYPE,
     REQUEST_OUTCOMES,
@@ -197,3 +198,19 @@ def test_every_metric_and_outcome_is_documented_in_fleet_md() -> None:
         assert f"`{family}{suffix}`" in doc, family
     for outcome in REQUEST_OUTCOMES:
         assert f"`{outcome}`" in doc, outcome
+
+
+def test_observe_keyring_reads_last_use_from_the_snapshot_when_not_given() -> None:
+    metrics = ServerMetrics(instance="a")
+    keyring = ProtectionKeyring.with_active_key(ACTIVE).build().with_staged(STAGED)
+    uses = (KeyUse("k-active", 3_000, 4_000), KeyUse("k-staged", None, None), KeyUse("gone", 1, 1))
+    metrics.observe_keyring(KeyringSnapshot.of(keyring, 2, key_use=uses))
+    assert value(metrics, "soklet_key_last_sealed_timestamp_seconds", key_id="k-active") == 3
+    assert value(metrics, "soklet_key_last_opened_timestamp_seconds", key_id="k-active") == 4
+    assert value(metrics, "soklet_key_last_sealed_timestamp_seconds", key_id="k-staged") is None
+    assert b"gone" not in metrics.render()[0]
+    # Explicit mappings win over the snapshot's record.
+    metrics.observe_keyring(KeyringSnapshot.of(keyring, 2, key_use=uses), last_sealed_ms={"k-staged": 9_000})
+    assert value(metrics, "soklet_key_last_sealed_timestamp_seconds", key_id="k-staged") == 9
+    assert value(metrics, "soklet_key_last_sealed_timestamp_seconds", key_id="k-active") is None
+    assert value(metrics, "soklet_key_last_opened_timestamp_seconds", key_id="k-active") == 4

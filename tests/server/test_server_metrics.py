@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -45,6 +46,7 @@ def test_counters_follow_input_required_retry_tamper_and_seal_refusal() -> None:
     metrics = ServerMetrics(instance="metrics-test")
     server = build(metrics)
     assert server.metrics is metrics
+    started = time.time()
     with running(server) as url:
         client = Client(url)
         first = client.call("probe", {}, capabilities=FORM_CAPS)
@@ -71,6 +73,7 @@ def test_counters_follow_input_required_retry_tamper_and_seal_refusal() -> None:
         )
         assert notification.status_code == 202
         client.close()
+    finished = time.time()
     # build() made the metrics read the server's live keyring at every render.
     samples = parsed(metrics)
     requests = "soklet_mcp_requests_total"
@@ -89,6 +92,10 @@ def test_counters_follow_input_required_retry_tamper_and_seal_refusal() -> None:
     fingerprint = KEYRING.fingerprint()
     info = {"version": "2", "profile": fingerprint.profile, "value": fingerprint.value}
     assert get(samples, "soklet_keyring_fingerprint_info", **info) == 1
+    for use in ("sealed", "opened"):
+        last = get(samples, f"soklet_key_last_{use}_timestamp_seconds", key_id="metrics-key")
+        assert last is not None, use
+        assert started - 0.01 <= last <= finished + 0.01, (use, last)  # epoch ms, truncated
 
     body = metrics.render()[0]
     for raw in (b"zz-unregistered", b"weird-method", b"zz-not-the-path", b"zz/notified", tampered.encode()[:20]):
