@@ -88,7 +88,10 @@ async def read_snapshots(targets: Sequence[AdminTarget]) -> tuple[InstanceReadin
             if isinstance(verify, str):
                 continue
             clients[ca_file] = await stack.enter_async_context(
-                httpx.AsyncClient(verify=verify, trust_env=False, follow_redirects=False, limits=limits)
+                # No httpx timeout (its default is 5 s per phase): each target's own timeout bounds its whole read.
+                httpx.AsyncClient(
+                    verify=verify, trust_env=False, follow_redirects=False, limits=limits, timeout=httpx.Timeout(None)
+                )
             )
 
         async def one(target: AdminTarget) -> InstanceReading:
@@ -117,7 +120,8 @@ async def _read(client: httpx.AsyncClient, target: AdminTarget) -> InstanceReadi
     def reading(snapshot: AdminSnapshot | None, problem: str | None = None) -> InstanceReading:
         return InstanceReading(target.name, target.url, snapshot, problem, (time.perf_counter() - started) * 1000)
 
-    headers = {"Authorization": f"Bearer {target.token}", "Accept": "application/json"}
+    # identity: the body is bounded as it arrives, and a compressed one could expand far beyond the bound.
+    headers = {"Authorization": f"Bearer {target.token}", "Accept": "application/json", "Accept-Encoding": "identity"}
     extensions: dict[str, str] = {}
     if target.server_name is not None:
         headers["Host"] = target.server_name
@@ -130,6 +134,8 @@ async def _read(client: httpx.AsyncClient, target: AdminTarget) -> InstanceReadi
                     return reading(None, "HTTP 401: the admin token was refused")
                 if response.status_code != 200:
                     return reading(None, f"HTTP {response.status_code}")
+                if response.headers.get("content-encoding", "identity").lower() != "identity":
+                    return reading(None, "the answer is compressed (identity was asked for)")
                 declared = response.headers.get("content-length")
                 if declared is not None and declared.isdigit() and int(declared) > MAX_SNAPSHOT_BYTES:
                     return reading(None, f"the answer is larger than {MAX_SNAPSHOT_BYTES:,} bytes")
@@ -138,7 +144,7 @@ async def _read(client: httpx.AsyncClient, target: AdminTarget) -> InstanceReadi
                     body += chunk
                     if len(body) > MAX_SNAPSHOT_BYTES:
                         return reading(None, f"the answer is larger than {MAX_SNAPSHOT_BYTES:,} bytes")
-    except TimeoutError:
+    except (TimeoutError, httpx.TimeoutException):
         return reading(None, f"no answer within {target.timeout:g} s")
     except httpx.ConnectError as error:
         return reading(None, _connect_problem(error))

@@ -29,12 +29,15 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 TOKEN = "fleet-test-token-0123456789"
 
 
-def _answer(status: str, body: bytes, *, length: int | None = None) -> Handler:
+def _answer(status: str, body: bytes, *, length: int | None = None, extra: str = "", delay: float = 0) -> Handler:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         assert f"authorization: Bearer {TOKEN}".encode() in head.lower().replace(b"bearer", b"Bearer")
+        assert b"accept-encoding: identity" in head.lower()
+        await asyncio.sleep(delay)
         size = len(body) if length is None else length
-        writer.write(f"HTTP/1.1 {status}\r\ncontent-length: {size}\r\nconnection: close\r\n\r\n".encode() + body)
+        fields = f"content-length: {size}\r\n{extra}connection: close\r\n\r\n"
+        writer.write(f"HTTP/1.1 {status}\r\n{fields}".encode() + body)
         await writer.drain()
         writer.close()
 
@@ -72,6 +75,7 @@ async def _servers() -> AsyncIterator[dict[str, str]]:
         "declared-large": _answer("200 OK", b"", length=MAX_SNAPSHOT_BYTES + 1),
         "streamed-large": _streaming,
         "not-json": _answer("200 OK", b"<html>hunter2</html>"),
+        "compressed": _answer("200 OK", good, extra="content-encoding: gzip\r\n"),
         "silent": _silent,
     }
     started = {name: await _serve(handler) for name, handler in handlers.items()}
@@ -107,6 +111,7 @@ def test_each_failure_is_an_outcome_with_fixed_text() -> None:
     assert "hunter2" not in readings["not-json"].problem
     assert readings["silent"].problem == "no answer within 1 s"
     assert readings["closed"].problem == "connection refused"
+    assert readings["compressed"].problem == "the answer is compressed (identity was asked for)"
     assert TOKEN not in repr(targets[0])
 
 
@@ -165,3 +170,18 @@ def test_ca_file_size_limit(tmp_path: Path) -> None:
     ca.write_bytes(b"-" * MAX_CA_FILE_BYTES)
     (reading,) = asyncio.run(read_snapshots([AdminTarget("x", "https://127.0.0.1:1", TOKEN, ca_file=str(ca))]))
     assert reading.problem == "CA file: not PEM certificates"
+
+
+def test_an_answer_slower_than_httpx_default_but_within_the_timeout_is_read() -> None:
+    good = json.dumps(document(keyring(A, B), "slow")).encode()
+
+    async def scenario() -> tuple[InstanceReading, ...]:
+        # httpx's own default timeout is 5 s; the target's timeout (8 s) is the one that counts.
+        server, url = await _serve(_answer("200 OK", good, delay=5.5))
+        try:
+            return await read_snapshots([AdminTarget("slow", url, TOKEN, timeout=8)])
+        finally:
+            server.close()
+
+    (reading,) = asyncio.run(scenario())
+    assert reading.reachable, reading.problem
