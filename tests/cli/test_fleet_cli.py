@@ -295,3 +295,68 @@ def test_limits_on_the_command_line(check: Soklet) -> None:
         result = check.run("fleet", "check", "--token-file", "token", *urls, f"{closed}/one-more")
         assert result.returncode == 2
         assert f"at most {MAX_FLEET_INSTANCES:,} URLs" in result.stderr
+
+
+def _certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed CA certificate for localhost and 127.0.0.1, and its key (0600)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName(names), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "admin.pem", folder / "admin.key"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    key_path.chmod(0o600)
+    return cert_path, key_path
+
+
+def test_https_with_a_ca_file_and_resolve_over_tls(check: Soklet, fleet: dict[str, Served], tmp_path: Path) -> None:
+    cert, key = _certificate(tmp_path)
+    shutil.copy2(fleet["a"].keyring, tmp_path / "tls.toml")
+    (tmp_path / "token").write_text(f"ops:{TOKEN}\n")
+    (tmp_path / "token").chmod(0o600)
+    served = Served(tmp_path, "tls", tmp_path / "tls.toml", "--admin-tls-cert", str(cert), "--admin-tls-key", str(key))
+    try:
+        assert served.url.startswith("https://127.0.0.1:")
+        result = check.run(
+            "fleet", "check", "--token-file", "token", "--ca-file", str(cert), served.url, fleet["a"].url
+        )
+        assert result.returncode == 0, result.output
+        result = check.run("fleet", "check", "--token-file", "token", served.url)
+        assert result.returncode == 3
+        assert "TLS: the certificate was not trusted" in result.stdout
+        # --resolve over https: each address is reached directly, the certificate checked against the name.
+        port = served.url.rsplit(":", 1)[1]
+        resolve = ("--resolve", f"https://localhost:{port}", "--ca-file", str(cert), "--json")
+        document = json.loads(check.run("fleet", "check", "--token-file", "token", *resolve).stdout)
+        rows = {instance["name"]: instance for instance in document["instances"]}
+        assert rows[f"127.0.0.1:{port}"]["reachable"] is True, rows
+        # A fleet file's ca_file, relative to the file.
+        shutil.copy2(cert, check.cwd / "ca.pem")
+        defaults = '[defaults]\nadmin_token_file = "token"\nca_file = "ca.pem"\n\n'
+        (check.cwd / "tls.toml").write_text(f'{defaults}[[instances]]\nname = "tls"\nurl = "{served.url}"\n')
+        assert check.run("fleet", "check", "--fleet", "tls.toml").returncode == 0
+    finally:
+        served.stop()
