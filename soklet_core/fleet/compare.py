@@ -180,14 +180,14 @@ def compare_fleet(readings: Sequence[InstanceReading], *, expect: Fingerprint | 
         comparisons = [(name, expect.compare(snapshot.fingerprint)) for name, snapshot in answered]
         if any(outcome is FingerprintComparison.INCOMPARABLE for _, outcome in comparisons):
             incomparable = True
-        others = [name for name, outcome in comparisons if outcome is not FingerprintComparison.EQUAL]
+        others = {name for name, outcome in comparisons if outcome is not FingerprintComparison.EQUAL}
         if others:
             diverged = True
             differences.append(
                 Difference(
                     DifferenceKind.NOT_EXPECTED,
                     None,
-                    _grouped((name, str(snapshot.fingerprint)) for name, snapshot in answered if name in set(others)),
+                    _grouped((name, str(snapshot.fingerprint)) for name, snapshot in answered if name in others),
                 )
             )
     if len(answered) < len(readings):
