@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import shlex
 import stat
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import typer
 from rich.table import Table
@@ -25,6 +28,21 @@ from soklet_core.files import (
     read_secret_file,
     update_keyring_file,
     utc_now,
+)
+from soklet_core.fleet import (
+    RECORD_SUFFIX,
+    AdminTarget,
+    FleetStatus,
+    RecordError,
+    RotationAbort,
+    RotationRecord,
+    RotationStep,
+    compare_fleet,
+    default_record_path,
+    read_record,
+    read_snapshots,
+    rotate_fleet,
+    write_record,
 )
 from soklet_core.keys import (
     DEFAULT_KEY_MATERIAL_BYTES,
@@ -41,8 +59,11 @@ from soklet_core.keys import (
     printable_name,
 )
 
-from ._common import check_duration, file_error_text, parse_duration, shown_path
+from ._common import check_duration, file_error_text, parse_duration, parse_file, shown_path
 from .exit_codes import ExitCode
+
+# The fleet file is read by fleet check's own reader (one home for tokens, CA files and timeouts).
+from .fleet import _targets
 from .keyring_path import (
     DEFAULT_KEYRING_FILE,
     InsecureOption,
@@ -111,11 +132,11 @@ BytesOption = Annotated[
 KeyIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The key's id.")]
 
 
-def _unique_id(requested: str | None, keyring: ProtectionKeyring | None, today: datetime) -> str:
+def _unique_id(requested: str | None, keyring: ProtectionKeyring | Iterable[str] | None, today: datetime) -> str:
     if requested is not None:
         return requested
     base = today.strftime("%Y-%m-%d")
-    taken = set(keyring.key_ids) if keyring is not None else set()
+    taken = set(keyring.key_ids if isinstance(keyring, ProtectionKeyring) else keyring or ())
     candidate, counter = base, 1
     while candidate in taken:
         counter += 1
@@ -488,13 +509,56 @@ def rotate(
     ] = DEFAULT_STATE_LIFETIME,
     keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
-    as_json: JsonOption = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document (with --fleet: one JSON event per line).")
+    ] = False,
+    fleet: Annotated[
+        Path | None,
+        typer.Option(
+            "--fleet",
+            metavar="FILE",
+            parser=parse_file,
+            help="Rotate every instance of this fleet file through their admin APIs (see docs/fleet.md).",
+        ),
+    ] = None,
+    key_file: Annotated[
+        Path | None,
+        typer.Option("--key-file", metavar="PATH", help="With --fleet: the new key's base64url material (0600 file)."),
+    ] = None,
+    generate: Annotated[
+        bool, typer.Option("--generate", help="With --fleet: generate the new key (CSPRNG, --bytes).")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="With --fleet: do not ask for confirmation.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="With --fleet: print the plan and change nothing.")
+    ] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="With --fleet: finish the rotation the record file describes.")
+    ] = False,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            metavar="FILE",
+            parser=parse_file,
+            help=f"With --fleet: the rotation record (default: the fleet file's path + {RECORD_SUFFIX}).",
+        ),
+    ] = None,
 ) -> None:
-    """Generate a key, stage it and activate it in one atomic change of one keyring file.
+    """Generate a key, stage it and activate it in one atomic change of one keyring file; or, with --fleet,
+    rotate every instance of a fleet step by step.
 
     Prints the former active key and the earliest time it may be removed: now plus the maximum request-state
-    lifetime. For a fleet, stage the same key on every instance first (**keys stage**), compare
-    fingerprints, then **keys activate** everywhere; rotate is the single-instance shortcut.
+    lifetime.
+
+    **With --fleet FILE** the spec's steps run with a check between each: stage the identical key on every
+    instance; verify v2 convergence (abort before activation on any divergence, unreachable instance or v1/mixed
+    fingerprints); activate everywhere; verify; wait the longest max_state_lifetime_ms any instance reports,
+    from the moment the last instance activated, and until no instance holds a reservation on the former key;
+    remove the former key everywhere; verify. Each step is recorded in a 0600 record file, so an interrupted
+    rotation finishes with **--resume**. A generated key's material stays in the record only until every
+    instance holds it; a --key-file key is never written there: a resume that must stage again needs the same
+    --key-file. Material is sent only in the stage request's body and never printed.
 
     **Examples**
 
@@ -502,9 +566,25 @@ def rotate(
 
       soklet keys rotate --id 2026-09 --state-lifetime 30m --json
 
-    **Exit codes**: 0 rotated; 1 refused (the id is taken); 2 usage; 3 the keyring file could not be read
-    or written.
+      soklet keys rotate --fleet fleet.toml --generate --dry-run
+
+      soklet keys rotate --fleet fleet.toml --key-file /run/secrets/new-key --id 2026-09 --yes
+
+      soklet keys rotate --fleet fleet.toml --resume --yes --json
+
+    **Exit codes**: 0 rotated (with --dry-run: the plan can start); 1 refused (the id is taken; with --fleet:
+    the fleet diverged, an instance refused a change, or an unfinished rotation's record is in the way); 2 usage
+    (with --fleet: also no --yes while standard input is not a terminal); 3 the keyring file could not be read or
+    written (with --fleet: an instance is unreachable, fingerprints are v1 or of mixed versions, or the record
+    file is unusable).
     """
+    if fleet is not None:
+        if state_lifetime != DEFAULT_STATE_LIFETIME:
+            fail("--state-lifetime does not apply with --fleet: the instances report their own", ExitCode.USAGE)
+        _rotate_fleet(fleet, key_id, size, key_file, generate, yes, dry_run, resume, record, allow_insecure, as_json)
+        return
+    if key_file is not None or generate or yes or dry_run or resume or record is not None:
+        fail("--key-file, --generate, --yes, --dry-run, --resume and --record need --fleet FILE", ExitCode.USAGE)
     lifetime = parse_duration(state_lifetime)
     path = resolve_keyring_path(keyring)
     rotated: list[ProtectionKey] = []
@@ -628,3 +708,250 @@ def _protect_stdout() -> None:
             f"owner-only ({error.strerror or 'I/O error'}); use --output FILE",
             ExitCode.IO,
         )
+
+
+# ------------------------------------------------------------------------------------------ keys rotate --fleet
+
+_FLEET_EXIT: Final = {
+    FleetStatus.CONVERGED: ExitCode.OK,
+    FleetStatus.DIVERGED: ExitCode.REFUSED,
+    FleetStatus.UNREACHABLE: ExitCode.IO,
+    FleetStatus.INCOMPARABLE: ExitCode.IO,
+}
+#: Seconds between two "waiting" lines when the output is not a terminal.
+_WAIT_LINE_SECONDS: Final = 10.0
+
+
+def _rotate_fleet(
+    fleet: Path,
+    key_id: str | None,
+    size: int,
+    key_file: Path | None,
+    generate: bool,
+    yes: bool,
+    dry_run: bool,
+    resume: bool,
+    record_option: Path | None,
+    allow_insecure: bool,
+    as_json: bool,
+) -> None:
+    if key_file is not None and generate:
+        fail("give --key-file PATH or --generate, not both", ExitCode.USAGE)
+    if not (yes or dry_run) and not sys.stdin.isatty():
+        # Refused before any instance is contacted: a script must say --yes.
+        fail("standard input is not a terminal: give --yes to rotate the fleet (or --dry-run)", ExitCode.USAGE)
+    record_path = record_option if record_option is not None else default_record_path(fleet)
+    targets = _targets([], fleet, None, None, None, None, None)
+    names = tuple(target.name for target in targets)
+    emit = _event_printer(as_json)
+    if resume:
+        if generate:
+            fail("--resume continues with the recorded key: --generate does not apply", ExitCode.USAGE)
+        if not record_path.exists():
+            fail(f"--resume: no rotation record at {shown_path(record_path)}", ExitCode.USAGE)
+        state = _read_record(record_path)
+        if key_id is not None and key_id != state.new_key:
+            fail("--resume: --id differs from the recorded new key", ExitCode.USAGE)
+        if state.instances != names:
+            fail("--resume: the fleet file lists other instances than the record", ExitCode.REFUSED)
+        key = None
+        if key_file is not None:
+            key = ProtectionKey.from_id_and_bytes(state.new_key, _material_from(key_file, None, False, allow_insecure))
+            if key.check_value_text != state.check_value:
+                fail(
+                    "--key-file holds other material than the recorded new key (check values differ)", ExitCode.REFUSED
+                )
+        if key is None and state.material is None and state.step < RotationStep.VERIFY_STAGED:
+            lacking = _lacking(targets, state)
+            if lacking:
+                fail(
+                    f"--resume: key {state.new_key} is still to be staged on {', '.join(lacking)}: "
+                    "give the same --key-file again",
+                    ExitCode.USAGE,
+                )
+        if state.finished:
+            emit({"event": "finished", "step": state.step.label, "new_key": state.new_key})
+            return
+    else:
+        if key_file is None and not generate:
+            fail("give the new key with --key-file PATH or --generate (or --resume a rotation)", ExitCode.USAGE)
+        if record_path.exists():
+            previous = _read_record(record_path)
+            if not previous.finished:
+                fail(
+                    f"a rotation is unfinished (step {previous.step.label} done) per {shown_path(record_path)}: "
+                    "finish it with --resume",
+                    ExitCode.REFUSED,
+                )
+        report = compare_fleet(asyncio.run(read_snapshots(targets)))
+        if report.status is not FleetStatus.CONVERGED:
+            emit(
+                {
+                    "event": "abort",
+                    "step": "preflight",
+                    "status": report.status.value,
+                    "message": f"the fleet is {report.status.value} before the rotation",
+                    "differences": [difference.to_json() for difference in report.differences],
+                    "details": [difference.describe() for difference in report.differences]
+                    + [f"{printable_name(r.name)}: {r.problem}" for r in report.unreachable],
+                    "unreachable": [{"name": r.name, "problem": r.problem} for r in report.unreachable],
+                }
+            )
+            raise typer.Exit(int(_FLEET_EXIT[report.status]))
+        snapshots = [reading.snapshot for reading in report.readings if reading.snapshot is not None]
+        former = snapshots[0].active
+        new_id = _unique_id(key_id, {key.id for snapshot in snapshots for key in snapshot.keys}, utc_now())
+        if new_id == former:
+            fail(f"key {new_id} is already the active key", ExitCode.REFUSED)
+        if key_file is not None:
+            key = ProtectionKey.from_id_and_bytes(new_id, _material_from(key_file, None, False, allow_insecure))
+        else:
+            key = ProtectionKey.generate(new_id, size)
+        state = RotationRecord(
+            names,
+            new_id,
+            former,
+            key.check_value_text,
+            material=encode_base64url(key.material) if generate else None,
+        )
+    emit(_plan(state, fleet, record_path, dry_run))
+    if dry_run:
+        return
+    _confirm(yes, state)
+    if not resume:
+        try:
+            write_record(record_path, state)
+        except KeyringFileError as error:
+            fail(file_error_text(error), ExitCode.IO)
+    try:
+        finished = asyncio.run(rotate_fleet(targets, state, record_path, key=key, emit=emit))
+    except RotationAbort as abort:
+        emit(
+            {
+                "event": "abort",
+                "status": abort.status.value,
+                "message": abort.message,
+                "differences": [d.to_json() for d in abort.report.differences] if abort.report else [],
+                "details": [d.describe() for d in abort.report.differences] if abort.report else [],
+                "record": str(record_path),
+            }
+        )
+        raise typer.Exit(int(_FLEET_EXIT[abort.status])) from None
+    except KeyringFileError as error:
+        fail(file_error_text(error), ExitCode.IO)
+    emit(
+        {
+            "event": "finished",
+            "step": finished.step.label,
+            "new_key": finished.new_key,
+            "removed": finished.former_key,
+            "record": str(record_path),
+        }
+    )
+
+
+def _lacking(targets: list[AdminTarget], state: RotationRecord) -> list[str]:
+    # The instances that answer without the recorded key (absent or other bytes); an unreachable one is left for
+    # the stage step to report.
+    readings = asyncio.run(read_snapshots(targets))
+    lacking = []
+    for reading in readings:
+        held = reading.snapshot.key(state.new_key) if reading.snapshot is not None else None
+        if reading.snapshot is not None and (held is None or held.check_value != state.check_value):
+            lacking.append(printable_name(reading.name))
+    return lacking
+
+
+def _read_record(path: Path) -> RotationRecord:
+    try:
+        return read_record(path)
+    except KeyringFileError as error:
+        fail(file_error_text(error), ExitCode.IO)
+    except RecordError as error:
+        fail(f"{shown_path(path)}: {error}", ExitCode.IO)
+
+
+def _plan(state: RotationRecord, fleet: Path, record_path: Path, dry_run: bool) -> dict[str, Any]:
+    remaining = [step.label for step in RotationStep if step > state.step]
+    return {
+        "event": "plan",
+        "dry_run": dry_run,
+        "fleet": str(fleet),
+        "record": str(record_path),
+        "instances": list(state.instances),
+        "new_key": state.new_key,
+        "check_value": state.check_value,
+        "former_key": state.former_key,
+        "done": state.step.label,
+        "steps": remaining,
+    }
+
+
+def _confirm(yes: bool, state: RotationRecord) -> None:
+    if yes:
+        return
+    question = f"Rotate {len(state.instances)} instances to key {state.new_key} and remove {state.former_key}?"
+    if not typer.confirm(question, default=False):
+        fail("not confirmed; nothing changed", ExitCode.USAGE)
+
+
+def _event_printer(as_json: bool) -> Callable[[dict[str, Any]], None]:
+    if as_json:
+
+        def print_json(event: dict[str, Any]) -> None:
+            sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+
+        return print_json
+    last_wait = [float("-inf")]
+
+    def print_text(event: dict[str, Any]) -> None:
+        if event["event"] == "waiting":
+            # A terminal or a log gets a line every few seconds, and the last one.
+            now = time.monotonic()
+            last = event["remaining_ms"] == 0 and not event["reserved_on"]
+            if now - last_wait[0] < _WAIT_LINE_SECONDS and not last:
+                return
+            last_wait[0] = now
+        for line in _event_lines(event):
+            _say(line)
+
+    return print_text
+
+
+def _event_lines(event: dict[str, Any]) -> list[str]:
+    kind = event["event"]
+    if kind == "plan":
+        title = "plan (dry run: nothing changes)" if event["dry_run"] else "plan"
+        instances = ", ".join(printable_name(name) for name in event["instances"])
+        steps = ", ".join(event["steps"]) or "every step is done"
+        return [
+            f"{title}: rotate {len(event['instances'])} instances ({instances})",
+            f"  new key {event['new_key']} (check {event['check_value'][:8]}), former key {event['former_key']}",
+            f"  steps: {steps}",
+            f"  record: {shown_path(event['record'])}",
+        ]
+    if kind == "step":
+        return [f"step {event['step']}"]
+    if kind == "instance":
+        outcome = "ok" if event["ok"] else f"failed: {event['problem']}"
+        return [f"  {printable_name(event['instance'])}: {outcome}"]
+    if kind == "verified":
+        fingerprint = event["fingerprint"]
+        shown = f" (fingerprint v{fingerprint['version']}:{fingerprint['value']})" if fingerprint else ""
+        return [f"  fleet {event['status']}{shown}"]
+    if kind == "waiting":
+        reserved = event["reserved_on"]
+        held = f"; reservations on the former key: {', '.join(reserved)}" if reserved else ""
+        left, total = event["remaining_ms"] / 1000, event["wait_ms"] / 1000
+        return [f"  waiting: {left:.0f} s of {total:.0f} s left{held}"]
+    if kind == "abort":
+        lines = [f"aborted: {event['message']}"]
+        lines += [f"  - {text}" for text in event.get("details", [])]
+        if event.get("record"):
+            lines.append("the record is kept: finish with soklet keys rotate --fleet FILE --resume")
+        return lines
+    if kind == "finished":
+        removed = f", {event['removed']} removed everywhere" if event.get("removed") else ""
+        return [f"rotated: {event['new_key']} is active everywhere{removed}"]
+    return []

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import socket
 import ssl
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -29,7 +30,9 @@ __all__ = [
     "MAX_CONCURRENT_READS",
     "MAX_RESOLVED_ADDRESSES",
     "AdminTarget",
+    "ChangeOutcome",
     "InstanceReading",
+    "apply_changes",
     "read_snapshots",
     "resolve_targets",
 ]
@@ -74,6 +77,53 @@ class InstanceReading:
 
 async def read_snapshots(targets: Sequence[AdminTarget]) -> tuple[InstanceReading, ...]:
     """Read every target's ``GET /v1/keyring`` concurrently; the readings come back in ``targets`` order."""
+    outcomes = await _each(targets, lambda client, target: _read(client, target, "GET", ADMIN_SNAPSHOT_PATH, None))
+    return tuple(reading for reading, _status, _reason in outcomes)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeOutcome:
+    """What one instance answered to a keyring change: the HTTP status (``None`` when nothing was answered),
+    the new snapshot on a 2xx, the refusal reason from the admin API's closed set on a 4xx, or the problem."""
+
+    name: str
+    status: int | None
+    snapshot: AdminSnapshot | None
+    reason: str | None = None
+    problem: str | None = None
+
+
+async def apply_changes(
+    targets: Sequence[AdminTarget], action: str, bodies: Sequence[dict[str, str] | None]
+) -> tuple[ChangeOutcome, ...]:
+    """``POST /v1/keyring/<action>`` on every target concurrently, ``bodies[i]`` to ``targets[i]`` (JSON, sent
+    only in the body: a stage body holds material); the outcomes come back in ``targets`` order."""
+    if action not in _CHANGE_ACTIONS:
+        raise ValueError("unknown keyring change")
+    path = f"{ADMIN_SNAPSHOT_PATH}/{action}"
+
+    async def one(client: httpx.AsyncClient, target: AdminTarget, body: dict[str, str] | None) -> _Outcome:
+        payload = json.dumps(body if body is not None else {}).encode("ascii")
+        return await _read(client, target, "POST", path, payload)
+
+    pairs = dict(zip((id(target) for target in targets), bodies, strict=True))
+    outcomes = await _each(targets, lambda client, target: one(client, target, pairs[id(target)]))
+    return tuple(
+        ChangeOutcome(reading.name, status, reading.snapshot, reason, reading.problem)
+        for reading, status, reason in outcomes
+    )
+
+
+_CHANGE_ACTIONS: Final = frozenset({"stage", "activate", "remove", "reload"})
+# A refusal reason is one of the admin API's fixed words (such as key-in-use); anything else is not repeated.
+_MAX_REASON_CHARS: Final = 64
+_Outcome = tuple[InstanceReading, int | None, str | None]
+
+
+async def _each(
+    targets: Sequence[AdminTarget],
+    call: Callable[[httpx.AsyncClient, AdminTarget], Awaitable[_Outcome]],
+) -> tuple[_Outcome, ...]:
     if not targets:
         return ()
     verifiers: dict[str | None, ssl.SSLContext | str] = {}
@@ -94,12 +144,12 @@ async def read_snapshots(targets: Sequence[AdminTarget]) -> tuple[InstanceReadin
                 )
             )
 
-        async def one(target: AdminTarget) -> InstanceReading:
+        async def one(target: AdminTarget) -> _Outcome:
             verifier = verifiers.get(target.ca_file)
             if isinstance(verifier, str):
-                return InstanceReading(target.name, target.url, None, verifier)
+                return InstanceReading(target.name, target.url, None, verifier), None, None
             async with semaphore:
-                return await _read(clients[target.ca_file], target)
+                return await call(clients[target.ca_file], target)
 
         return tuple(await asyncio.gather(*(one(target) for target in targets)))
 
@@ -114,26 +164,31 @@ def _ssl_context(ca_file: str) -> ssl.SSLContext | str:
         return "CA file: not PEM certificates"
 
 
-async def _read(client: httpx.AsyncClient, target: AdminTarget) -> InstanceReading:
+async def _read(
+    client: httpx.AsyncClient, target: AdminTarget, method: str, path: str, payload: bytes | None
+) -> _Outcome:
     started = time.perf_counter()
+    status: int | None = None
 
-    def reading(snapshot: AdminSnapshot | None, problem: str | None = None) -> InstanceReading:
-        return InstanceReading(target.name, target.url, snapshot, problem, (time.perf_counter() - started) * 1000)
+    def reading(snapshot: AdminSnapshot | None, problem: str | None = None, reason: str | None = None) -> _Outcome:
+        elapsed = (time.perf_counter() - started) * 1000
+        return InstanceReading(target.name, target.url, snapshot, problem, elapsed), status, reason
 
     # identity: the body is bounded as it arrives, and a compressed one could expand far beyond the bound.
     headers = {"Authorization": f"Bearer {target.token}", "Accept": "application/json", "Accept-Encoding": "identity"}
+    if payload is not None:
+        headers["Content-Type"] = "application/json"
     extensions: dict[str, str] = {}
     if target.server_name is not None:
         headers["Host"] = target.server_name
         extensions["sni_hostname"] = target.server_name
-    url = target.url.rstrip("/") + ADMIN_SNAPSHOT_PATH
+    url = target.url.rstrip("/") + path
     try:
         async with asyncio.timeout(target.timeout):
-            async with client.stream("GET", url, headers=headers, extensions=extensions) as response:
+            async with client.stream(method, url, headers=headers, extensions=extensions, content=payload) as response:
+                status = response.status_code
                 if response.status_code == 401:
                     return reading(None, "HTTP 401: the admin token was refused")
-                if response.status_code != 200:
-                    return reading(None, f"HTTP {response.status_code}")
                 if response.headers.get("content-encoding", "identity").lower() != "identity":
                     return reading(None, "the answer is compressed (identity was asked for)")
                 declared = response.headers.get("content-length")
@@ -144,6 +199,10 @@ async def _read(client: httpx.AsyncClient, target: AdminTarget) -> InstanceReadi
                     body += chunk
                     if len(body) > MAX_SNAPSHOT_BYTES:
                         return reading(None, f"the answer is larger than {MAX_SNAPSHOT_BYTES:,} bytes")
+                if response.status_code != 200:
+                    reason = _refusal_reason(bytes(body))
+                    shown = f"HTTP {response.status_code}" + (f" {reason}" if reason is not None else "")
+                    return reading(None, shown, reason)
     except (TimeoutError, httpx.TimeoutException):
         return reading(None, f"no answer within {target.timeout:g} s")
     except httpx.ConnectError as error:
@@ -156,6 +215,23 @@ async def _read(client: httpx.AsyncClient, target: AdminTarget) -> InstanceReadi
         return reading(parse_admin_snapshot(bytes(body)))
     except SnapshotError as error:
         return reading(None, f"not a keyring snapshot ({error})")
+
+
+def _refusal_reason(body: bytes) -> str | None:
+    # {"error": reason}: repeated only when it is a short word of letters, digits and dashes (the closed set).
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    reason = document.get("error") if isinstance(document, dict) else None
+    if (
+        isinstance(reason, str)
+        and 0 < len(reason) <= _MAX_REASON_CHARS
+        and reason.isascii()
+        and all(char.isalnum() or char == "-" for char in reason)
+    ):
+        return reason
+    return None
 
 
 def _connect_problem(error: httpx.ConnectError) -> str:

@@ -1,0 +1,415 @@
+"""Key rotation across a fleet, the spec's steps with a check between each, resumable from a record file.
+
+Steps (each idempotent, so a resumed rotation simply runs again from the first step not recorded as done):
+
+1. ``stage`` the identical new key on every instance (re-staging identical material is a no-op);
+2. ``verify-staged``: v2 convergence, the new key everywhere with the expected check value; else abort before
+   anything is activated;
+3. ``activate`` everywhere (activating the active key is a no-op); the moment the last instance answered is
+   recorded;
+4. ``verify-active``: converged, the new key active everywhere;
+5. ``wait``: at least the longest ``max_state_lifetime_ms`` any instance reports, counted from that moment, and
+   until no instance holds a reservation on the former key;
+6. ``remove`` the former key everywhere (an absent key counts as removed);
+7. ``verify-removed``: converged, the former key gone everywhere.
+
+The record file (JSON, 0600, written atomically) holds the step reached, the key ids, the new key's check value
+and the activation time. Material is kept in it only for a *generated* key and only until every instance holds
+it (step 2 passed): after that no step needs it. A key read from a file is never written to the record; a resume
+that must stage again asks for the same file (its check value must match the record's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+from soklet_core.files import atomic_write, read_secret_file
+from soklet_core.keys import ProtectionKey, decode_base64url, encode_base64url, is_valid_key_id
+
+from .client import AdminTarget, ChangeOutcome, InstanceReading, apply_changes, read_snapshots
+from .compare import FleetReport, FleetStatus, compare_fleet
+
+__all__ = [
+    "MAX_RECORD_BYTES",
+    "RECORD_FORMAT",
+    "RECORD_SUFFIX",
+    "WAIT_POLL_SECONDS",
+    "RecordError",
+    "RotationAbort",
+    "RotationRecord",
+    "RotationStep",
+    "default_record_path",
+    "read_record",
+    "rotate_fleet",
+    "write_record",
+]
+
+#: The record file's format name.
+RECORD_FORMAT: Final = "soklet-fleet-rotation-v1"
+#: The default record file is the fleet file's path plus this suffix.
+RECORD_SUFFIX: Final = ".rotation.json"
+#: Largest record file read, in bytes (a record is about 600 bytes).
+MAX_RECORD_BYTES: Final = 64 * 1024
+#: Seconds between two snapshot reads while waiting.
+WAIT_POLL_SECONDS: Final = 1.0
+
+
+class RotationStep(enum.IntEnum):
+    """The last step a rotation completed (``NONE``: nothing yet)."""
+
+    NONE = 0
+    STAGE = 1
+    VERIFY_STAGED = 2
+    ACTIVATE = 3
+    VERIFY_ACTIVE = 4
+    WAIT = 5
+    REMOVE = 6
+    VERIFY_REMOVED = 7
+
+    @property
+    def label(self) -> str:
+        """The step's name in events and the record (``verify-staged``)."""
+        return self.name.lower().replace("_", "-")
+
+    @classmethod
+    def from_label(cls, label: str) -> RotationStep:
+        """The step named ``label``; ``ValueError`` otherwise."""
+        for step in cls:
+            if step.label == label:
+                return step
+        raise ValueError("unknown step")
+
+
+class RecordError(Exception):
+    """The record file is unusable; the message is fixed text (never the file's content)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RotationRecord:
+    """Where a rotation stands. ``material`` (base64url) is set only for a generated key until step 2 passed."""
+
+    instances: tuple[str, ...]
+    new_key: str
+    former_key: str
+    check_value: str
+    step: RotationStep = RotationStep.NONE
+    activated_at_ms: int | None = None
+    wait_ms: int = 0
+    material: str | None = field(default=None, repr=False)
+
+    @property
+    def finished(self) -> bool:
+        """Whether every step is done."""
+        return self.step is RotationStep.VERIFY_REMOVED
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as written to its file."""
+        document: dict[str, Any] = {
+            "format": RECORD_FORMAT,
+            "step": self.step.label,
+            "instances": list(self.instances),
+            "new_key": self.new_key,
+            "former_key": self.former_key,
+            "check_value": self.check_value,
+            "activated_at_ms": self.activated_at_ms,
+            "wait_ms": self.wait_ms,
+        }
+        if self.material is not None:
+            document["material"] = self.material
+        return document
+
+
+def default_record_path(fleet_file: str | os.PathLike[str]) -> Path:
+    """``FLEET`` + :data:`RECORD_SUFFIX`, next to the fleet file."""
+    path = Path(fleet_file)
+    return path.with_name(path.name + RECORD_SUFFIX)
+
+
+def write_record(path: str | os.PathLike[str], record: RotationRecord) -> None:
+    """Write ``record`` atomically with mode 0600 (it may hold material). Raises ``KeyringFileError``."""
+    atomic_write(path, (json.dumps(record.to_json(), indent=2) + "\n").encode("ascii"), mode=0o600)
+
+
+def read_record(path: str | os.PathLike[str]) -> RotationRecord:
+    """Read a record file (a regular 0600 file, at most :data:`MAX_RECORD_BYTES`). Raises ``KeyringFileError``
+    (unreadable, insecure) or :class:`RecordError` (not a record)."""
+    data = read_secret_file(path, limit=MAX_RECORD_BYTES)
+    try:
+        document = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise RecordError("not JSON") from None
+    if not isinstance(document, dict) or document.get("format") != RECORD_FORMAT:
+        raise RecordError(f"not a {RECORD_FORMAT} record")
+    try:
+        instances = document["instances"]
+        new_key, former_key = document["new_key"], document["former_key"]
+        check_value = document["check_value"]
+        step = RotationStep.from_label(document["step"])
+        activated = document["activated_at_ms"]
+        wait_ms = document["wait_ms"]
+        material = document.get("material")
+    except (KeyError, TypeError, ValueError):
+        raise RecordError("a member is missing or has the wrong type") from None
+    if (
+        not isinstance(instances, list)
+        or not all(isinstance(name, str) for name in instances)
+        or not is_valid_key_id(new_key)
+        or not is_valid_key_id(former_key)
+        or not isinstance(check_value, str)
+        or not (activated is None or (isinstance(activated, int) and activated >= 0))
+        or not (isinstance(wait_ms, int) and wait_ms >= 0)
+        or not (material is None or isinstance(material, str))
+    ):
+        raise RecordError("a member is missing or has the wrong type")
+    return RotationRecord(tuple(instances), new_key, former_key, check_value, step, activated, wait_ms, material)
+
+
+class RotationAbort(Exception):
+    """The rotation stopped: ``status`` is the fleet verdict that stopped it (the CLI's exit code follows it as
+    ``fleet check``'s does), ``message`` fixed text naming instances and key ids, never material."""
+
+    def __init__(self, status: FleetStatus, message: str, report: FleetReport | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.report = report
+
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    targets: tuple[AdminTarget, ...]
+    record_path: Path
+    emit: Emit
+    key: ProtectionKey | None
+
+
+async def rotate_fleet(
+    targets: Sequence[AdminTarget],
+    record: RotationRecord,
+    record_path: str | os.PathLike[str],
+    *,
+    key: ProtectionKey | None,
+    emit: Emit,
+    clock: Callable[[], float] = time.time,
+) -> RotationRecord:
+    """Run ``record``'s rotation from the first step not done to the end, writing the record after each step.
+
+    ``key`` is the new key when staging may be needed (``None``: every instance must already hold it, or the
+    record carries generated material). Each event is a JSON-ready dict with ``event`` and ``step``. Raises
+    :class:`RotationAbort` (the record stays at the last step done) or ``KeyringFileError`` (the record file).
+    """
+    run = _Run(tuple(targets), Path(record_path), emit, key)
+    steps: tuple[tuple[RotationStep, Callable[[_Run, RotationRecord], Any]], ...] = (
+        (RotationStep.STAGE, _stage),
+        (RotationStep.VERIFY_STAGED, _verify_staged),
+        (RotationStep.ACTIVATE, lambda run, record: _activate(run, record, clock)),
+        (RotationStep.VERIFY_ACTIVE, _verify_active),
+        (RotationStep.WAIT, lambda run, record: _wait(run, record, clock)),
+        (RotationStep.REMOVE, _remove),
+        (RotationStep.VERIFY_REMOVED, _verify_removed),
+    )
+    for step, action in steps:
+        if record.step >= step:
+            continue
+        emit({"event": "step", "step": step.label, "instances": [target.name for target in run.targets]})
+        updated: RotationRecord = await action(run, record)
+        record = replace(updated, step=step)
+        if step is RotationStep.VERIFY_STAGED:
+            # Every instance holds the key now: no later step needs its material.
+            record = replace(record, material=None)
+        write_record(run.record_path, record)
+        emit({"event": "done", "step": step.label})
+    return record
+
+
+async def _stage(run: _Run, record: RotationRecord) -> RotationRecord:
+    readings = await read_snapshots(run.targets)
+    _require_reachable(readings, RotationStep.STAGE)
+    lacking = [
+        target
+        for target, reading in zip(run.targets, readings, strict=True)
+        if reading.snapshot is not None and _held(reading, record) is not True
+    ]
+    if not lacking:
+        return record
+    key = run.key
+    if key is None and record.material is not None:
+        key = ProtectionKey.from_id_and_bytes(record.new_key, decode_base64url(record.material))
+    if key is None:
+        names = ", ".join(target.name for target in lacking)
+        raise RotationAbort(
+            FleetStatus.UNREACHABLE,
+            f"key {record.new_key} is to be staged on {names} and its material is not at hand: give --key-file again",
+        )
+    body = {"id": key.id, "material": encode_base64url(key.material)}
+    outcomes = await apply_changes(lacking, "stage", [body] * len(lacking))
+    _report_changes(run, RotationStep.STAGE, outcomes)
+    return record
+
+
+def _held(reading: InstanceReading, record: RotationRecord) -> bool | None:
+    # True: the new key with the recorded check value; False: the same id with other bytes (staging it again
+    # is refused with 409 and named by the verification); None: absent.
+    assert reading.snapshot is not None
+    key = reading.snapshot.key(record.new_key)
+    return None if key is None else key.check_value == record.check_value
+
+
+async def _verify_staged(run: _Run, record: RotationRecord) -> RotationRecord:
+    report = await _verified(run, RotationStep.VERIFY_STAGED)
+    for reading in report.readings:
+        assert reading.snapshot is not None
+        held = reading.snapshot.key(record.new_key)
+        if held is None or held.check_value != record.check_value:
+            raise RotationAbort(
+                FleetStatus.DIVERGED,
+                f"{reading.name} does not hold key {record.new_key} with check value {record.check_value[:8]}",
+                report,
+            )
+    return record
+
+
+async def _activate(run: _Run, record: RotationRecord, clock: Callable[[], float]) -> RotationRecord:
+    outcomes = await apply_changes(run.targets, "activate", [{"id": record.new_key}] * len(run.targets))
+    # Counted from the moment the last instance answered its activation (a resumed run counts from its own).
+    activated_at = round(clock() * 1000)
+    _report_changes(run, RotationStep.ACTIVATE, outcomes)
+    wait_ms = max([record.wait_ms, *(o.snapshot.max_state_lifetime_ms for o in outcomes if o.snapshot is not None)])
+    updated = replace(record, activated_at_ms=activated_at, wait_ms=wait_ms)
+    write_record(run.record_path, updated)
+    return updated
+
+
+async def _verify_active(run: _Run, record: RotationRecord) -> RotationRecord:
+    report = await _verified(run, RotationStep.VERIFY_ACTIVE)
+    for reading in report.readings:
+        assert reading.snapshot is not None
+        if reading.snapshot.active != record.new_key:
+            raise RotationAbort(FleetStatus.DIVERGED, f"{reading.name} does not seal with {record.new_key}", report)
+    lifetimes = [reading.snapshot.max_state_lifetime_ms for reading in report.readings if reading.snapshot is not None]
+    return replace(record, wait_ms=max([record.wait_ms, *lifetimes]))
+
+
+async def _wait(run: _Run, record: RotationRecord, clock: Callable[[], float]) -> RotationRecord:
+    activated_at_ms = record.activated_at_ms
+    assert activated_at_ms is not None
+    while True:
+        readings = await read_snapshots(run.targets)
+        _require_reachable(readings, RotationStep.WAIT)
+        lifetimes = [reading.snapshot.max_state_lifetime_ms for reading in readings if reading.snapshot is not None]
+        if max(lifetimes) > record.wait_ms:
+            record = replace(record, wait_ms=max(lifetimes))
+            write_record(run.record_path, record)
+        reserved = []
+        for reading in readings:
+            assert reading.snapshot is not None
+            former = reading.snapshot.key(record.former_key)
+            if former is not None and former.reservations > 0:
+                reserved.append(reading.name)
+        remaining_ms = max(activated_at_ms + record.wait_ms - round(clock() * 1000), 0)
+        run.emit(
+            {
+                "event": "waiting",
+                "step": RotationStep.WAIT.label,
+                "remaining_ms": remaining_ms,
+                "wait_ms": record.wait_ms,
+                "reserved_on": reserved,
+            }
+        )
+        if remaining_ms == 0 and not reserved:
+            return record
+        await asyncio.sleep(min(WAIT_POLL_SECONDS, remaining_ms / 1000) if remaining_ms else WAIT_POLL_SECONDS)
+
+
+async def _remove(run: _Run, record: RotationRecord) -> RotationRecord:
+    outcomes = await apply_changes(run.targets, "remove", [{"id": record.former_key}] * len(run.targets))
+    # An instance that no longer holds the former key (404 unknown-key) is done.
+    _report_changes(run, RotationStep.REMOVE, outcomes, absent_is_done=True)
+    return record
+
+
+async def _verify_removed(run: _Run, record: RotationRecord) -> RotationRecord:
+    report = await _verified(run, RotationStep.VERIFY_REMOVED)
+    for reading in report.readings:
+        assert reading.snapshot is not None
+        if reading.snapshot.active != record.new_key or reading.snapshot.key(record.former_key) is not None:
+            raise RotationAbort(
+                FleetStatus.DIVERGED,
+                f"{reading.name} still holds {record.former_key} or does not seal with {record.new_key}",
+                report,
+            )
+    return record
+
+
+async def _verified(run: _Run, step: RotationStep) -> FleetReport:
+    report = compare_fleet(await read_snapshots(run.targets))
+    run.emit(
+        {
+            "event": "verified",
+            "step": step.label,
+            "status": report.status.value,
+            "fingerprint": _fingerprint_of(report),
+            "differences": [difference.to_json() for difference in report.differences],
+            "unreachable": [{"name": r.name, "problem": r.problem} for r in report.unreachable],
+        }
+    )
+    if report.status is not FleetStatus.CONVERGED:
+        raise RotationAbort(report.status, f"{step.label}: the fleet is {report.status.value}", report)
+    versions = {reading.snapshot.fingerprint.version for reading in report.readings if reading.snapshot is not None}
+    if versions != {2}:
+        # Equal v1 fingerprints can equate different keys: they are no evidence of convergence.
+        raise RotationAbort(FleetStatus.INCOMPARABLE, f"{step.label}: the fleet reports v1 fingerprints", report)
+    return report
+
+
+def _fingerprint_of(report: FleetReport) -> dict[str, Any] | None:
+    first = report.readings[0].snapshot if report.readings else None
+    if report.status is not FleetStatus.CONVERGED or first is None:
+        return None
+    return first.fingerprint.to_json()
+
+
+def _require_reachable(readings: Sequence[InstanceReading], step: RotationStep) -> None:
+    down = [reading for reading in readings if not reading.reachable]
+    if down:
+        shown = ", ".join(f"{reading.name} ({reading.problem})" for reading in down)
+        raise RotationAbort(FleetStatus.UNREACHABLE, f"{step.label}: unreachable: {shown}")
+
+
+def _report_changes(
+    run: _Run, step: RotationStep, outcomes: Sequence[ChangeOutcome], *, absent_is_done: bool = False
+) -> None:
+    failed = []
+    for outcome in outcomes:
+        done = outcome.snapshot is not None or (absent_is_done and outcome.reason == "unknown-key")
+        run.emit(
+            {
+                "event": "instance",
+                "step": step.label,
+                "instance": outcome.name,
+                "ok": done,
+                "status": outcome.status,
+                "problem": None if done else outcome.problem,
+            }
+        )
+        if not done:
+            failed.append(outcome)
+    if not failed:
+        return
+    shown = ", ".join(f"{outcome.name} ({outcome.problem})" for outcome in failed)
+    unreachable = any(outcome.status is None for outcome in failed)
+    if step is RotationStep.STAGE and not unreachable:
+        # A refused stage (such as the same id with other bytes) is left for the verification to name exactly.
+        return
+    raise RotationAbort(FleetStatus.UNREACHABLE if unreachable else FleetStatus.DIVERGED, f"{step.label}: {shown}")

@@ -1,0 +1,309 @@
+"""``soklet keys rotate --fleet`` end to end: real ``soklet serve --admin-port 0`` processes on loopback, each
+with its own keyring file and the fleet's admin token, rotated by a real ``soklet`` subprocess."""
+
+from __future__ import annotations
+
+import json
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fleettest_served import Served, multi_round, soklet, start_fleet, stop_all
+
+from soklet_core.files import read_keyring_file
+from soklet_core.keys import ProtectionKey, encode_base64url
+
+pytestmark = pytest.mark.slow
+
+NAMES = ("a", "b", "c")
+LIFETIME = "3s"
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[dict[str, Served]]:
+    """Three instances with a 3 s request-state lifetime, one keyring file each (active key 2026-08)."""
+    served = start_fleet(tmp_path, NAMES, "--state-lifetime", LIFETIME)
+    yield served
+    stop_all(served)
+
+
+def _events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def _key_file(folder: Path, key: ProtectionKey) -> Path:
+    path = folder / "new-key"
+    path.write_text(encode_base64url(key.material) + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def _assert_rotated(fleet: dict[str, Served], new_id: str, former: str) -> None:
+    snapshots = [instance.snapshot() for instance in fleet.values()]
+    assert {snapshot["active"] for snapshot in snapshots} == {new_id}
+    assert all(snapshot["verification"] == [] for snapshot in snapshots)
+    assert len({snapshot["fingerprint"]["value"] for snapshot in snapshots}) == 1
+    # Each instance's keyring file agrees with its live keyring and with the others'.
+    files = [read_keyring_file(instance.keyring).keyring() for instance in fleet.values()]
+    assert {keyring.active_key.id for keyring in files} == {new_id}
+    assert all(former not in keyring for keyring in files)
+    assert len({keyring.fingerprint().value for keyring in files}) == 1
+    assert files[0].fingerprint().value == snapshots[0]["fingerprint"]["value"]
+
+
+def test_three_instances_rotate_step_by_step(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    key = ProtectionKey.generate("2026-09")
+    key_file = _key_file(tmp_path, key)
+    result = soklet(
+        tmp_path,
+        "keys",
+        "rotate",
+        "--fleet",
+        "fleet.toml",
+        "--key-file",
+        str(key_file),
+        "--id",
+        "2026-09",
+        "--yes",
+        "--json",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    events = _events(result.stdout)
+    assert events[0]["event"] == "plan"
+    assert events[0]["former_key"] == "2026-08"
+    assert events[0]["check_value"] == key.check_value_text
+    steps = [event["step"] for event in events if event["event"] == "done"]
+    assert steps == ["stage", "verify-staged", "activate", "verify-active", "wait", "remove", "verify-removed"]
+    verified = [event for event in events if event["event"] == "verified"]
+    assert [event["status"] for event in verified] == ["converged"] * 3
+    assert all(event["fingerprint"]["version"] == 2 for event in verified)
+    assert events[-1] == {
+        "event": "finished",
+        "step": "verify-removed",
+        "new_key": "2026-09",
+        "removed": "2026-08",
+        "record": "fleet.toml.rotation.json",
+    }
+    _assert_rotated(fleet, "2026-09", "2026-08")
+    # The material was sent in stage bodies only: never printed, never in the record (0600).
+    material = encode_base64url(key.material)
+    assert material not in result.stdout + result.stderr
+    record_path = tmp_path / "fleet.toml.rotation.json"
+    assert stat.S_IMODE(record_path.stat().st_mode) == 0o600
+    record = json.loads(record_path.read_text())
+    assert material not in record_path.read_text()
+    assert record["step"] == "verify-removed"
+    assert record["wait_ms"] == 3000
+    # Run again with --resume: the finished record says so, nothing changes.
+    again = soklet(tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--resume", "--yes", "--json")
+    assert again.returncode == 0, again.stderr
+    assert _events(again.stdout)[-1]["event"] == "finished"
+
+
+def test_rotation_under_load_fails_no_continuation(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    """8 clients run the two-round catalog.continue flow without pause, each first round on one instance and its
+    retry on the next (so every continuation crosses instances), while the fleet rotates."""
+    urls = [fleet[name].url for name in NAMES]
+    stop = threading.Event()
+    failures: list[str] = []
+    completed = [0] * 8
+
+    def client(index: int) -> None:
+        request_id = index * 1_000_000
+        turn = index
+        with httpx.Client(timeout=30) as http:
+            while not stop.is_set():
+                request_id += 2
+                turn += 1
+                try:
+                    problem = multi_round(http, urls[turn % 3], urls[(turn + 1) % 3], request_id)
+                except httpx.HTTPError as error:
+                    problem = f"HTTP: {type(error).__name__}"
+                if problem is not None:
+                    failures.append(problem)
+                else:
+                    completed[index] += 1
+
+    threads = [threading.Thread(target=client, args=(index,), daemon=True) for index in range(8)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(1.0)
+        before = sum(completed)
+        result = soklet(
+            tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--generate", "--id", "2026-09", "--yes", "--json"
+        )
+        during = sum(completed) - before
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    print(f"under load: {during} two-round flows completed during the rotation, {len(failures)} failed")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert failures == []
+    # The load really ran across the whole rotation (which waits at least the 3 s lifetime).
+    assert during >= 24, during
+    assert all(count > 0 for count in completed)
+    _assert_rotated(fleet, "2026-09", "2026-08")
+    events = _events(result.stdout)
+    # The generated material was in the record only until every instance held it.
+    record = json.loads((tmp_path / "fleet.toml.rotation.json").read_text())
+    assert "material" not in record
+    assert all("material" not in json.dumps(event) for event in events)
+
+
+def test_killed_during_wait_resumes(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    key = ProtectionKey.generate("2026-09")
+    key_file = _key_file(tmp_path, key)
+    command = [
+        sys.executable,
+        "-m",
+        "soklet_cli",
+        "keys",
+        "rotate",
+        "--fleet",
+        "fleet.toml",
+        "--key-file",
+        str(key_file),
+        "--id",
+        "2026-09",
+        "--yes",
+        "--json",
+    ]
+    process = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
+    assert process.stdout is not None
+    try:
+        seen = []
+        for line in process.stdout:
+            seen.append(json.loads(line))
+            if seen[-1]["event"] == "waiting":
+                break
+        process.send_signal(signal.SIGKILL)
+        process.wait(15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == -signal.SIGKILL
+    record = json.loads((tmp_path / "fleet.toml.rotation.json").read_text())
+    assert record["step"] == "verify-active"
+    activated_at = record["activated_at_ms"]
+    # Mid-way: the new key active everywhere, the former key still there for verification.
+    for instance in fleet.values():
+        snapshot = instance.snapshot()
+        assert snapshot["active"] == "2026-09"
+        assert snapshot["verification"] == ["2026-08"]
+    # A new rotation is refused while this one is unfinished.
+    other = soklet(tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--generate", "--yes")
+    assert other.returncode == 1
+    assert "a rotation is unfinished (step verify-active done)" in other.stderr
+    # --resume finishes it (no material needed: every instance holds the key), waiting only what is left of the
+    # lifetime counted from the recorded activation.
+    resumed = soklet(tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--resume", "--yes", "--json")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    events = _events(resumed.stdout)
+    assert events[0]["event"] == "plan"
+    assert events[0]["steps"] == ["wait", "remove", "verify-removed"]
+    waiting = [event for event in events if event["event"] == "waiting"]
+    assert waiting[0]["remaining_ms"] < waiting[0]["wait_ms"] == 3000
+    assert [event["step"] for event in events if event["event"] == "done"] == ["wait", "remove", "verify-removed"]
+    assert json.loads((tmp_path / "fleet.toml.rotation.json").read_text())["activated_at_ms"] == activated_at
+    _assert_rotated(fleet, "2026-09", "2026-08")
+
+
+def test_divergent_instance_aborts_before_activation(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    # c already holds 2026-09 with other bytes.
+    assert fleet["c"].stage("2026-09", encode_base64url(ProtectionKey.generate("2026-09").material)) == 200
+    key_file = _key_file(tmp_path, ProtectionKey.generate("2026-09"))
+    result = soklet(
+        tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--key-file", str(key_file), "--id", "2026-09", "--yes"
+    )
+    # The preflight sees c holding a key the others lack: diverged before anything is staged.
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "key 2026-09: missing on a, b (held by c)" in result.stdout
+    assert all(instance.snapshot()["active"] == "2026-08" for instance in fleet.values())
+    assert all("2026-09" not in instance.snapshot()["verification"] for name, instance in fleet.items() if name != "c")
+
+
+def test_same_id_other_bytes_found_at_stage_aborts_before_activation(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    """The preflight converged; between it and the stage step c got 2026-09 with other bytes (simulated by a
+    resume whose record says nothing is done yet): c refuses the stage (409), the verification names the key and
+    the instance, nothing is activated anywhere."""
+    key = ProtectionKey.generate("2026-09")
+    key_file = _key_file(tmp_path, key)
+    record_path = tmp_path / "fleet.toml.rotation.json"
+    record_path.write_text(json.dumps(_record_at_none(key)))
+    record_path.chmod(0o600)
+    assert fleet["c"].stage("2026-09", encode_base64url(ProtectionKey.generate("2026-09").material)) == 200
+    result = soklet(
+        tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--resume", "--key-file", str(key_file), "--yes", "--json"
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    events = _events(result.stdout)
+    refused = [event for event in events if event["event"] == "instance" and not event["ok"]]
+    assert [(event["instance"], event["status"]) for event in refused] == [("c", 409)]
+    assert "conflicting-material" in refused[0]["problem"]
+    abort = events[-1]
+    assert abort["event"] == "abort"
+    assert abort["status"] == "diverged"
+    assert any("key 2026-09: the same id with other bytes" in text and "on c" in text for text in abort["details"])
+    assert not any(event["event"] == "step" and event["step"] == "activate" for event in events)
+    assert all(instance.snapshot()["active"] == "2026-08" for instance in fleet.values())
+    assert json.loads(record_path.read_text())["step"] == "stage"
+    assert encode_base64url(key.material) not in result.stdout + result.stderr
+
+
+def test_unreachable_instance_aborts_before_any_change(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    fleet["c"].stop()
+    key_file = _key_file(tmp_path, ProtectionKey.generate("2026-09"))
+    result = soklet(
+        tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--key-file", str(key_file), "--id", "2026-09", "--yes"
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "aborted: the fleet is unreachable before the rotation" in result.stdout
+    assert "c: connection refused" in result.stdout
+    assert all(fleet[name].snapshot()["verification"] == [] for name in ("a", "b"))
+    assert not (tmp_path / "fleet.toml.rotation.json").exists()
+
+
+def test_resume_before_staging_needs_the_same_key_file(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    key = ProtectionKey.generate("2026-09")
+    record_path = tmp_path / "fleet.toml.rotation.json"
+    record_path.write_text(json.dumps(_record_at_none(key)))
+    record_path.chmod(0o600)
+    rotate = ("keys", "rotate", "--fleet", "fleet.toml", "--resume", "--yes")
+    missing = soklet(tmp_path, *rotate)
+    assert missing.returncode == 2
+    assert "key 2026-09 is still to be staged on a, b, c: give the same --key-file again" in missing.stderr
+    other = soklet(tmp_path, *rotate, "--key-file", str(_key_file(tmp_path, ProtectionKey.generate("x"))))
+    assert other.returncode == 1
+    assert "--key-file holds other material than the recorded new key" in other.stderr
+    assert all(instance.snapshot()["verification"] == [] for instance in fleet.values())
+    done = soklet(tmp_path, *rotate, "--key-file", str(_key_file(tmp_path, key)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    _assert_rotated(fleet, "2026-09", "2026-08")
+    assert encode_base64url(key.material) not in done.stdout + done.stderr + missing.stderr + other.stderr
+
+
+def _record_at_none(key: ProtectionKey) -> dict[str, Any]:
+    return {
+        "format": "soklet-fleet-rotation-v1",
+        "step": "none",
+        "instances": list(NAMES),
+        "new_key": key.id,
+        "former_key": "2026-08",
+        "check_value": key.check_value_text,
+        "activated_at_ms": None,
+        "wait_ms": 0,
+    }
