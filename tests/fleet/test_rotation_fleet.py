@@ -4,6 +4,7 @@ with its own keyring file and the fleet's admin token, rotated by a real ``sokle
 from __future__ import annotations
 
 import json
+import os
 import signal
 import stat
 import subprocess
@@ -307,3 +308,89 @@ def _record_at_none(key: ProtectionKey) -> dict[str, Any]:
         "activated_at_ms": None,
         "wait_ms": 0,
     }
+
+
+def test_dry_run_confirmation_and_progress_for_people(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    before = [instance.snapshot() for instance in fleet.values()]
+    dry = soklet(tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--generate", "--id", "2026-09", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "plan (dry run: nothing changes): rotate 3 instances (a, b, c)" in dry.stdout
+    assert "former key 2026-08" in dry.stdout
+    assert "steps: stage, verify-staged, activate, verify-active, wait, remove, verify-removed" in dry.stdout
+    assert not (tmp_path / "fleet.toml.rotation.json").exists()
+    # On a terminal the command asks; "n" changes nothing.
+    controller, terminal = os.openpty()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "soklet_cli", "keys", "rotate", "--fleet", "fleet.toml", "--generate"],
+            cwd=tmp_path,
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.write(controller, b"n\n")
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert process.returncode == 2, stdout + stderr
+    assert "Rotate 3 instances to key" in stdout
+    assert "not confirmed; nothing changed" in stderr
+    assert not (tmp_path / "fleet.toml.rotation.json").exists()
+    assert [instance.snapshot() for instance in fleet.values()] == before
+    # Progress for people: each step, each instance, the wait, the end.
+    result = soklet(tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--generate", "--id", "2026-09", "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    for step in ("stage", "verify-staged", "activate", "verify-active", "wait", "remove", "verify-removed"):
+        assert f"step {step}" in lines
+    assert lines.count("  c: ok") == 3
+    assert any(line.startswith("  waiting: ") and line.endswith(" s of 3 s left") for line in lines)
+    assert "  fleet converged (fingerprint v2:" in result.stdout
+    assert lines[-1] == "rotated: 2026-09 is active everywhere, 2026-08 removed everywhere"
+    _assert_rotated(fleet, "2026-09", "2026-08")
+
+
+def test_resume_stages_generated_material_kept_in_the_record(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    """A rotation with --generate stopped before every instance held the key: the record (0600) still holds the
+    material, so --resume stages it without a key file; the material leaves the record once staged everywhere."""
+    key = ProtectionKey.generate("2026-09")
+    record_path = tmp_path / "fleet.toml.rotation.json"
+    record_path.write_text(json.dumps({**_record_at_none(key), "material": encode_base64url(key.material)}))
+    record_path.chmod(0o600)
+    assert fleet["a"].stage("2026-09", encode_base64url(key.material)) == 200
+    result = soklet(tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--resume", "--yes", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    staged = [event["instance"] for event in _events(result.stdout) if event["event"] == "instance"][:2]
+    assert staged == ["b", "c"]
+    _assert_rotated(fleet, "2026-09", "2026-08")
+    assert fleet["a"].snapshot()["keys"][0]["check_value"] == key.check_value_text
+    assert "material" not in json.loads(record_path.read_text())
+    assert encode_base64url(key.material) not in result.stdout + result.stderr
+
+
+def test_instance_lost_during_the_wait_stops_with_the_record_kept(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    command = [sys.executable, "-m", "soklet_cli", "keys", "rotate", "--fleet", "fleet.toml", "--generate"]
+    process = subprocess.Popen(
+        [*command, "--id", "2026-09", "--yes", "--json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if json.loads(line)["event"] == "waiting":
+            fleet["c"].stop()
+            break
+    rest, _ = process.communicate(timeout=60)
+    assert process.returncode == 3
+    abort = _events(rest)[-1]
+    assert abort["event"] == "abort"
+    assert abort["status"] == "unreachable"
+    assert abort["message"].startswith("wait: unreachable: c (")
+    assert json.loads((tmp_path / "fleet.toml.rotation.json").read_text())["step"] == "verify-active"
+    for name in ("a", "b"):
+        assert fleet[name].snapshot()["verification"] == ["2026-08"]
