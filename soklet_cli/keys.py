@@ -42,6 +42,7 @@ from soklet_core.fleet import (
     read_record,
     read_snapshots,
     rotate_fleet,
+    rotation_refusal,
     write_record,
 )
 from soklet_core.keys import (
@@ -784,20 +785,21 @@ def _rotate_fleet(
                     ExitCode.REFUSED,
                 )
         report = compare_fleet(asyncio.run(read_snapshots(targets)))
-        if report.status is not FleetStatus.CONVERGED:
+        refusal = rotation_refusal(report, "before the rotation")
+        if refusal is not None:
             emit(
                 {
                     "event": "abort",
                     "step": "preflight",
-                    "status": report.status.value,
-                    "message": f"the fleet is {report.status.value} before the rotation",
+                    "status": refusal.status.value,
+                    "message": refusal.message,
                     "differences": [difference.to_json() for difference in report.differences],
                     "details": [difference.describe() for difference in report.differences]
                     + [f"{printable_name(r.name)}: {r.problem}" for r in report.unreachable],
                     "unreachable": [{"name": r.name, "problem": r.problem} for r in report.unreachable],
                 }
             )
-            raise typer.Exit(int(_FLEET_EXIT[report.status]))
+            raise typer.Exit(int(_FLEET_EXIT[refusal.status]))
         snapshots = [reading.snapshot for reading in report.readings if reading.snapshot is not None]
         former = snapshots[0].active
         new_id = _unique_id(key_id, {key.id for snapshot in snapshots for key in snapshot.keys}, utc_now())

@@ -38,6 +38,7 @@ from .rotation import (
     default_record_path,
     read_record,
     rotate_fleet,
+    rotation_refusal,
     write_record,
 )
 from .snapshot import (
@@ -89,5 +90,6 @@ __all__ = [
     "read_snapshots",
     "resolve_targets",
     "rotate_fleet",
+    "rotation_refusal",
     "write_record",
 ]

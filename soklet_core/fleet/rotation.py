@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from soklet_core.files import atomic_write, read_secret_file
-from soklet_core.keys import ProtectionKey, decode_base64url, encode_base64url, is_valid_key_id
+from soklet_core.keys import (
+    CURRENT_FINGERPRINT_VERSION,
+    KeyringError,
+    ProtectionKey,
+    decode_base64url,
+    encode_base64url,
+    is_valid_key_id,
+)
 
 from .client import AdminTarget, ChangeOutcome, InstanceReading, apply_changes, read_snapshots
 from .compare import FleetReport, FleetStatus, compare_fleet
@@ -49,6 +56,7 @@ __all__ = [
     "default_record_path",
     "read_record",
     "rotate_fleet",
+    "rotation_refusal",
     "write_record",
 ]
 
@@ -169,6 +177,14 @@ def read_record(path: str | os.PathLike[str]) -> RotationRecord:
         or not (material is None or isinstance(material, str))
     ):
         raise RecordError("a member is missing or has the wrong type")
+    if material is not None:
+        # Kept material must be the recorded key: staged as it is, it would be the key every instance seals with.
+        try:
+            key = ProtectionKey.from_id_and_bytes(new_key, decode_base64url(material))
+        except (KeyringError, ValueError):
+            raise RecordError("the kept material is not a key") from None
+        if key.check_value_text != check_value:
+            raise RecordError("the kept material is not the recorded key (check values differ)")
     return RotationRecord(tuple(instances), new_key, former_key, check_value, step, activated, wait_ms, material)
 
 
@@ -364,13 +380,26 @@ async def _verified(run: _Run, step: RotationStep) -> FleetReport:
             "unreachable": [{"name": r.name, "problem": r.problem} for r in report.unreachable],
         }
     )
-    if report.status is not FleetStatus.CONVERGED:
-        raise RotationAbort(report.status, f"{step.label}: the fleet is {report.status.value}", report)
-    versions = {reading.snapshot.fingerprint.version for reading in report.readings if reading.snapshot is not None}
-    if versions != {2}:
-        # Equal v1 fingerprints can equate different keys: they are no evidence of convergence.
-        raise RotationAbort(FleetStatus.INCOMPARABLE, f"{step.label}: the fleet reports v1 fingerprints", report)
+    problem = rotation_refusal(report, step.label)
+    if problem is not None:
+        raise problem
     return report
+
+
+def rotation_refusal(report: FleetReport, when: str) -> RotationAbort | None:
+    """Why ``report`` is no evidence that a rotation may go on, or ``None``: the fleet must be converged, with
+    fingerprints of the current version (2) everywhere. ``when`` names the step in the message."""
+    if report.status is not FleetStatus.CONVERGED:
+        return RotationAbort(report.status, f"{when}: the fleet is {report.status.value}", report)
+    versions = {reading.snapshot.fingerprint.version for reading in report.readings if reading.snapshot is not None}
+    if versions != {CURRENT_FINGERPRINT_VERSION}:
+        # Equal v1 fingerprints can equate different keys: they are no evidence of convergence.
+        return RotationAbort(
+            FleetStatus.INCOMPARABLE,
+            f"{when}: the fleet reports v1 fingerprints (finish the software rollout first)",
+            report,
+        )
+    return None
 
 
 def _fingerprint_of(report: FleetReport) -> dict[str, Any] | None:

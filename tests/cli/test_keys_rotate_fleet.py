@@ -71,7 +71,7 @@ def test_unreachable_fleet_exit_3_and_no_record(soklet: Soklet) -> None:
     for extra in ((), ("--dry-run",)):
         result = soklet.run("keys", "rotate", "--fleet", "fleet.toml", "--generate", "--yes", *extra)
         assert result.returncode == 3
-        assert "aborted: the fleet is unreachable before the rotation" in result.stdout
+        assert "aborted: before the rotation: the fleet is unreachable" in result.stdout
     assert not (soklet.cwd / "fleet.toml.rotation.json").exists()
 
 

@@ -272,7 +272,7 @@ def test_unreachable_instance_aborts_before_any_change(tmp_path: Path, fleet: di
         tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--key-file", str(key_file), "--id", "2026-09", "--yes"
     )
     assert result.returncode == 3, result.stdout + result.stderr
-    assert "aborted: the fleet is unreachable before the rotation" in result.stdout
+    assert "aborted: before the rotation: the fleet is unreachable" in result.stdout
     assert "c: connection refused" in result.stdout
     assert all(fleet[name].snapshot()["verification"] == [] for name in ("a", "b"))
     assert not (tmp_path / "fleet.toml.rotation.json").exists()
@@ -394,3 +394,15 @@ def test_instance_lost_during_the_wait_stops_with_the_record_kept(tmp_path: Path
     assert json.loads((tmp_path / "fleet.toml.rotation.json").read_text())["step"] == "verify-active"
     for name in ("a", "b"):
         assert fleet[name].snapshot()["verification"] == ["2026-08"]
+
+
+def test_v1_fleet_is_refused_before_any_change(tmp_path: Path) -> None:
+    served = start_fleet(tmp_path, ("a", "b"), "--fingerprint-version", "1")
+    try:
+        result = soklet(tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--generate", "--yes")
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert "aborted: before the rotation: the fleet reports v1 fingerprints" in result.stdout
+        assert all(instance.snapshot()["verification"] == [] for instance in served.values())
+        assert not (tmp_path / "fleet.toml.rotation.json").exists()
+    finally:
+        stop_all(served)

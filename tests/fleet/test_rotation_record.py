@@ -18,6 +18,7 @@ from soklet_core.fleet import (
     read_record,
     write_record,
 )
+from soklet_core.keys import ProtectionKey, encode_base64url
 
 RECORD = RotationRecord(("a", "b"), "2026-09", "2026-08", "x" * 43, RotationStep.ACTIVATE, 1_700_000_000_000, 3000)
 
@@ -28,10 +29,12 @@ def test_round_trip_0600(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert read_record(path) == RECORD
     assert json.loads(path.read_text())["step"] == "activate"
-    write_record(path, RotationRecord(("a",), "n", "o", "c", material="bWF0ZXJpYWw"))
+    key = ProtectionKey.generate("n")
+    material = encode_base64url(key.material)
+    write_record(path, RotationRecord(("a",), "n", "o", key.check_value_text, material=material))
     again = read_record(path)
-    assert again.material == "bWF0ZXJpYWw"
-    assert "bWF0ZXJpYWw" not in repr(again)
+    assert again.material == material
+    assert material not in repr(again)
     assert not again.finished
     assert [step.label for step in RotationStep][1:] == [
         "stage",
@@ -85,3 +88,16 @@ def test_insecure_record_refused(tmp_path: Path) -> None:
     path.chmod(0o644)
     with pytest.raises(KeyringFileError):
         read_record(path)
+
+
+def test_kept_material_must_be_the_recorded_key(tmp_path: Path) -> None:
+    key, other = ProtectionKey.generate("2026-09"), ProtectionKey.generate("2026-09")
+    path = tmp_path / "record.json"
+    kept = RotationRecord(("a",), "2026-09", "2026-08", key.check_value_text, material=encode_base64url(key.material))
+    write_record(path, kept)
+    assert read_record(path) == kept
+    for material in (encode_base64url(other.material), "not base64url!", encode_base64url(b"short")):
+        path.write_text(json.dumps({**kept.to_json(), "material": material}))
+        path.chmod(0o600)
+        with pytest.raises(RecordError):
+            read_record(path)
