@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -129,14 +130,18 @@ def call_tool(client: httpx.Client, url: str, request_id: int, params: dict[str,
     return document
 
 
-def multi_round(client: httpx.Client, first_url: str, retry_url: str, request_id: int) -> str | None:
+def multi_round(
+    client: httpx.Client, first_url: str, retry_url: str, request_id: int, pause: float = 0.0
+) -> str | None:
     """The demo's two-round flow: the first call on ``first_url`` answers ``input_required`` with a
-    ``requestState``, the retry with the approval on ``retry_url`` completes. ``None`` when it did, else what
-    went wrong (no secret: the state is never repeated)."""
+    ``requestState``, the retry with the approval on ``retry_url`` after ``pause`` seconds (a person answering)
+    completes. ``None`` when it did, else what went wrong (no secret: the state is never repeated)."""
     first = call_tool(client, first_url, request_id, {"arguments": {}})
     result = first.get("result") or {}
     if result.get("resultType") != "input_required" or not isinstance(result.get("requestState"), str):
         return f"first round: {json.dumps(first.get('error') or result.get('resultType'))}"
+    if pause:
+        time.sleep(pause)
     retry = call_tool(
         client,
         retry_url,

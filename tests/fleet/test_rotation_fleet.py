@@ -26,6 +26,8 @@ pytestmark = pytest.mark.slow
 
 NAMES = ("a", "b", "c")
 LIFETIME = "3s"
+#: Seconds a client waits before its retry (a person answering), all within the lifetime.
+PAUSES = (0.0, 0.5, 0.0, 1.5)
 
 
 @pytest.fixture
@@ -110,8 +112,11 @@ def test_three_instances_rotate_step_by_step(tmp_path: Path, fleet: dict[str, Se
 
 
 def test_rotation_under_load_fails_no_continuation(tmp_path: Path, fleet: dict[str, Served]) -> None:
-    """8 clients run the two-round catalog.continue flow without pause, each first round on one instance and its
-    retry on the next (so every continuation crosses instances), while the fleet rotates."""
+    """8 clients run the two-round catalog.continue flow continuously, each first round on one instance and its
+    retry on the next (so every continuation crosses instances), while the fleet rotates. Half the clients answer
+    at once, the others after 0.5 to 1.5 s (within the 3 s lifetime): a state sealed under the former key just
+    before activation is then retried well after it, which a rotation that removed the former key without the
+    wait would break (checked by hand: removing right after activation failed such continuations)."""
     urls = [fleet[name].url for name in NAMES]
     stop = threading.Event()
     failures: list[str] = []
@@ -125,7 +130,7 @@ def test_rotation_under_load_fails_no_continuation(tmp_path: Path, fleet: dict[s
                 request_id += 2
                 turn += 1
                 try:
-                    problem = multi_round(http, urls[turn % 3], urls[(turn + 1) % 3], request_id)
+                    problem = multi_round(http, urls[turn % 3], urls[(turn + 1) % 3], request_id, PAUSES[index % 4])
                 except httpx.HTTPError as error:
                     problem = f"HTTP: {type(error).__name__}"
                 if problem is not None:
