@@ -74,7 +74,7 @@ from .keyring_path import (
     load_document,
     resolve_keyring_path,
 )
-from .output import SokletCommand, SokletGroup, console, emit_json, fail
+from .output import SokletCommand, SokletGroup, console, emit_json, error_console, fail
 
 #: The request-state lifetime ``keys rotate`` assumes when told nothing: the spec's default maximum.
 DEFAULT_STATE_LIFETIME: Final = "15m"
@@ -841,6 +841,14 @@ def _rotate_fleet(
         raise typer.Exit(int(_FLEET_EXIT[abort.status])) from None
     except KeyringFileError as error:
         fail(file_error_text(error), ExitCode.IO)
+    except KeyboardInterrupt:
+        # The step under way may be half done on some instances; every step is idempotent, so --resume redoes it.
+        error_console.print(
+            f"soklet: the record {shown_path(record_path)} is kept: finish with soklet keys rotate --fleet FILE "
+            "--resume",
+            markup=False,
+        )
+        raise
     emit(
         {
             "event": "finished",

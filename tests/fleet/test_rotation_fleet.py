@@ -411,3 +411,28 @@ def test_v1_fleet_is_refused_before_any_change(tmp_path: Path) -> None:
         assert not (tmp_path / "fleet.toml.rotation.json").exists()
     finally:
         stop_all(served)
+
+
+def test_interrupted_rotation_says_how_to_resume(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    command = [sys.executable, "-m", "soklet_cli", "keys", "rotate", "--fleet", "fleet.toml", "--generate"]
+    process = subprocess.Popen(
+        [*command, "--id", "2026-09", "--yes", "--json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if json.loads(line)["event"] == "waiting":
+            process.send_signal(signal.SIGINT)
+            break
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "the record fleet.toml.rotation.json is kept: finish with soklet keys rotate --fleet FILE --resume" in stderr
+    assert "Traceback" not in stderr
+    assert json.loads((tmp_path / "fleet.toml.rotation.json").read_text())["step"] == "verify-active"
+    resumed = soklet(tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--resume", "--yes")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    _assert_rotated(fleet, "2026-09", "2026-08")
