@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Final
 
 import typer
+from rich.status import Status
 from rich.table import Table
 
 from soklet_core.files import (
@@ -744,7 +745,7 @@ def _rotate_fleet(
     record_path = record_option if record_option is not None else default_record_path(fleet)
     targets = _targets([], fleet, None, None, None, None, None)
     names = tuple(target.name for target in targets)
-    emit = _event_printer(as_json)
+    emit = _Progress(as_json)
     if resume:
         if generate:
             fail("--resume continues with the recorded key: --generate does not apply", ExitCode.USAGE)
@@ -842,6 +843,7 @@ def _rotate_fleet(
     except KeyringFileError as error:
         fail(file_error_text(error), ExitCode.IO)
     except KeyboardInterrupt:
+        emit.close()
         # The step under way may be half done on some instances; every step is idempotent, so --resume redoes it.
         error_console.print(
             f"soklet: the record {shown_path(record_path)} is kept: finish with soklet keys rotate --fleet FILE "
@@ -849,6 +851,8 @@ def _rotate_fleet(
             markup=False,
         )
         raise
+    finally:
+        emit.close()
     emit(
         {
             "event": "finished",
@@ -905,28 +909,43 @@ def _confirm(yes: bool, state: RotationRecord) -> None:
         fail("not confirmed; nothing changed", ExitCode.USAGE)
 
 
-def _event_printer(as_json: bool) -> Callable[[dict[str, Any]], None]:
-    if as_json:
+class _Progress:
+    """Prints rotation events: JSON lines for scripts, lines for people. On a terminal the remaining wait counts
+    down in place (a rich status line); a log gets a waiting line every _WAIT_LINE_SECONDS and the last one."""
 
-        def print_json(event: dict[str, Any]) -> None:
+    def __init__(self, as_json: bool) -> None:
+        self._json = as_json
+        self._last_wait = float("-inf")
+        self._status: Status | None = None
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self._json:
             sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
             sys.stdout.flush()
-
-        return print_json
-    last_wait = [float("-inf")]
-
-    def print_text(event: dict[str, Any]) -> None:
+            return
         if event["event"] == "waiting":
-            # A terminal or a log gets a line every few seconds, and the last one.
-            now = time.monotonic()
             last = event["remaining_ms"] == 0 and not event["reserved_on"]
-            if now - last_wait[0] < _WAIT_LINE_SECONDS and not last:
+            if console.is_terminal and not last:
+                text = _event_lines(event)[0].strip()
+                if self._status is None:
+                    self._status = console.status(text)
+                    self._status.start()
+                else:
+                    self._status.update(text)
                 return
-            last_wait[0] = now
+            now = time.monotonic()
+            if now - self._last_wait < _WAIT_LINE_SECONDS and not last:
+                return
+            self._last_wait = now
+        self.close()
         for line in _event_lines(event):
             _say(line)
 
-    return print_text
+    def close(self) -> None:
+        """Stop the status line, if any (the terminal gets its cursor back)."""
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
 
 def _event_lines(event: dict[str, Any]) -> list[str]:

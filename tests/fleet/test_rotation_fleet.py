@@ -436,3 +436,36 @@ def test_interrupted_rotation_says_how_to_resume(tmp_path: Path, fleet: dict[str
     resumed = soklet(tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--resume", "--yes")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     _assert_rotated(fleet, "2026-09", "2026-08")
+
+
+def test_the_wait_counts_down_in_place_on_a_terminal(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    controller, terminal = os.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "soklet_cli", "keys", "rotate", "--fleet", "fleet.toml", "--generate", "--yes"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=terminal,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "120", "TERM": "xterm"},
+    )
+    os.close(terminal)
+    output = bytearray()
+    try:
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        os.close(controller)
+        process.wait(60)
+    text = output.decode("utf-8", "replace")
+    assert process.returncode == 0, text
+    assert "waiting: " in text
+    assert "\x1b[?25l" in text  # the status line hides the cursor while it counts down ...
+    assert text.rfind("\x1b[?25h") > text.rfind("\x1b[?25l")  # ... and gives it back
+    assert "rotated: " in text
+    assert "is active everywhere, 2026-08 removed everywhere" in text
