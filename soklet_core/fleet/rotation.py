@@ -236,7 +236,8 @@ async def rotate_fleet(
         (RotationStep.VERIFY_REMOVED, _verify_removed),
     )
     for step, action in steps:
-        if record.step >= step:
+        # Staging is checked again until its verification passed: an instance may have lost the key meanwhile.
+        if record.step >= step and not (step is RotationStep.STAGE and record.step < RotationStep.VERIFY_STAGED):
             continue
         emit({"event": "step", "step": step.label, "instances": [target.name for target in run.targets]})
         updated: RotationRecord = await action(run, record)
@@ -270,7 +271,12 @@ async def _stage(run: _Run, record: RotationRecord) -> RotationRecord:
         )
     body = {"id": key.id, "material": encode_base64url(key.material)}
     outcomes = await apply_changes(lacking, "stage", [body] * len(lacking))
-    _report_changes(run, RotationStep.STAGE, outcomes)
+    refused = _report_changes(run, RotationStep.STAGE, outcomes)
+    if refused:
+        # Such as the same id with other bytes (409): the comparison names exactly what differs where.
+        report = compare_fleet(await read_snapshots(run.targets))
+        names = ", ".join(outcome.name for outcome in refused)
+        raise RotationAbort(FleetStatus.DIVERGED, f"stage: refused on {names}; nothing was activated", report)
     return record
 
 
@@ -418,7 +424,9 @@ def _require_reachable(readings: Sequence[InstanceReading], step: RotationStep) 
 
 def _report_changes(
     run: _Run, step: RotationStep, outcomes: Sequence[ChangeOutcome], *, absent_is_done: bool = False
-) -> None:
+) -> list[ChangeOutcome]:
+    """Emit each instance's outcome; raise on an unreachable instance (or, past staging, any failure); return
+    the refused stage changes."""
     failed = []
     for outcome in outcomes:
         done = outcome.snapshot is not None or (absent_is_done and outcome.reason == "unknown-key")
@@ -435,10 +443,9 @@ def _report_changes(
         if not done:
             failed.append(outcome)
     if not failed:
-        return
+        return []
     shown = ", ".join(f"{outcome.name} ({outcome.problem})" for outcome in failed)
     unreachable = any(outcome.status is None for outcome in failed)
     if step is RotationStep.STAGE and not unreachable:
-        # A refused stage (such as the same id with other bytes) is left for the verification to name exactly.
-        return
+        return failed
     raise RotationAbort(FleetStatus.UNREACHABLE if unreachable else FleetStatus.DIVERGED, f"{step.label}: {shown}")

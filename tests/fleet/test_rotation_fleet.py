@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fleettest_served import Served, multi_round, soklet, start_fleet, stop_all
+from fleettest_served import TOKEN, Served, multi_round, soklet, start_fleet, stop_all
 
 from soklet_core.files import read_keyring_file
 from soklet_core.keys import ProtectionKey, encode_base64url
@@ -266,7 +266,22 @@ def test_same_id_other_bytes_found_at_stage_aborts_before_activation(tmp_path: P
     assert any("key 2026-09: the same id with other bytes" in text and "on c" in text for text in abort["details"])
     assert not any(event["event"] == "step" and event["step"] == "activate" for event in events)
     assert all(instance.snapshot()["active"] == "2026-08" for instance in fleet.values())
-    assert json.loads(record_path.read_text())["step"] == "stage"
+    assert abort["message"] == "stage: refused on c; nothing was activated"
+    # Staging is not recorded as done: once c's odd key is dealt with, --resume stages again.
+    assert json.loads(record_path.read_text())["step"] == "none"
+    removed = httpx.post(
+        fleet["c"].admin_url + "/v1/keyring/remove",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        json={"id": "2026-09"},
+        timeout=10,
+    )
+    assert removed.status_code == 200
+    resumed = soklet(
+        tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--resume", "--key-file", str(key_file), "--yes"
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    _assert_rotated(fleet, "2026-09", "2026-08")
+    assert fleet["c"].snapshot()["keys"][0]["check_value"] == key.check_value_text
     assert encode_base64url(key.material) not in result.stdout + result.stderr
 
 
