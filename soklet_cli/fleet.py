@@ -201,7 +201,7 @@ def check(
     if token_env is not None and token_file is not None:
         fail("give --token-env or --token-file, not both", ExitCode.USAGE)
     deadline_seconds = parse_duration(wait).total_seconds() if wait is not None else None
-    targets = _targets(urls or [], fleet, resolve, token_env, token_file, ca_file, timeout)
+    targets = fleet_targets(urls or [], fleet, resolve, token_env, token_file, ca_file, timeout)
     started = time.monotonic()
     report, checks = asyncio.run(_run(targets, expect, deadline_seconds, live=not as_json))
     elapsed_ms = round((time.monotonic() - started) * 1000)
@@ -210,7 +210,7 @@ def check(
     raise typer.Exit(int(_EXIT[report.status]))
 
 
-def _targets(
+def fleet_targets(
     urls: Sequence[str],
     fleet: Path | None,
     resolve: str | None,
@@ -219,6 +219,10 @@ def _targets(
     ca_file: Path | None,
     timeout: float | None,
 ) -> list[AdminTarget]:
+    """The instances to read, from exactly one source (URLs, a fleet file or a name to resolve), with their tokens.
+
+    Shared by ``fleet check`` and ``keys rotate --fleet`` so a fleet file is read one way only.
+    """
     if fleet is not None:
         if token_env is not None or token_file is not None or ca_file is not None:
             fail("with --fleet the fleet file names the tokens and CA files", ExitCode.USAGE)

@@ -65,7 +65,7 @@ from ._common import check_duration, file_error_text, parse_duration, parse_file
 from .exit_codes import ExitCode
 
 # The fleet file is read by fleet check's own reader (one home for tokens, CA files and timeouts).
-from .fleet import _targets
+from .fleet import fleet_targets
 from .keyring_path import (
     DEFAULT_KEYRING_FILE,
     InsecureOption,
@@ -743,7 +743,7 @@ def _rotate_fleet(
         # Refused before any instance is contacted: a script must say --yes.
         fail("standard input is not a terminal: give --yes to rotate the fleet (or --dry-run)", ExitCode.USAGE)
     record_path = record_option if record_option is not None else default_record_path(fleet)
-    targets = _targets([], fleet, None, None, None, None, None)
+    targets = fleet_targets([], fleet, None, None, None, None, None)
     names = tuple(target.name for target in targets)
     emit = _Progress(as_json)
     if resume:
