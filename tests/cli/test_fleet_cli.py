@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from conftest import Soklet
+from fleet.fleettest_served import Served
+from fleet.fleettest_served import soklet as run_soklet
 
 from soklet_core.files import MAX_FLEET_INSTANCES, read_keyring_file
 from soklet_core.keys import FingerprintComparison, ProtectionKey
@@ -23,42 +24,6 @@ from soklet_core.keys import FingerprintComparison, ProtectionKey
 pytestmark = pytest.mark.slow
 
 TOKEN = "fleetCheckToken-7d2a9c41e08b35f6"
-
-
-class Served:
-    """One ``soklet serve`` with its admin listener; ``url`` is the admin base URL."""
-
-    def __init__(self, folder: Path, name: str, keyring: Path, *extra: str) -> None:
-        self.name = name
-        self.keyring = keyring
-        self.log = (folder / f"{name}.log").open("w")
-        command = [sys.executable, "-m", "soklet_cli", "serve", "--port", "0", "--json", "--keyring", str(keyring)]
-        command += ["--admin-port", "0", "--admin-token-file", str(folder / "token"), "--instance", name, *extra]
-        self.process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        facts = json.loads(self.process.stdout.readline())
-        self.url: str = facts["admin_url"]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
-
-
-def _soklet(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "soklet_cli", *args], cwd=folder, capture_output=True, text=True, timeout=60, check=False
-    )
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +35,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served
     token.write_text(f"# the fleet's admin token\nops:{TOKEN}\n")
     token.chmod(0o600)
     base = folder / "base.toml"
-    assert _soklet(folder, "keys", "generate", "--id", "2026-08", "--keyring", str(base)).returncode == 0
+    assert run_soklet(folder, "keys", "generate", "--id", "2026-08", "--keyring", str(base)).returncode == 0
     shutil.copy2(base, folder / "d.toml")
-    assert _soklet(folder, "keys", "stage", "--generate", "--id", "next", "--keyring", str(base)).returncode == 0
+    assert run_soklet(folder, "keys", "stage", "--generate", "--id", "next", "--keyring", str(base)).returncode == 0
     assert (
-        _soklet(folder, "keys", "stage", "--generate", "--id", "next", "--keyring", str(folder / "d.toml")).returncode
+        run_soklet(
+            folder, "keys", "stage", "--generate", "--id", "next", "--keyring", str(folder / "d.toml")
+        ).returncode
         == 0
     )
     for name in ("a", "b", "c", "v1"):
@@ -103,7 +70,7 @@ def check(soklet: Soklet, fleet: dict[str, Served]) -> Iterator[Soklet]:
 
 
 def _urls(fleet: dict[str, Served], *names: str) -> list[str]:
-    return [fleet[name].url for name in names]
+    return [fleet[name].admin_url for name in names]
 
 
 def test_three_converged_instances_exit_0(check: Soklet, fleet: dict[str, Served]) -> None:
@@ -120,7 +87,7 @@ def test_same_id_other_bytes_exit_1_names_key_and_instance(check: Soklet, fleet:
     assert result.returncode == 1, result.output
     assert "key next: the same id with other bytes" in result.stdout
     assert "diverged: 3 instances" in result.stdout
-    odd = fleet["d"].url.removeprefix("http://")
+    odd = fleet["d"].admin_url.removeprefix("http://")
     line = next(line for line in result.stdout.splitlines() if "key next:" in line)
     assert line.rstrip().endswith(f"on {odd}); a v1 fingerprint, which digests ids only, would call these equal")
     # v1 equal, v2 different: the keys layer's fingerprints of the two files, and what the instances reported.
@@ -147,7 +114,7 @@ def test_stopped_instance_exit_3(check: Soklet, fleet: dict[str, Served], tmp_pa
     (tmp_path / "token").chmod(0o600)
     stopped = Served(tmp_path, "stopped", tmp_path / "stopped.toml")
     stopped.stop()
-    result = check.run("fleet", "check", "--token-file", "token", *_urls(fleet, "a", "b"), stopped.url)
+    result = check.run("fleet", "check", "--token-file", "token", *_urls(fleet, "a", "b"), stopped.admin_url)
     assert result.returncode == 3, result.output
     assert "no: connection refused" in result.stdout
     assert "unreachable: 1 of 3 instances did not answer" in result.stdout
@@ -155,7 +122,7 @@ def test_stopped_instance_exit_3(check: Soklet, fleet: dict[str, Served], tmp_pa
 
 def test_wrong_token_is_unreachable_and_never_shown(check: Soklet, fleet: dict[str, Served]) -> None:
     wrong = "wrongToken-0123456789abcdef"
-    result = check.run("fleet", "check", "--token-env", "T", fleet["a"].url, env={"T": wrong})
+    result = check.run("fleet", "check", "--token-env", "T", fleet["a"].admin_url, env={"T": wrong})
     assert result.returncode == 3
     assert "HTTP 401: the admin token was refused" in result.stdout
     assert wrong not in result.output
@@ -178,13 +145,15 @@ def test_json_shape(check: Soklet, fleet: dict[str, Served]) -> None:
     assert difference["kind"] == "same-id-other-bytes"
     assert difference["key"] == "next"
     assert [group["instances"] for group in difference["groups"]] == [
-        [fleet["a"].url.removeprefix("http://")],
-        [fleet["d"].url.removeprefix("http://")],
+        [fleet["a"].admin_url.removeprefix("http://")],
+        [fleet["d"].admin_url.removeprefix("http://")],
     ]
 
 
 def test_fleet_file_and_expect(check: Soklet, fleet: dict[str, Served]) -> None:
-    instances = "".join(f'[[instances]]\nname = "{name}"\nurl = "{fleet[name].url}"\n' for name in ("a", "b", "c"))
+    instances = "".join(
+        f'[[instances]]\nname = "{name}"\nurl = "{fleet[name].admin_url}"\n' for name in ("a", "b", "c")
+    )
     (check.cwd / "fleet.toml").write_text(f'[defaults]\nadmin_token_file = "token"\ntimeout = 5\n\n{instances}')
     value = read_keyring_file(fleet["a"].keyring).keyring().fingerprint().value
     result = check.run("fleet", "check", "--fleet", "fleet.toml", "--expect", f"v2:{value}")
@@ -199,7 +168,7 @@ def test_fleet_file_and_expect(check: Soklet, fleet: dict[str, Served]) -> None:
 
 
 def test_resolve_localhost_checks_every_address(check: Soklet, fleet: dict[str, Served]) -> None:
-    port = fleet["a"].url.rsplit(":", 1)[1]
+    port = fleet["a"].admin_url.rsplit(":", 1)[1]
     addresses = {info[4][0] for info in socket.getaddrinfo("localhost", int(port), type=socket.SOCK_STREAM)}
     result = check.run("fleet", "check", "--json", "--token-file", "token", "--resolve", f"localhost:{port}")
     document = json.loads(result.stdout)
@@ -216,7 +185,7 @@ def test_wait_converges_after_a_change(check: Soklet, fleet: dict[str, Served], 
     instance = Served(tmp_path, "moving", moving)
     try:
         command = [sys.executable, "-m", "soklet_cli", "fleet", "check", "--json", "--wait", "60s"]
-        command += ["--token-file", "token", fleet["a"].url, instance.url]
+        command += ["--token-file", "token", fleet["a"].admin_url, instance.admin_url]
         waiting = subprocess.Popen(command, cwd=check.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(2)
         assert waiting.poll() is None
@@ -339,16 +308,16 @@ def test_https_with_a_ca_file_and_resolve_over_tls(check: Soklet, fleet: dict[st
     (tmp_path / "token").chmod(0o600)
     served = Served(tmp_path, "tls", tmp_path / "tls.toml", "--admin-tls-cert", str(cert), "--admin-tls-key", str(key))
     try:
-        assert served.url.startswith("https://127.0.0.1:")
+        assert served.admin_url.startswith("https://127.0.0.1:")
         result = check.run(
-            "fleet", "check", "--token-file", "token", "--ca-file", str(cert), served.url, fleet["a"].url
+            "fleet", "check", "--token-file", "token", "--ca-file", str(cert), served.admin_url, fleet["a"].admin_url
         )
         assert result.returncode == 0, result.output
-        result = check.run("fleet", "check", "--token-file", "token", served.url)
+        result = check.run("fleet", "check", "--token-file", "token", served.admin_url)
         assert result.returncode == 3
         assert "TLS: the certificate was not trusted" in result.stdout
         # --resolve over https: each address is reached directly, the certificate checked against the name.
-        port = served.url.rsplit(":", 1)[1]
+        port = served.admin_url.rsplit(":", 1)[1]
         resolve = ("--resolve", f"https://localhost:{port}", "--ca-file", str(cert), "--json")
         document = json.loads(check.run("fleet", "check", "--token-file", "token", *resolve).stdout)
         rows = {instance["name"]: instance for instance in document["instances"]}
@@ -356,7 +325,7 @@ def test_https_with_a_ca_file_and_resolve_over_tls(check: Soklet, fleet: dict[st
         # A fleet file's ca_file, relative to the file.
         shutil.copy2(cert, check.cwd / "ca.pem")
         defaults = '[defaults]\nadmin_token_file = "token"\nca_file = "ca.pem"\n\n'
-        (check.cwd / "tls.toml").write_text(f'{defaults}[[instances]]\nname = "tls"\nurl = "{served.url}"\n')
+        (check.cwd / "tls.toml").write_text(f'{defaults}[[instances]]\nname = "tls"\nurl = "{served.admin_url}"\n')
         assert check.run("fleet", "check", "--fleet", "tls.toml").returncode == 0
     finally:
         served.stop()
