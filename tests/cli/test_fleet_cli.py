@@ -17,6 +17,7 @@ import pytest
 from conftest import Soklet
 from fleet.fleettest_served import Served
 from fleet.fleettest_served import soklet as run_soklet
+from server.admin_harness import self_signed_certificate
 
 from soklet_core.files import MAX_FLEET_INSTANCES, read_keyring_file
 from soklet_core.keys import FingerprintComparison, ProtectionKey
@@ -266,43 +267,8 @@ def test_limits_on_the_command_line(check: Soklet) -> None:
         assert f"at most {MAX_FLEET_INSTANCES:,} URLs" in result.stderr
 
 
-def _certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed CA certificate for localhost and 127.0.0.1, and its key (0600)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName(names), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "admin.pem", folder / "admin.key"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    key_path.chmod(0o600)
-    return cert_path, key_path
-
-
 def test_https_with_a_ca_file_and_resolve_over_tls(check: Soklet, fleet: dict[str, Served], tmp_path: Path) -> None:
-    cert, key = _certificate(tmp_path)
+    cert, key = self_signed_certificate(tmp_path)
     shutil.copy2(fleet["a"].keyring, tmp_path / "tls.toml")
     (tmp_path / "token").write_text(f"ops:{TOKEN}\n")
     (tmp_path / "token").chmod(0o600)

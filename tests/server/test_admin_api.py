@@ -11,7 +11,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from admin_harness import LABEL, TOKEN, Instance, file_roles, material_text, role_of, write_keyring
+from admin_harness import (
+    LABEL,
+    TOKEN,
+    Instance,
+    file_roles,
+    material_text,
+    role_of,
+    self_signed_certificate,
+    write_keyring,
+)
 from servertest_harness import FORM_CAPS, Client
 
 from soklet_core.files import MAX_INSTANCE_NAME_CHARS
@@ -254,42 +263,9 @@ def test_start_refusals_exit_2(tmp_path: Path) -> None:
     assert TOKEN not in loose.stderr + loose.stdout
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "admin.pem", folder / "admin.key"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    key_path.chmod(0o600)
-    return cert_path, key_path
-
-
 def test_tls_admin_listener_and_a_clean_stop(tmp_path: Path, keys: tuple[ProtectionKey, ProtectionKey]) -> None:
     write_keyring(tmp_path / "keys.toml", keys[0])
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed_certificate(tmp_path)
     served = Instance(tmp_path, "--admin-tls-cert", str(cert), "--admin-tls-key", str(key))
     try:
         assert served.admin_url.startswith("https://127.0.0.1:")
