@@ -18,14 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from soklet_core.json import JsonObject, JsonValue, serialize
+from soklet_core.protocol import CLIENT_CAPABILITIES_META_KEY
 
 from ._frozen import new_frozen
 from .errors import CapabilitiesError, McpModelErrorReason
 
 __all__ = ["CLIENT_CAPABILITIES_META_KEY", "ClientCapabilities"]
-
-#: The ``params._meta`` member that carries a request's client capabilities.
-CLIENT_CAPABILITIES_META_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
 
 # Members whose values the schema types as objects; anything else a client sends is kept but not interpreted.
 _OBJECT_MEMBERS: Final = ("elicitation", "sampling", "roots", "experimental", "extensions")

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
 
 from soklet_core.json import serialize
+from soklet_core.protocol import DEFAULT_SHUTDOWN_GRACE_SECONDS
 
 from .dispatcher import INTERNAL_ERROR, INVALID_REQUEST, error_response
 
@@ -85,8 +86,6 @@ DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS: Final = 5.0
 DEFAULT_MAX_CONNECTIONS: Final = 512
 #: The largest connection cap accepted.
 MAX_CONNECTIONS_CEILING: Final = 65_536
-#: Seconds a stop waits for running requests before cancelling them.
-DEFAULT_SHUTDOWN_GRACE_SECONDS: Final = 10.0
 #: Every timeout and the grace are at most one hour.
 MAX_TIMEOUT_SECONDS: Final = 3600.0
 #: uvicorn's own graceful-shutdown timeout exceeds the app's grace by this much, so the app always answers first.

@@ -23,6 +23,7 @@ from soklet_core import __version__
 from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, MAX_REQUEST_BODY_BYTES, RESPONSE_OUTPUT_CEILING_BYTES
 from soklet_core.keys import KeyringManager
 from soklet_core.protection import ProtectionConfig, RequestStateSealer
+from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 
 from .admission import AdmissionPolicy, AnonymousAdmission
 from .dispatcher import (
@@ -41,7 +42,6 @@ from .transport import McpAsgiApp
 __all__ = ["DEFAULT_ENDPOINT_PATH", "McpServer", "McpServerBuilder"]
 
 #: Where the MCP endpoint listens unless configured.
-DEFAULT_ENDPOINT_PATH = "/mcp"
 
 
 class McpServer:

@@ -4,11 +4,11 @@
 >>> from soklet_core.keys import ProtectionKey, ProtectionKeyring
 >>> keyring = ProtectionKeyring.with_active_key(ProtectionKey.generate("2026-08")).build()
 >>> sealer = RequestStateSealer.for_server(ProtectionConfig.with_keyring(keyring).build())
->>> first = BoundRequest.of(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}',
-...                         path="/mcp", partition=ANONYMOUS_PARTITION)
+>>> first = bind_request(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}',
+...                      path="/mcp", partition=ANONYMOUS_PARTITION)
 >>> token = sealer.seal(JsonValue.from_python({"step": 100}), first)
->>> retry = BoundRequest.of(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t"}}',
-...                         path="/mcp/", partition=ANONYMOUS_PARTITION)
+>>> retry = bind_request(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t"}}',
+...                      path="/mcp/", partition=ANONYMOUS_PARTITION)
 >>> sealer.open(token, retry).state.to_python()
 {'step': Decimal('1E+2')}
 
@@ -22,6 +22,7 @@ from .binding import (
     BoundRequest,
     RequestId,
     RequestStateBinding,
+    bind_request,
     partition_digest,
 )
 from .config import (
@@ -115,6 +116,7 @@ __all__ = [
     "RequestStateProtector",
     "RequestStateSealer",
     "SealedStateContents",
+    "bind_request",
     "derive_aead_key",
     "envelope_header",
     "normalize_endpoint_path",

@@ -6,6 +6,10 @@ version**, the **partition digest** of the admitted authorization partition, and
 (:func:`soklet_core.json.params_digest`: it ignores ``inputResponses``, ``requestState`` and the transient
 ``_meta`` members, so a retry that adds responses still matches).
 
+:func:`bind_request` is the one place a request becomes a :class:`BoundRequest`: the server calls it with the
+protocol version it validated and the digest it took, ``soklet inspect-state --request`` and ``seal-state`` call
+it with the request alone, and both get the same binding for the same request.
+
 The partition itself is not sealed, only its digest: base64url (no padding) of SHA-256 over
 ``b"soklet partition" ‖ 0x00 ‖ partition (UTF-8)``.
 """
@@ -21,6 +25,7 @@ from typing import Final
 
 from soklet_core.json import JsonError, JsonNumber, JsonObject, JsonString, JsonValue, ParamsDigest, parse
 from soklet_core.json import params_digest as compute_params_digest
+from soklet_core.protocol import PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 
 from .errors import BindingField, ProtectionUsageError, ProtectionUsageReason
 from .paths import normalize_endpoint_path
@@ -32,11 +37,12 @@ __all__ = [
     "BoundRequest",
     "RequestId",
     "RequestStateBinding",
+    "bind_request",
     "partition_digest",
 ]
 
 #: The protocol version a request is taken to speak when its ``params._meta`` does not say.
-DEFAULT_PROTOCOL_VERSION: Final = "2026-07-28"
+DEFAULT_PROTOCOL_VERSION: Final = PROTOCOL_VERSION
 #: The partition an unauthenticated caller is admitted to.
 ANONYMOUS_PARTITION: Final = "anonymous"
 #: The domain-separation label of the partition digest (followed by one 0x00 byte, then the partition).
@@ -118,12 +124,9 @@ class RequestStateBinding:
     ) -> RequestStateBinding:
         """The binding of a JSON-RPC request (a parsed object or its JSON bytes).
 
-        ``protocol_version`` defaults to the request's ``params._meta.protocolVersion``, else
-        :data:`DEFAULT_PROTOCOL_VERSION`. Raises ``ProtectionUsageError(INVALID_REQUEST)`` for anything that is
-        not a request object with a string method and structured params (``JsonError`` reasons are not
-        repeated: they would only describe attacker input).
+        ``protocol_version`` defaults as in :func:`bind_request`, which this calls and which says what it raises.
         """
-        return BoundRequest.of(request, path=path, partition=partition, protocol_version=protocol_version).binding
+        return bind_request(request, path=path, partition=partition, protocol_version=protocol_version).binding
 
     def mismatches(self, other: RequestStateBinding) -> tuple[BindingField, ...]:
         """The fields in which ``other`` differs, in comparison order (method, path, version, partition, params)."""
@@ -191,41 +194,67 @@ class BoundRequest:
         partition: str,
         protocol_version: str | None = None,
     ) -> BoundRequest:
-        """Binding and id of a JSON-RPC request (see :meth:`RequestStateBinding.for_request`)."""
-        source: JsonValue | bytes = request
-        if isinstance(request, bytes | bytearray | memoryview):
-            # Parsed once for method and id; the digest reads the bytes again, which is cheaper than the model.
-            source = bytes(request)
-            try:
-                request = parse(source)
-            except JsonError:
-                raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST) from None
-        if not isinstance(request, JsonObject):
-            raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST)
-        method = request.get("method")
-        if not isinstance(method, JsonString):
-            raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST)
-        request_id = request.get("id")
-        if not isinstance(request_id, JsonString | JsonNumber):
-            raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST_ID)
-        if protocol_version is None:
-            protocol_version = _declared_protocol_version(request) or DEFAULT_PROTOCOL_VERSION
+        """Binding and id of a JSON-RPC request: :func:`bind_request`."""
+        return bind_request(request, path=path, partition=partition, protocol_version=protocol_version)
+
+
+def bind_request(
+    request: JsonValue | bytes,
+    *,
+    path: str,
+    partition: str,
+    protocol_version: str | None = None,
+    params_digest: ParamsDigest | None = None,
+) -> BoundRequest:
+    """The binding and id of one JSON-RPC request: what a state it emits is sealed to, and what a state it
+    carries must match.
+
+    ``request`` is the parsed request object or its JSON bytes (parsed strictly). ``protocol_version`` is the
+    version the server validated; without it, the request's ``params._meta`` member
+    ``io.modelcontextprotocol/protocolVersion`` (:data:`~soklet_core.protocol.PROTOCOL_VERSION_META_KEY`) when
+    it is a string, else :data:`~soklet_core.protocol.PROTOCOL_VERSION`. ``params_digest`` is the request's
+    digest when the caller already took it (the server takes it once per request, from the body bytes);
+    without it the digest is taken here, from the bytes when given bytes.
+
+    Raises ``ProtectionUsageError`` with ``INVALID_REQUEST`` (not a request object with a string method and
+    structured params), ``INVALID_REQUEST_ID`` or ``INVALID_BINDING``; ``JsonError`` reasons are not repeated:
+    they would only describe attacker input.
+    """
+    source: JsonValue | bytes = request
+    if isinstance(request, bytes | bytearray | memoryview):
+        # Parsed once for method and id; the digest reads the bytes again, which is cheaper than the model.
+        source = bytes(request)
         try:
-            digest = compute_params_digest(source, whole_request=True)
+            request = parse(source)
         except JsonError:
             raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST) from None
-        binding = RequestStateBinding.of(
-            method=method.value,
-            path=path,
-            protocol_version=protocol_version,
-            partition=partition,
-            params_digest=digest,
-        )
-        return cls(binding, request_id)
+    if not isinstance(request, JsonObject):
+        raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST)
+    method = request.get("method")
+    if not isinstance(method, JsonString):
+        raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST)
+    request_id = request.get("id")
+    if not isinstance(request_id, JsonString | JsonNumber):
+        raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST_ID)
+    if protocol_version is None:
+        protocol_version = _declared_protocol_version(request) or PROTOCOL_VERSION
+    if params_digest is None:
+        try:
+            params_digest = compute_params_digest(source, whole_request=True)
+        except JsonError:
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_REQUEST) from None
+    binding = RequestStateBinding.of(
+        method=method.value,
+        path=path,
+        protocol_version=protocol_version,
+        partition=partition,
+        params_digest=params_digest,
+    )
+    return BoundRequest(binding, request_id)
 
 
 def _declared_protocol_version(request: JsonObject) -> str | None:
     params = request.get("params")
     meta = params.get("_meta") if isinstance(params, JsonObject) else None
-    version = meta.get("protocolVersion") if isinstance(meta, JsonObject) else None
+    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, JsonObject) else None
     return version.value if isinstance(version, JsonString) else None

@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import Final
 
 from soklet_core.keys import ProtectionKeyring
+from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME, DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
 
 from .errors import ProtectionUsageError, ProtectionUsageReason
 from .protector import RequestStateProtector
@@ -40,10 +41,6 @@ __all__ = [
     "ProtectionConfigBuilder",
 ]
 
-#: Longest a sealed state lives, from its first emission (re-emission keeps the first expiry).
-DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME: Final = timedelta(minutes=15)
-#: Most continuations one flow may emit; the first emission is round 1.
-DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS: Final = 10
 #: Longest token accepted or emitted, in bytes (characters: tokens are ASCII).
 DEFAULT_MAXIMUM_ENCODED_BYTES: Final = 65_536
 #: Largest plaintext (canonical framework metadata + application state) accepted or emitted, in bytes.
