@@ -34,10 +34,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
 from soklet_core.files import MAX_FLEET_INSTANCES
+from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME, DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
 
 TOKEN: Final = "benchFleetToken-5c1e9a7f30b2d846"
 #: Fleet sizes measured between the baseline (1) and --instances, to show whether the cost per instance is flat.
@@ -69,7 +71,11 @@ def _host(folder: Path, count: int) -> None:
             document = read_keyring_file(path)
             live = LiveKeyring(KeyringManager(document.keyring()), path, document=document)
             app = AdminApp(
-                live, AdminTokens.parse(f"ops:{TOKEN}"), instance=f"hosted-{index}", lifetime_ms=900_000, rounds=10
+                live,
+                AdminTokens.parse(f"ops:{TOKEN}"),
+                instance=f"hosted-{index}",
+                lifetime_ms=DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME // timedelta(milliseconds=1),
+                rounds=DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
             )
             sock = socket.socket()
             sock.bind(("127.0.0.1", 0))
