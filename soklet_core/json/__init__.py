@@ -7,7 +7,7 @@
 
 from .canonical import canonical_bytes, canonical_text
 from .codec import parse, serialize
-from .digest import EXCLUDED_META_MEMBERS, EXCLUDED_PARAMS_MEMBERS, ParamsDigest, params_digest
+from .digest import EXCLUDED_META_MEMBERS, EXCLUDED_PARAMS_MEMBERS, ParamsDigest, params_digest, stable_params
 from .errors import JsonError, JsonErrorReason
 from .limits import (
     DEFAULT_REQUEST_BODY_BYTES,
@@ -63,4 +63,5 @@ __all__ = [
     "params_digest",
     "parse",
     "serialize",
+    "stable_params",
 ]

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from .canonical import CanonicalTree, check_numbers, feed_canonical, load_canonical_tree, tree_from_value
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_CANONICAL_PARAMS_BYTES
-from .values import JsonValue
+from .values import JsonArray, JsonObject, JsonValue, new_object
 
-__all__ = ["EXCLUDED_META_MEMBERS", "EXCLUDED_PARAMS_MEMBERS", "ParamsDigest", "params_digest"]
+__all__ = ["EXCLUDED_META_MEMBERS", "EXCLUDED_PARAMS_MEMBERS", "ParamsDigest", "params_digest", "stable_params"]
 
 EXCLUDED_PARAMS_MEMBERS: Final = frozenset({"inputResponses", "requestState"})
 EXCLUDED_META_MEMBERS: Final = frozenset({"progressToken", "traceparent", "tracestate", "baggage"})
@@ -40,44 +41,91 @@ class ParamsDigest:
         return self.text
 
 
-def _is_request(root: Any) -> bool:
-    return type(root) is dict and "jsonrpc" in root and "method" in root
+_V = TypeVar("_V")
 
 
-def _stable_params(tree: CanonicalTree, *, whole_request: bool | None) -> Any:
-    root = tree.root
+def _ignore(_: object) -> None:
+    return None
+
+
+def _stable(
+    root: _V,
+    whole_request: bool | None,
+    *,
+    object_type: type,
+    array_type: type,
+    build: Callable[[dict[str, _V]], _V],
+    empty: _V,
+    left_out: Callable[[_V], None],
+) -> _V:
+    """The stable-params rule, once for both shapes of a document: the value model and the canonical-ready tree.
+
+    ``object_type``/``array_type`` are the exact container types of the shape, ``build`` makes an object of kept
+    members, ``empty`` is its ``{}``, and ``left_out`` sees every part the rule drops (the tree still has to
+    check the numbers there, so the digest refuses exactly what ``parse`` refuses).
+    """
     if whole_request is None:
-        whole_request = _is_request(root)
-    # Whatever is left out of the digest is still checked, so the digest refuses exactly what parse refuses.
+        whole_request = type(root) is object_type and "jsonrpc" in root and "method" in root  # type: ignore[operator]
     if whole_request:
-        if type(root) is not dict:
-            check_numbers(tree, root)
+        if type(root) is not object_type:
+            left_out(root)
             raise JsonError(JsonErrorReason.PARAMS_NOT_STRUCTURED)
-        for name, value in root.items():
+        request: Mapping[str, _V] = root  # type: ignore[assignment]
+        for name, value in request.items():
             if name != "params":
-                check_numbers(tree, value)
-    params = root.get("params", {}) if whole_request else root
-    if type(params) is list:
+                left_out(value)
+        params = request.get("params", empty)
+    else:
+        params = root
+    if type(params) is array_type:
         return params
-    if type(params) is not dict:
-        check_numbers(tree, params)
+    if type(params) is not object_type:
+        left_out(params)
         raise JsonError(JsonErrorReason.PARAMS_NOT_STRUCTURED)
-    stable = {}
-    for name, value in params.items():
-        if name in EXCLUDED_PARAMS_MEMBERS:
-            check_numbers(tree, value)
-        else:
-            stable[name] = value
+    members: Mapping[str, _V] = params  # type: ignore[assignment]
+    stable = _without(members, EXCLUDED_PARAMS_MEMBERS, left_out)
     meta = stable.get("_meta")
-    if type(meta) is dict:
-        kept = {}
-        for name, value in meta.items():
-            if name in EXCLUDED_META_MEMBERS:
-                check_numbers(tree, value)
-            else:
-                kept[name] = value
-        stable["_meta"] = kept
-    return stable
+    if type(meta) is object_type:
+        stable["_meta"] = build(_without(meta, EXCLUDED_META_MEMBERS, left_out))  # type: ignore[arg-type]
+    return build(stable)
+
+
+def _without(members: Mapping[str, _V], excluded: frozenset[str], left_out: Callable[[_V], None]) -> dict[str, _V]:
+    kept: dict[str, _V] = {}
+    for name, value in members.items():
+        if name in excluded:
+            left_out(value)
+        else:
+            kept[name] = value
+    return kept
+
+
+def stable_params(request: JsonValue, *, whole_request: bool | None = None) -> JsonValue:
+    """The params a sealed state is bound to: ``request``'s params without the retry-only and transient members.
+
+    ``whole_request`` as for :func:`params_digest` (by default an object with ``jsonrpc`` and ``method`` members is
+    a request; a request without ``params`` gives ``{}``). Array params are returned as they are; params that are
+    neither object nor array raise ``JsonError(PARAMS_NOT_STRUCTURED)``. ``params_digest`` hashes exactly this
+    value: ``params_digest(stable_params(r), whole_request=False) == params_digest(r, whole_request=True)``.
+    """
+    if not isinstance(request, JsonValue):
+        raise TypeError("stable_params takes a JsonValue")
+    return _stable(
+        request,
+        whole_request,
+        object_type=JsonObject,
+        array_type=JsonArray,
+        build=new_object,
+        empty=JsonObject.empty_instance(),
+        left_out=_ignore,
+    )
+
+
+def _stable_tree(tree: CanonicalTree, *, whole_request: bool | None) -> Any:
+    def left_out(node: Any) -> None:
+        check_numbers(tree, node)
+
+    return _stable(tree.root, whole_request, object_type=dict, array_type=list, build=dict, empty={}, left_out=left_out)
 
 
 def params_digest(
@@ -96,12 +144,15 @@ def params_digest(
     array are refused. ``cooperative`` is passed to :func:`.canonical.load_canonical_tree` (for a worker thread).
     """
     if isinstance(source, JsonValue):
-        tree = tree_from_value(source)
-    elif isinstance(source, CanonicalTree):
-        tree = source
+        # Only the kept members are turned into canonical-ready data.
+        stable = tree_from_value(stable_params(source, whole_request=whole_request))
     else:
-        tree = load_canonical_tree(source, max_bytes=max_bytes, cooperative=cooperative)
-    stable = tree.with_root(_stable_params(tree, whole_request=whole_request))
+        tree = (
+            source
+            if isinstance(source, CanonicalTree)
+            else load_canonical_tree(source, max_bytes=max_bytes, cooperative=cooperative)
+        )
+        stable = tree.with_root(_stable_tree(tree, whole_request=whole_request))
     hasher = hashlib.sha256()
     size = feed_canonical(stable, hasher.update, limit=MAX_CANONICAL_PARAMS_BYTES)
     return ParamsDigest(hasher.digest(), size)

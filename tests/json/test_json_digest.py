@@ -19,6 +19,7 @@ from soklet_core.json import (
     ParamsDigest,
     params_digest,
     parse,
+    stable_params,
 )
 
 R = JsonErrorReason
@@ -273,3 +274,59 @@ def test_cooperative_digest_refuses_the_same(doc: bytes, reason: str | None) -> 
     assert (cooperative.value.reason, cooperative.value.offset) == (plain.value.reason, plain.value.offset)
     if reason is not None:
         assert plain.value.reason.value == reason
+
+
+# --- stable_params: the rule as a value --------------------------------------------------------------------------
+
+
+def test_stable_params_drops_exactly_the_excluded_members() -> None:
+    stable = stable_params(parse(request(PARAMS)))
+    assert stable == parse(PARAMS_CANONICAL)
+    # The kept members keep their order and spelling (it is the value model, not the canonical form).
+    assert list(stable) == ["name", "arguments", "_meta"]
+    assert str(stable["arguments"]["price"].value) == "3.50"  # type: ignore[index,union-attr]
+    assert stable_params(parse(PARAMS)) == stable
+    assert stable_params(parse(PARAMS), whole_request=False) == stable
+
+
+def test_stable_params_of_requests_arrays_and_emptied_meta() -> None:
+    assert stable_params(parse(request(None))) == parse(b"{}")
+    assert stable_params(parse(b'{"other":1}'), whole_request=True) == parse(b"{}")
+    assert stable_params(parse(b'{"params":{"a":1}}'), whole_request=True) == parse(b'{"a":1}')
+    array = parse(b'[{"requestState":1},2]')
+    assert stable_params(array) is array
+    assert stable_params(parse(request(b'[{"requestState":1}]'))) == parse(b'[{"requestState":1}]')
+    assert stable_params(parse(b'{"_meta":{"baggage":"b"}}')) == parse(b'{"_meta":{}}')
+    assert stable_params(parse(b'{"_meta":"traceparent"}')) == parse(b'{"_meta":"traceparent"}')
+    # Told it is bare params, a request object is kept whole (nothing in it is excluded).
+    whole = parse(request(b'{"requestState":1}'))
+    assert stable_params(whole, whole_request=False) == whole
+
+
+@pytest.mark.parametrize("doc", [b'"a string"', b"1", b"true", b"null"])
+def test_stable_params_refuses_unstructured_params(doc: bytes) -> None:
+    for source, whole in ((parse(request(doc)), None), (parse(doc), None), (parse(doc), True), (parse(b"[1]"), True)):
+        with pytest.raises(JsonError) as info:
+            stable_params(source, whole_request=whole)
+        assert info.value.reason is R.PARAMS_NOT_STRUCTURED
+
+
+def test_stable_params_takes_only_values() -> None:
+    with pytest.raises(TypeError):
+        stable_params({"a": 1})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        request(PARAMS),
+        request(None),
+        request(b'[1.50,{"requestState":2}]'),
+        request(b'{"_meta":{"progressToken":1,"keep":100}}'),
+        request('{"\uffff":1,"𐀀":2,"inputResponses":{}}'.encode()),
+    ],
+)
+def test_the_digest_hashes_stable_params(doc: bytes) -> None:
+    stable = stable_params(parse(doc))
+    assert params_digest(stable, whole_request=False) == params_digest(doc, whole_request=True)
+    assert params_digest(stable, whole_request=False) == params_digest(parse(doc), whole_request=True)

@@ -27,7 +27,7 @@ from jsontest_support import (
     trees,
 )
 
-from soklet_core.json import JsonValue, canonical_bytes, params_digest, parse, serialize
+from soklet_core.json import JsonValue, canonical_bytes, params_digest, parse, serialize, stable_params
 
 SETTINGS = settings(
     max_examples=100,
@@ -193,3 +193,13 @@ def test_array_or_object_params_digest_like_the_oracle(tree: Any, rng: random.Ra
     assert params_digest(text).text == oracle_digest_text(tree)
     assert params_digest(text, whole_request=False).text == oracle_digest_text(tree)
     assert params_digest(parse(text)).canonical_size == len(oracle_canonical(oracle_stable(tree)))
+
+
+@SETTINGS
+@given(params_trees(), rngs)
+@example({"\uffff": 1, "\U00010000": 2, "requestState": 3, "_meta": {"baggage": 1}}, ascii_rng())
+def test_stable_params_is_what_the_digest_hashes(params: dict[str, Any], rng: random.Random) -> None:
+    text = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":' + render(params, rng) + "}"
+    stable = stable_params(parse(text))
+    assert canonical_bytes(stable) == oracle_canonical(oracle_stable(params))
+    assert params_digest(stable, whole_request=False) == params_digest(text, whole_request=True)
