@@ -13,6 +13,7 @@ from soklet_core.protection import (
     BoundRequest,
     ProtectionConfig,
     RequestStateSealer,
+    bind_request,
 )
 
 #: 2026-08-01T00:00:00Z in epoch milliseconds.
@@ -63,7 +64,10 @@ def request(
     params: dict[str, Any] = {
         "name": name,
         "arguments": arguments if arguments is not None else {"sku": "A-100", "quantity": 3},
-        "_meta": {"protocolVersion": "2026-07-28", "clientCapabilities": {"elicitation": {"form": {}}}},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "clientCapabilities": {"elicitation": {"form": {}}},
+        },
     }
     if meta:
         params["_meta"].update(meta)
@@ -78,7 +82,7 @@ def bound(
     partition: str = ANONYMOUS_PARTITION,
     protocol_version: str | None = None,
 ) -> BoundRequest:
-    return BoundRequest.of(
+    return bind_request(
         data if data is not None else request(), path=path, partition=partition, protocol_version=protocol_version
     )
 

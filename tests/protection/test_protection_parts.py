@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from soklet_core.json import params_digest
+from soklet_core.json import JsonNumber, JsonString, params_digest, parse
 from soklet_core.protection import (
     ANONYMOUS_PARTITION,
     DEFAULT_MAXIMUM_DECODED_BYTES,
@@ -19,7 +19,6 @@ from soklet_core.protection import (
     DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,
     DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     BindingField,
-    BoundRequest,
     ProtectionConfig,
     ProtectionConfigBuilder,
     ProtectionUsageError,
@@ -27,9 +26,11 @@ from soklet_core.protection import (
     Reason,
     RequestStateBinding,
     RequestStateProtectionException,
+    bind_request,
     normalize_endpoint_path,
     partition_digest,
 )
+from soklet_core.protocol import PROTOCOL_VERSION
 from tests.protection.support import key, keyring, request
 
 # ------------------------------------------------------------------------------------------------ paths
@@ -105,19 +106,52 @@ def test_partition_digest_is_the_documented_hash() -> None:
         partition_digest("\ud800")
 
 
-def test_binding_for_request() -> None:
-    data = request(5, meta={"protocolVersion": "2025-11-25"})
-    binding = RequestStateBinding.for_request(data, path="/x/../mcp/", partition="p")
+def test_bind_request_reads_the_prefixed_meta_member() -> None:
+    data = request(5, meta={"io.modelcontextprotocol/protocolVersion": "2025-11-25"})
+    bound = bind_request(data, path="/x/../mcp/", partition="p")
+    binding = bound.binding
     assert binding.method == "tools/call"
     assert binding.path == "/mcp"
     assert binding.protocol_version == "2025-11-25"
     assert binding.partition_digest == partition_digest("p")
     assert binding.params_digest == params_digest(data).text
-    overridden = RequestStateBinding.for_request(data, path="/mcp", partition="p", protocol_version="2026-07-28")
-    assert binding.mismatches(overridden) == (BindingField.PROTOCOL_VERSION,)
+    assert bound.request_id == JsonNumber.from_value(5)
+
+
+def test_bind_request_the_given_version_wins() -> None:
+    data = request(5, meta={"io.modelcontextprotocol/protocolVersion": "2025-11-25"})
+    declared = bind_request(data, path="/mcp", partition="p").binding
+    given = bind_request(data, path="/mcp", partition="p", protocol_version="2026-07-28").binding
+    assert given.protocol_version == "2026-07-28"
+    assert declared.mismatches(given) == (BindingField.PROTOCOL_VERSION,)
+
+
+def test_bind_request_does_not_read_the_unprefixed_member() -> None:
+    data = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"protocolVersion":"2025-11-25"}}}'
+    assert bind_request(data, path="/", partition="p").binding.protocol_version == PROTOCOL_VERSION
     no_meta = b'{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"t"}}'
-    assert RequestStateBinding.for_request(no_meta, path="/", partition="p").protocol_version == "2026-07-28"
-    assert BoundRequest.of(no_meta, path="/", partition="p").request_id.value == "x"  # type: ignore[union-attr]
+    bound = bind_request(no_meta, path="/", partition="p")
+    assert bound.binding.protocol_version == PROTOCOL_VERSION
+    assert bound.request_id == JsonString.from_value("x")
+    # A declared version that is not a string is no version either.
+    odd = b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}}'
+    assert bind_request(odd, path="/", partition="p").binding.protocol_version == PROTOCOL_VERSION
+
+
+def test_bind_request_uses_a_given_digest_as_is() -> None:
+    data = request(5)
+    other = params_digest(request(5, name="another.tool"))
+    assert other.text != params_digest(data).text
+    bound = bind_request(data, path="/mcp", partition="p", params_digest=other)
+    assert bound.binding.params_digest == other.text
+
+
+def test_bind_request_gives_the_same_binding_for_bytes_and_the_parsed_request() -> None:
+    data = request("r-1", meta={"io.modelcontextprotocol/protocolVersion": "2025-11-25", "progressToken": "t"})
+    from_bytes = bind_request(data, path="/mcp", partition="p")
+    from_value = bind_request(parse(data), path="/mcp", partition="p")
+    assert from_bytes == from_value
+    assert from_bytes.binding.protocol_version == "2025-11-25"
 
 
 @pytest.mark.parametrize(
@@ -134,7 +168,7 @@ def test_binding_for_request() -> None:
 )
 def test_bound_request_refusals(data: bytes, reason: ProtectionUsageReason) -> None:
     with pytest.raises(ProtectionUsageError) as caught:
-        BoundRequest.of(data, path="/mcp", partition="p")
+        bind_request(data, path="/mcp", partition="p")
     assert caught.value.reason is reason
 
 

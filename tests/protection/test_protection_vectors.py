@@ -27,6 +27,7 @@ from soklet_core.protection import (
     ProtectionConfig,
     RequestStateSealer,
     SealedStateContents,
+    bind_request,
     derive_aead_key,
 )
 
@@ -60,7 +61,7 @@ def sealer_for(vector: dict[str, Any], now: int) -> RequestStateSealer:
 
 
 def bound_for(vector: dict[str, Any], request_text: str | None = None) -> BoundRequest:
-    return BoundRequest.of(
+    return bind_request(
         (request_text or vector["request"]).encode("utf-8"),
         path=vector["path"],
         partition=vector["partition"],
