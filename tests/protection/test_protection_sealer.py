@@ -500,6 +500,29 @@ def forge(sealer_key_material: bytes, key_id: str, plaintext: bytes, *, version:
     return b64(header + nonce + body)
 
 
+def statuses(diagnosis: Any) -> list[tuple[OpeningStep, CheckStatus]]:
+    return [(check.step, check.status) for check in diagnosis.checks]
+
+
+def expected_statuses(failing: OpeningStep | None, *, retry: bool = True) -> list[tuple[OpeningStep, CheckStatus]]:
+    """The documented diagnosis of a token with one failing check: before the state decodes, a failure ends the
+    run (later checks not run); after it, every check runs, and the retry's checks need a retry."""
+    steps = list(OpeningStep)
+    decoded = steps.index(OpeningStep.JSON)
+    rows = []
+    for index, step in enumerate(steps):
+        ended = failing is not None and steps.index(failing) <= decoded and index > steps.index(failing)
+        wants_retry = not retry and index > steps.index(OpeningStep.ROUND)
+        if step is failing:
+            status = CheckStatus.FAILED
+        elif ended or wants_retry:
+            status = CheckStatus.NOT_RUN
+        else:
+            status = CheckStatus.PASSED
+        rows.append((step, status))
+    return rows
+
+
 def test_every_opening_reason_is_reachable_and_reported_as_itself() -> None:
     material = bytes([7]) * 32
     ring = keyring(key("k1", 7))
@@ -536,8 +559,24 @@ def test_every_opening_reason_is_reachable_and_reported_as_itself() -> None:
         assert failed[0] is OpeningStep.failing_with(reason)
         passed = [check.step for check in diagnosis.checks if check.status is CheckStatus.PASSED]
         assert all(list(OpeningStep).index(step) < list(OpeningStep).index(failed[0]) for step in passed[:1])
+        assert statuses(diagnosis) == expected_statuses(OpeningStep.failing_with(reason)), reason
+        without_retry = sealer.diagnose(token)
+        if list(OpeningStep).index(OpeningStep.failing_with(reason)) > list(OpeningStep).index(OpeningStep.ROUND):
+            assert without_retry.opens
+            assert statuses(without_retry) == expected_statuses(None, retry=False)
+        else:
+            assert statuses(without_retry) == expected_statuses(OpeningStep.failing_with(reason), retry=False)
     clock.now = T0
     assert sealer.diagnose(good, retry).opens
+    assert statuses(sealer.diagnose(good, retry)) == expected_statuses(None)
+    assert statuses(sealer.diagnose(good)) == expected_statuses(None, retry=False)
+    not_text: Any = b"token"
+    assert statuses(sealer.diagnose(not_text, retry)) == expected_statuses(OpeningStep.BASE64URL)
+    # After decoding, every check runs: an expired state replayed with its own id under another method.
+    clock.now = T0 + 15 * MINUTE
+    replayed = bound(request(1, method="resources/read"))
+    assert refusal(sealer, good, replayed) is Reason.EXPIRED
+    assert sealer.diagnose(good, replayed).failures == (Reason.EXPIRED, Reason.BINDING_METHOD, Reason.REQUEST_ID_REUSED)
 
 
 @pytest.mark.parametrize(
