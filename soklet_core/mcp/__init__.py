@@ -95,6 +95,7 @@ from .input_response_union import (
     matches_input_response,
 )
 from .input_responses import InputResponses, InputResponsesBuilder
+from .jsonrpc import McpError
 from .live_keyring import KeyringFileWatcher, LiveKeyring, LiveKeyringError, LiveKeyringRefusal
 from .registry import (
     MAX_NAME_CHARS,
@@ -223,6 +224,7 @@ __all__ = [
     "LiveKeyringError",
     "LiveKeyringRefusal",
     "McpAsgiApp",
+    "McpError",
     "McpModelError",
     "McpModelErrorReason",
     "McpServer",

@@ -1,8 +1,20 @@
-"""The MCP 2026-07-28 protocol logic of one POST: validation, admission, capabilities, state, handler, sealing.
+"""The MCP 2026-07-28 protocol logic of one POST, as a pipeline: validate, resolve, run with state, encode.
 
 No ASGI here: :class:`Dispatcher` takes an :class:`HttpRequest` (path, lower-case headers, body bytes) and
-returns a :class:`DispatchResult` (HTTP status, JSON-RPC message, log fields). The transport adds the HTTP
-framing, SSE progress, body and output limits and cancellation.
+returns a :class:`DispatchResult` (HTTP status, encoded JSON-RPC response, log fields). The transport adds the
+HTTP framing, SSE progress, body and output limits and cancellation.
+
+One request, in order (:meth:`Dispatcher.dispatch`):
+
+1. :meth:`Dispatcher.validate` runs the checks below; each returns a value and the first failure raises
+   :class:`~.jsonrpc.McpError`. They end in one frozen :class:`ValidatedRequest` (method, id, version, meta,
+   params, capabilities, admission, the resolved :class:`Target`, the path and a lazy params digest).
+2. The method's entry in the one method table (:data:`_METHODS`) says how: a list answer pre-encoded at start,
+   or a handler to run.
+3. :meth:`Dispatcher._with_state` wraps the handler call: the state is opened before it and the emitted state
+   sealed after it, with the same bound request and the same digest (taken at most once, only when a
+   framework-protected state is opened or sealed); the opened state never leaves the wrapper.
+4. The result is encoded from pre-encoded fragments (:mod:`.jsonrpc`) into :attr:`DispatchResult.body`.
 
 Validation order (conformance §1.3, then soklet's own steps); the first failure answers:
 
@@ -26,9 +38,13 @@ Validation order (conformance §1.3, then soklet's own steps); the first failure
 Request bodies: work that grows with the body stays off the event loop. A body up to :data:`INLINE_BODY_BYTES` is
 parsed on the loop; a larger one is parsed in a worker thread, at most :data:`MAX_CONCURRENT_LARGE_BODIES` at a
 time (the others wait up to :data:`LARGE_BODY_WAIT_SECONDS`, then get 503), so other clients keep being answered
-and memory stays bounded by that many bodies' working sets. The params digest a framework-protected state is bound
-to is taken from the body bytes (:func:`soklet_core.json.params_digest`), never from the value model; for a large
-body it is taken in the same worker job, *before* the value model is built, so the two never coexist in memory.
+and memory stays bounded by that many bodies' working sets. The body is parsed once. The params digest a
+framework-protected state is bound to is taken from the body bytes (:func:`soklet_core.json.params_digest`), never
+from the value model, at most once per request; for a large body it is taken in the same worker job, *before* the
+value model is built, so the two never coexist in memory.
+
+Where handlers run: ``async def`` handlers on the event loop; ``def`` handlers in a worker thread unless their
+registration says ``blocking=False`` (or the server turned the thread off for all).
 """
 
 from __future__ import annotations
@@ -60,27 +76,52 @@ from soklet_core.json import (
     ParamsDigest,
     params_digest,
     parse,
+    serialize,
 )
 from soklet_core.protection import (
     BoundRequest,
     OpenedRequestState,
     ProtectionUsageError,
-    RequestStateBinding,
     RequestStateProtectionException,
     RequestStateSealer,
+    bind_request,
+)
+from soklet_core.protocol import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    SUPPORTED_PROTOCOL_VERSIONS,
 )
 
 from . import methods
 from .admission import Admission, AdmissionPolicy, AdmissionRefused, AdmissionRequest, AnonymousAdmission
-from .capabilities import CLIENT_CAPABILITIES_META_KEY, ClientCapabilities
+from .capabilities import ClientCapabilities
 from .context import RequestContext, RequestId
 from .errors import McpModelError
 from .input_requests import InputRequirement
 from .input_required import InputRequiredResult, RequestStateMode, check_application_request_state
 from .input_response_union import matches_input_response
 from .input_responses import InputResponses
+from .jsonrpc import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INTERNAL_ERROR_MESSAGE,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_VERSION,
+    McpError,
+    encode_result,
+    error_response,
+    state_refusal,
+)
 from .registry import (
     CompletionArguments,
+    CompletionRegistration,
     PromptRegistration,
     Registry,
     ResourceArguments,
@@ -114,36 +155,19 @@ __all__ = [
     "HttpRequest",
     "Interceptor",
     "LifecycleCallback",
+    "McpError",
     "ProgressChannel",
+    "Target",
+    "ValidatedRequest",
     "error_response",
 ]
 
 _logger = logging.getLogger("soklet.mcp")
 
-#: The protocol versions this server speaks.
-SUPPORTED_PROTOCOL_VERSIONS: Final = ("2026-07-28",)
-#: ``params._meta`` key of the request's protocol version.
-PROTOCOL_VERSION_META_KEY: Final = "io.modelcontextprotocol/protocolVersion"
-#: Result ``_meta`` key naming the server.
-SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
-_LOG_LEVEL_META_KEY: Final = "io.modelcontextprotocol/logLevel"
 _LOG_LEVELS: Final = frozenset({"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"})
 #: Cache hint of ``server/discover`` and the list results (their content is the same for every caller).
 DEFAULT_LIST_CACHE_HINT: Final = CacheHint(300_000, CacheScope.PUBLIC)
 
-_KNOWN_METHODS: Final = frozenset(
-    {
-        methods.SERVER_DISCOVER,
-        methods.TOOLS_LIST,
-        methods.TOOLS_CALL,
-        methods.PROMPTS_LIST,
-        methods.PROMPTS_GET,
-        methods.RESOURCES_LIST,
-        methods.RESOURCES_READ,
-        methods.RESOURCES_TEMPLATES_LIST,
-        methods.COMPLETION_COMPLETE,
-    }
-)
 #: Bodies up to this many bytes are parsed on the event loop: the densest JSON of this size (a run of numbers) costs
 #: about 15 ms, less than handing it to a thread and back would save. Larger bodies go to a worker thread.
 INLINE_BODY_BYTES: Final = 64 * 1024
@@ -158,25 +182,11 @@ LARGE_BODY_WAIT_SECONDS: Final = 30.0
 _DIGEST_ONLY_REFUSALS: Final = frozenset({JsonErrorReason.PARAMS_NOT_STRUCTURED, JsonErrorReason.CANONICAL_TOO_LARGE})
 _T = TypeVar("_T")
 _BASE64_SENTINEL: Final = re.compile(r"=\?base64\?([A-Za-z0-9+/=_-]*)\?=")
-
-#: JSON-RPC error codes the server answers with (standard, then MCP's own -32020..-32022).
-PARSE_ERROR: Final = -32700
-#: Not a JSON-RPC request object (also the code of 400/401/403/404/405/408/413/431 transport refusals).
-INVALID_REQUEST: Final = -32600
-#: Unknown or removed method (HTTP 404).
-METHOD_NOT_FOUND: Final = -32601
-#: Bad params, unknown operation, malformed input responses, refused request state (HTTP 400).
-INVALID_PARAMS: Final = -32602
-#: Handler failure, sealing failure, output over the ceiling (HTTP 200).
-INTERNAL_ERROR: Final = -32603
-#: A required header is missing or disagrees with the body (HTTP 400).
-HEADER_MISMATCH: Final = -32020
-#: A client capability the request needs was not declared (HTTP 400, ``data.requiredCapabilities``).
-MISSING_CAPABILITY: Final = -32021
-#: The protocol version is not supported (HTTP 400, ``data.supported`` and ``data.requested``).
-UNSUPPORTED_VERSION: Final = -32022
+_JSONRPC: Final = JsonString.from_value("2.0")
+_REF_PROMPT: Final = JsonString.from_value("ref/prompt")
 
 _Operation: TypeAlias = ToolRegistration | PromptRegistration | ResourceRegistration | ResourceTemplateRegistration
+_Result: TypeAlias = InputRequiredResult | CallToolResult | GetPromptResult | ReadResourceResult | CompleteResult
 
 #: Wraps the handler call: ``interceptor(context, call_handler)`` must await ``call_handler()`` (or not) and
 #: return the result. It receives the same admitted context the handler gets.
@@ -198,18 +208,49 @@ class HttpRequest:
 class DispatchResult:
     """The answer to one POST, and what the access log may say about it.
 
-    ``message`` is ``None`` for an accepted notification (202). ``method`` and ``operation`` are only ever
-    known method names and registered operation names (never raw client text); ``reason`` is a bounded refusal
-    reason for the log.
+    ``body`` is the encoded JSON-RPC response (``None`` for an accepted notification, 202); ``request_id`` its
+    id when known. ``method`` and ``operation`` are only ever known method names and registered operation names
+    (never raw client text); ``reason`` is a bounded refusal reason for the log.
     """
 
     status: int
-    message: JsonObject | None
+    body: bytes | None
     method: str | None = None
     operation: str | None = None
     reason: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     code: int | None = None
+    request_id: RequestId | None = None
+
+    @property
+    def message(self) -> JsonObject | None:
+        """The response as a value (parsed from :attr:`body`; for tests and tools, not the hot path)."""
+        if self.body is None:
+            return None
+        message = parse(self.body)
+        assert isinstance(message, JsonObject)
+        return message
+
+    @classmethod
+    def refused(
+        cls,
+        error: McpError,
+        request_id: RequestId | None = None,
+        *,
+        method: str | None = None,
+        operation: str | None = None,
+    ) -> DispatchResult:
+        """The answer of a refused request."""
+        return cls(
+            error.http_status,
+            error.encode(request_id),
+            method=method,
+            operation=operation,
+            reason=error.log_reason,
+            headers=error.headers,
+            code=error.code,
+            request_id=request_id,
+        )
 
 
 class ProgressChannel(Protocol):
@@ -294,43 +335,95 @@ def _exact(number: Decimal | float) -> Decimal:
     return Decimal(repr(number)) if isinstance(number, float) else Decimal(number)
 
 
-class _Refusal(Exception):
-    """An early answer: status, code, message, optional data and the log reason."""
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a request runs: a registration's handler, the name the log gives it, and where it runs.
 
-    def __init__(
-        self, status: int, code: int, message: str, reason: str, data: JsonValue | None = None, **extra: Any
-    ) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.reason = reason
-        self.data = data
-        self.headers: tuple[tuple[str, str], ...] = extra.get("headers", ())
+    ``operation`` is the tool, prompt, resource or template (``None`` for a completion, which takes no input
+    responses and no state); ``arguments`` turns the request's params into the handler's second argument (step
+    11, raising :class:`~.jsonrpc.McpError`); ``on_loop`` says the handler runs on the event loop (``async``
+    handlers, and ``def`` handlers registered with ``blocking=False``) rather than in a worker thread.
+    """
 
-
-def _error_message(request_id: JsonValue, code: int, message: str, data: JsonValue | None = None) -> JsonObject:
-    error = JsonObject.builder().put("code", code).put("message", message)
-    if data is not None:
-        error.put("data", data)
-    return JsonObject.builder().put("jsonrpc", "2.0").put("id", request_id).put("error", error.build()).build()
+    name: str
+    operation: _Operation | None
+    handler: Callable[[RequestContext, Any], object]
+    arguments: Callable[[JsonObject], object]
+    on_loop: bool
+    expected: type
 
 
-def error_response(request_id: JsonValue | None, code: int, message: str, data: JsonValue | None = None) -> JsonObject:
-    """A JSON-RPC error response (``id`` null when the request id is unknown)."""
-    return _error_message(JsonNull.instance() if request_id is None else request_id, code, message, data)
+class _Digest:
+    """The params digest of one request: taken at most once, from the body bytes, when a state needs it."""
+
+    __slots__ = ("body", "value")
+
+    def __init__(self, body: bytes, value: ParamsDigest | JsonError | None = None) -> None:
+        self.body = body
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"_Digest(taken={self.value is not None})"
 
 
-def _result_message(request_id: JsonValue, result: JsonObject) -> JsonObject:
-    return JsonObject.builder().put("jsonrpc", "2.0").put("id", request_id).put("result", result).build()
+@dataclass(frozen=True, slots=True)
+class ValidatedRequest:
+    """One request that passed validation steps 1-9: everything the rest of the pipeline reads, fixed.
+
+    ``answer`` is the pre-encoded result of a list method or of a completion nobody registered (nothing runs);
+    otherwise ``target`` is what runs. The params digest is not a field: it is taken lazily, at most once, by
+    the state wrapper (:meth:`Dispatcher.params_digests_taken` counts them).
+    """
+
+    method: str
+    request_id: RequestId
+    version: str
+    meta: JsonObject
+    params: JsonObject
+    capabilities: ClientCapabilities
+    admission: Admission
+    path: str
+    message: JsonObject
+    target: Target | None
+    answer: bytes | None
+    digest: _Digest
 
 
-def _header_mismatch(detail: str) -> _Refusal:
-    return _Refusal(400, HEADER_MISMATCH, f"Header mismatch: {detail}", "header-mismatch")
+def _header_mismatch(detail: str) -> McpError:
+    return McpError(HEADER_MISMATCH, f"Header mismatch: {detail}", log_reason="header-mismatch")
 
 
-def _invalid_params(message: str, reason: str, data: JsonValue | None = None) -> _Refusal:
-    return _Refusal(400, INVALID_PARAMS, message, reason, data)
+def _invalid_params(message: str, reason: str, data: JsonValue | None = None) -> McpError:
+    return McpError(INVALID_PARAMS, message, data, log_reason=reason)
+
+
+def _missing_capabilities(missing: ClientCapabilities) -> McpError:
+    data = JsonObject.builder().put("requiredCapabilities", missing.to_wire()).build()
+    return McpError(MISSING_CAPABILITY, "Missing required client capability", data)
+
+
+def _internal(reason: str) -> McpError:
+    return McpError(INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE, log_reason=reason)
+
+
+def _busy_refusal() -> McpError:
+    # The server's state, not the request's fault: -32603, as the transport's 503s.
+    return McpError(
+        INTERNAL_ERROR, "Service Unavailable", http_status=503, log_reason="busy", headers=(("retry-after", "1"),)
+    )
+
+
+_PARSE_REFUSAL: Final = McpError(PARSE_ERROR, "Parse error")
+_ENVELOPE_REFUSAL: Final = McpError(INVALID_REQUEST, "Invalid Request", log_reason="envelope")
+_METHOD_REFUSAL: Final = McpError(METHOD_NOT_FOUND, "Method not found")
+
+
+@dataclass(frozen=True, slots=True)
+class _Method:
+    """One entry of the method table: the params member ``Mcp-Name`` echoes, and how the target is resolved."""
+
+    routing_member: str | None
+    resolve: Callable[[Dispatcher, JsonObject, ToolRegistration | None], Target | bytes]
 
 
 def _decode_header(value: str) -> str:
@@ -398,6 +491,7 @@ class Dispatcher:
         self._versions = tuple(supported_versions)
         if not self._versions:
             raise ValueError("at least one protocol version must be supported")
+        self._supported_data = JsonArray.of(*self._versions)
         self._instructions = instructions
         self._cache_hint = list_cache_hint
         self._interceptor = interceptor
@@ -405,6 +499,8 @@ class Dispatcher:
         self._server_meta = JsonObject.from_mapping(
             {SERVER_INFO_META_KEY: {"name": server_name, "version": server_version}}
         )
+        # Every result ends with the same _meta member: encoded once, spliced in before the closing brace.
+        self._meta_tail = b',"_meta":' + serialize(self._server_meta).encode("utf-8") + b"}"
         # Only framework-protected operations bind a state to the params digest.
         self._digests = any(
             item.request_state_mode is RequestStateMode.FRAMEWORK_PROTECTED for item in self._operations()
@@ -412,6 +508,7 @@ class Dispatcher:
         if sealer is None and self._digests:
             raise ValueError("FRAMEWORK_PROTECTED operations need a protection config")
         self._lists = self._build_lists()
+        self._digests_taken = 0
         self._workers_lock = threading.Lock()
         self._workers: ThreadPoolExecutor | None = None
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
@@ -426,6 +523,12 @@ class Dispatcher:
         """The registrations served."""
         return self._registry
 
+    @property
+    def params_digests_taken(self) -> int:
+        """How many params digests this dispatcher has taken: at most one per request, and only for a request
+        that opens or seals a framework-protected state (or a large body, digested before it is parsed)."""
+        return self._digests_taken
+
     def _operations(self) -> Iterable[_Operation]:
         yield from self._registry.tools
         yield from self._registry.prompts
@@ -439,25 +542,23 @@ class Dispatcher:
             .put(member, JsonArray.of(*items))
             .put("ttlMs", self._cache_hint.ttl_ms)
             .put("cacheScope", self._cache_hint.scope.value)
-            .put("_meta", self._server_meta)
             .build()
         )
 
-    def _build_lists(self) -> Mapping[str, JsonObject]:
-        # Registrations are immutable, so each list result is built once and reused for every request.
+    def _build_lists(self) -> Mapping[str, bytes]:
+        # Registrations are immutable, so each list result is encoded once and reused for every request.
         capabilities = JsonObject.from_mapping({"tools": {}, "prompts": {}, "resources": {}, "completions": {}})
         discover = (
             JsonObject.builder()
             .put("resultType", "complete")
-            .put("supportedVersions", JsonArray.of(*self._versions))
+            .put("supportedVersions", self._supported_data)
             .put("capabilities", capabilities)
         )
         if self._instructions is not None:
             discover.put("instructions", self._instructions)
         discover.put("ttlMs", self._cache_hint.ttl_ms).put("cacheScope", self._cache_hint.scope.value)
-        discover.put("_meta", self._server_meta)
         registry = self._registry
-        return {
+        results = {
             methods.SERVER_DISCOVER: discover.build(),
             methods.TOOLS_LIST: self._list_result("tools", (t.to_wire() for t in registry.tools)),
             methods.PROMPTS_LIST: self._list_result("prompts", (p.to_wire() for p in registry.prompts)),
@@ -466,50 +567,72 @@ class Dispatcher:
                 "resourceTemplates", (t.to_wire() for t in registry.resource_templates)
             ),
         }
+        return {method: self._encode(result) for method, result in results.items()}
+
+    def _encode(self, result: JsonObject) -> bytes:
+        """A result object (never empty: it has ``resultType``) with the server's ``_meta`` appended."""
+        return serialize(result)[:-1].encode("utf-8") + self._meta_tail
 
     # ------------------------------------------------------------------------------------------------ entry
 
     async def dispatch(self, request: HttpRequest, channel: ProgressChannel | None = None) -> DispatchResult:
         """Answer one POST body. Never raises for client input; ``asyncio.CancelledError`` propagates."""
-        digest: ParamsDigest | JsonError | None = None
         try:
-            if len(request.body) <= INLINE_BODY_BYTES:
-                message = parse(request.body)
-            else:
-                message, digest = await self._off_loop(lambda: _read_large_body(request.body, digest=self._digests))
+            message, digest = await self._parse(request)
+            envelope = _envelope(message)
+        except McpError as error:
+            return DispatchResult.refused(error)
+        if envelope is None:
+            return DispatchResult(202, None, reason="notification")
+        message, request_id, method = envelope
+        if method is None:
+            return DispatchResult.refused(_ENVELOPE_REFUSAL, request_id)
+        entry = _METHODS.get(method)
+        logged_method = method if entry is not None else None
+        operation: str | None = None
+        try:
+            validated = self._validate(request, message, request_id, method, entry, digest)
+            if validated.answer is not None:
+                return self._answer(validated, validated.answer)
+            assert validated.target is not None
+            operation = validated.target.name
+            return self._answer(validated, await self._with_state(validated, validated.target, channel))
+        except McpError as error:
+            return DispatchResult.refused(error, request_id, method=logged_method, operation=operation)
+
+    async def validate(self, request: HttpRequest) -> ValidatedRequest | None:
+        """Validation steps 1-9 alone: the record the rest of the pipeline reads, or ``None`` for a
+        notification. Raises :class:`~.jsonrpc.McpError` with the first failure (for tests and other transports:
+        :meth:`dispatch` runs the same steps)."""
+        message, digest = await self._parse(request)
+        envelope = _envelope(message)
+        if envelope is None:
+            return None
+        message, request_id, method = envelope
+        if method is None:
+            raise _ENVELOPE_REFUSAL
+        return self._validate(request, message, request_id, method, _METHODS.get(method), digest)
+
+    def _answer(self, validated: ValidatedRequest, result: bytes) -> DispatchResult:
+        operation = validated.target.name if validated.target is not None else None
+        body = encode_result(validated.request_id, result)
+        return DispatchResult(200, body, method=validated.method, operation=operation, request_id=validated.request_id)
+
+    # ------------------------------------------------------------------------------------------------ step 1
+
+    async def _parse(self, request: HttpRequest) -> tuple[JsonValue, _Digest]:
+        body = request.body
+        try:
+            if len(body) <= INLINE_BODY_BYTES:
+                return parse(body), _Digest(body)
+            message, taken = await self._off_loop(lambda: _read_large_body(body, digest=self._digests))
         except JsonError:
-            return DispatchResult(400, error_response(None, PARSE_ERROR, "Parse error"), reason="parse-error")
+            raise _PARSE_REFUSAL from None
         except _Busy:
-            busy = _busy_refusal()
-            answer = error_response(None, busy.code, busy.message)
-            return DispatchResult(busy.status, answer, reason=busy.reason, headers=busy.headers, code=busy.code)
-        if not isinstance(message, JsonObject) or message.get("jsonrpc") != _JSONRPC:
-            return DispatchResult(400, error_response(None, INVALID_REQUEST, "Invalid Request"), reason="envelope")
-        method_value = message.get("method")
-        if "id" not in message:
-            if isinstance(method_value, JsonString):
-                return DispatchResult(202, None, reason="notification")
-            return DispatchResult(400, error_response(None, INVALID_REQUEST, "Invalid Request"), reason="envelope")
-        request_id = message["id"]
-        if not isinstance(request_id, JsonString | JsonNumber) or not isinstance(method_value, JsonString):
-            known_id = request_id if isinstance(request_id, JsonString | JsonNumber) else None
-            return DispatchResult(400, error_response(known_id, INVALID_REQUEST, "Invalid Request"), reason="envelope")
-        method = method_value.value
-        logged_method = method if method in _KNOWN_METHODS else None
-        state = _Call(request, message, request_id, method)
-        state.digest = digest
-        try:
-            return await self._dispatch(state, channel)
-        except _Refusal as refusal:
-            return DispatchResult(
-                refusal.status,
-                error_response(request_id, refusal.code, refusal.message, refusal.data),
-                method=logged_method,
-                operation=state.operation_name,
-                reason=refusal.reason,
-                headers=refusal.headers,
-                code=refusal.code,
-            )
+            raise _busy_refusal() from None
+        if taken is not None:
+            self._digests_taken += 1
+        return message, _Digest(body, taken)
 
     def _worker_pool(self) -> ThreadPoolExecutor:
         with self._workers_lock:
@@ -541,12 +664,56 @@ class Dispatcher:
         future.add_done_callback(lambda done: _release(slots, done))
         return await asyncio.shield(future)
 
-    async def _dispatch(self, call: _Call, channel: ProgressChannel | None) -> DispatchResult:
-        headers = call.request.headers
+    # ------------------------------------------------------------------------------------------------ steps 2-9
+
+    def _validate(
+        self,
+        request: HttpRequest,
+        message: JsonObject,
+        request_id: RequestId,
+        method: str,
+        entry: _Method | None,
+        digest: _Digest,
+    ) -> ValidatedRequest:
+        headers = request.headers
+        params, meta, version, capabilities = self._version_and_meta(headers, message)  # steps 2-5
+        if entry is None:
+            raise _METHOD_REFUSAL  # step 6
+        tool = self._routing_headers(headers, method, entry, params, meta)  # step 7
+        try:  # step 8
+            admission = self._admission.admit(AdmissionRequest(request.path, headers))
+        except AdmissionRefused as refused:
+            raise McpError(
+                INVALID_REQUEST,
+                "Unauthorized",
+                http_status=401,
+                log_reason=f"admission-{refused.reason.value}",
+                headers=(("www-authenticate", "Bearer"),),
+            ) from None
+        resolved = entry.resolve(self, params, tool)  # step 9
+        target, answer = (resolved, None) if isinstance(resolved, Target) else (None, resolved)
+        return ValidatedRequest(
+            method=method,
+            request_id=request_id,
+            version=version,
+            meta=meta,
+            params=params,
+            capabilities=capabilities,
+            admission=admission,
+            path=request.path,
+            message=message,
+            target=target,
+            answer=answer,
+            digest=digest,
+        )
+
+    def _version_and_meta(
+        self, headers: Mapping[str, str], message: JsonObject
+    ) -> tuple[JsonObject, JsonObject, str, ClientCapabilities]:
         version_header = headers.get("mcp-protocol-version")
         if version_header is None:
             raise _header_mismatch("missing MCP-Protocol-Version header")
-        params = call.message.get("params")
+        params = message.get("params")
         if params is not None and not isinstance(params, JsonObject):
             raise _invalid_params("Invalid params: params must be an object", "params-not-object")
         meta = params.get("_meta") if params is not None else None
@@ -560,6 +727,7 @@ class Dispatcher:
                 "io.modelcontextprotocol/clientCapabilities",
                 "meta-missing",
             )
+        assert params is not None
         version = meta[PROTOCOL_VERSION_META_KEY]
         if not isinstance(version, JsonString):
             raise _invalid_params("Invalid params: protocolVersion must be a string", "meta-invalid")
@@ -570,62 +738,31 @@ class Dispatcher:
         if version_header.strip() != version.value:
             raise _header_mismatch("MCP-Protocol-Version header does not match _meta protocolVersion")
         if version.value not in self._versions:
-            data = JsonObject.builder().put("supported", JsonArray.of(*self._versions)).put("requested", version)
-            raise _Refusal(
-                400, UNSUPPORTED_VERSION, "Unsupported protocol version", "unsupported-version", data.build()
-            )
-        if call.method not in _KNOWN_METHODS:
-            raise _Refusal(404, METHOD_NOT_FOUND, "Method not found", "method-not-found")
+            data = JsonObject.builder().put("supported", self._supported_data).put("requested", version).build()
+            raise McpError(UNSUPPORTED_VERSION, "Unsupported protocol version", data)
+        return params, meta, version.value, capabilities
+
+    def _routing_headers(
+        self, headers: Mapping[str, str], method: str, entry: _Method, params: JsonObject, meta: JsonObject
+    ) -> ToolRegistration | None:
         method_header = headers.get("mcp-method")
-        if method_header is None or method_header.strip() != call.method:
+        if method_header is None or method_header.strip() != method:
             raise _header_mismatch("Mcp-Method header does not match the body method")
-        log_level = meta.get(_LOG_LEVEL_META_KEY)
+        log_level = meta.get(LOG_LEVEL_META_KEY)
         if log_level is not None and not (isinstance(log_level, JsonString) and log_level.value in _LOG_LEVELS):
             raise _invalid_params("Invalid params: unknown logLevel", "log-level")
-        body = params if params is not None else JsonObject.empty_instance()
-        tool = self._check_routing_headers(call, body)
-        try:
-            admission = self._admission.admit(AdmissionRequest(call.request.path, headers))
-        except AdmissionRefused as refused:
-            raise _Refusal(
-                401,
-                INVALID_REQUEST,
-                "Unauthorized",
-                f"admission-{refused.reason.value}",
-                headers=(("www-authenticate", "Bearer"),),
-            ) from None
-        call.admission = admission
-        call.capabilities = capabilities
-        call.version = version.value
-        call.meta = meta
-        call.params = body
-        call.channel = channel
-        listed = self._lists.get(call.method)
-        if listed is not None:
-            return call.complete(listed)
-        if call.method == methods.TOOLS_CALL:
-            return await self._tools_call(call, tool)
-        if call.method == methods.PROMPTS_GET:
-            return await self._prompts_get(call)
-        if call.method == methods.RESOURCES_READ:
-            return await self._resources_read(call)
-        return await self._complete(call)
-
-    def _check_routing_headers(self, call: _Call, params: JsonObject) -> ToolRegistration | None:
-        member = {methods.TOOLS_CALL: "name", methods.PROMPTS_GET: "name", methods.RESOURCES_READ: "uri"}.get(
-            call.method
-        )
+        member = entry.routing_member
         if member is None:
             return None
         value = params.get(member)
         if not isinstance(value, JsonString):
             raise _invalid_params(f"Invalid params: params.{member} must be a string", f"{member}-missing")
-        header = call.request.headers.get("mcp-name")
+        header = headers.get("mcp-name")
         if header is None:
             raise _header_mismatch("missing Mcp-Name header")
         if _decode_header(header) != value.value:
             raise _header_mismatch(f"Mcp-Name header does not match params.{member}")
-        if call.method != methods.TOOLS_CALL:
+        if method != methods.TOOLS_CALL:
             return None
         tool = self._registry.find_tool(value.value)
         if tool is None or not tool.header_parameters:
@@ -633,7 +770,7 @@ class Dispatcher:
         arguments = params.get("arguments")
         arguments = arguments if isinstance(arguments, JsonObject) else JsonObject.empty_instance()
         for name, property_name in tool.header_parameters.items():
-            sent = call.request.headers.get("mcp-param-" + name.lower())
+            sent = headers.get("mcp-param-" + name.lower())
             body_value = arguments.get(property_name)
             present = body_value is not None and not isinstance(body_value, JsonNull)
             if sent is None:
@@ -644,215 +781,240 @@ class Dispatcher:
                 raise _header_mismatch(f"Mcp-Param-{name} header does not match the argument")
         return tool
 
-    # ------------------------------------------------------------------------------------------------ operations
+    # ------------------------------------------------------------------------------------------------ step 9
 
-    def _check_required(self, call: _Call, operation: _Operation) -> None:
-        required = operation.required_capabilities
-        if not required:
-            return
-        missing = call.capabilities.missing(required)
-        if missing is not None:
-            raise _missing_capabilities(missing)
+    def _target(
+        self,
+        name: str,
+        registration: _Operation | CompletionRegistration,
+        arguments: Callable[[JsonObject], object],
+        expected: type,
+    ) -> Target:
+        handler = registration.handler
+        on_loop = inspect.iscoroutinefunction(handler) or not registration.blocking or not self._in_thread
+        operation = None if isinstance(registration, CompletionRegistration) else registration
+        return Target(name, operation, handler, arguments, on_loop, expected)
 
-    async def _tools_call(self, call: _Call, tool: ToolRegistration | None) -> DispatchResult:
+    def _tool(self, params: JsonObject, tool: ToolRegistration | None) -> Target | bytes:
         if tool is None:
             raise _invalid_params("Unknown tool", "unknown-tool")
-        call.operation_name = tool.name
-        self._check_required(call, tool)
-        arguments = call.params.get("arguments")
-        if arguments is None:
-            arguments = JsonObject.empty_instance()
-        if not isinstance(arguments, JsonObject):
-            raise _invalid_params("Invalid params: arguments must be an object", "arguments")
-        result = await self._run(call, tool, lambda context: tool.handler(context, arguments))
-        if isinstance(result, CallToolResult):
-            return call.complete(result.to_wire(meta=self._server_meta))
-        return await self._input_required(call, tool, result)
+        return self._target(tool.name, tool, _tool_arguments, CallToolResult)
 
-    async def _prompts_get(self, call: _Call) -> DispatchResult:
-        name = call.params["name"]
+    def _prompt(self, params: JsonObject, tool: ToolRegistration | None) -> Target | bytes:
+        name = params["name"]
         assert isinstance(name, JsonString)
         prompt = self._registry.find_prompt(name.value)
         if prompt is None:
             raise _invalid_params("Unknown prompt", "unknown-prompt")
-        call.operation_name = prompt.name
-        self._check_required(call, prompt)
-        try:
-            arguments = prompt.check_arguments(call.params.get("arguments"))
-        except McpModelError:
-            raise _invalid_params("Invalid params: prompt arguments", "prompt-arguments") from None
-        result = await self._run(call, prompt, lambda context: prompt.handler(context, arguments))
-        if isinstance(result, GetPromptResult):
-            return call.complete(result.to_wire(meta=self._server_meta))
-        return await self._input_required(call, prompt, result)
 
-    async def _resources_read(self, call: _Call) -> DispatchResult:
-        uri = call.params["uri"]
+        def arguments(params: JsonObject) -> object:
+            try:
+                return prompt.check_arguments(params.get("arguments"))
+            except McpModelError:
+                raise _invalid_params("Invalid params: prompt arguments", "prompt-arguments") from None
+
+        return self._target(prompt.name, prompt, arguments, GetPromptResult)
+
+    def _resource(self, params: JsonObject, tool: ToolRegistration | None) -> Target | bytes:
+        uri = params["uri"]
         assert isinstance(uri, JsonString)
-        operation: _Operation
         found = self._registry.find_resource(uri.value)
         if found is not None:
-            operation, arguments = found, ResourceArguments(uri.value)
-            call.operation_name = found.uri
-        else:
-            matched = self._registry.match_resource_template(uri.value)
-            if matched is None:
-                raise _invalid_params("Resource not found", "unknown-resource", JsonObject.from_mapping({"uri": uri}))
-            operation, arguments = matched
-            call.operation_name = matched[0].uri_template.text
-        self._check_required(call, operation)
-        handler = operation.handler
-        result = await self._run(call, operation, lambda context: handler(context, arguments))
-        if isinstance(result, ReadResourceResult):
-            hint = CacheHint.uncached() if call.retry else None
-            return call.complete(result.to_wire(cache_hint=hint, meta=self._server_meta))
-        return await self._input_required(call, operation, result)
+            fixed = ResourceArguments(uri.value)
+            return self._target(found.uri, found, lambda _params: fixed, ReadResourceResult)
+        matched = self._registry.match_resource_template(uri.value)
+        if matched is None:
+            raise _invalid_params("Resource not found", "unknown-resource", JsonObject.from_mapping({"uri": uri}))
+        template, matched_arguments = matched
+        return self._target(template.uri_template.text, template, lambda _params: matched_arguments, ReadResourceResult)
 
-    async def _complete(self, call: _Call) -> DispatchResult:
-        ref, argument = call.params.get("ref"), call.params.get("argument")
+    def _completion(self, params: JsonObject, tool: ToolRegistration | None) -> Target | bytes:
+        ref, argument = params.get("ref"), params.get("argument")
         if not isinstance(ref, JsonObject) or not isinstance(argument, JsonObject):
             raise _invalid_params("Invalid params: ref and argument must be objects", "completion-params")
         ref_type, argument_name, value = ref.get("type"), argument.get("name"), argument.get("value")
-        ref_name = ref.get("name") if ref_type == JsonString.from_value("ref/prompt") else ref.get("uri")
-        if not all(isinstance(item, JsonString) for item in (ref_type, ref_name, argument_name, value)):
+        ref_name = ref.get("name") if ref_type == _REF_PROMPT else ref.get("uri")
+        if not (
+            isinstance(ref_type, JsonString)
+            and isinstance(ref_name, JsonString)
+            and isinstance(argument_name, JsonString)
+            and isinstance(value, JsonString)
+        ):
             raise _invalid_params("Invalid params: completion reference", "completion-params")
-        assert isinstance(ref_type, JsonString)
-        assert isinstance(ref_name, JsonString)
-        assert isinstance(argument_name, JsonString)
-        assert isinstance(value, JsonString)
+        registration = self._registry.find_completion(ref_type.value, ref_name.value, argument_name.value)
+        if registration is None:
+            return self._encode(CompleteResult.empty().to_wire())
         known: dict[str, str] = {}
-        context_value = call.params.get("context")
+        context_value = params.get("context")
         if isinstance(context_value, JsonObject) and isinstance(context_value.get("arguments"), JsonObject):
             nested = context_value["arguments"]
             assert isinstance(nested, JsonObject)
             known = {k: v.value for k, v in nested.items() if isinstance(v, JsonString)}
-        registration = self._registry.find_completion(ref_type.value, ref_name.value, argument_name.value)
-        if registration is None:
-            return call.complete(CompleteResult.empty().to_wire(meta=self._server_meta))
-        call.operation_name = registration.ref_name
-        arguments = CompletionArguments(argument_name.value, value.value, known)
-        context = call.context(RequestStateMode.NONE, InputResponses.empty(), None, None)
-        result = await self._invoke(
-            call,
-            context,
-            lambda: registration.handler(context, arguments),
-            is_async=inspect.iscoroutinefunction(registration.handler),
-        )
-        if not isinstance(result, CompleteResult):
-            raise _internal("handler-result-type")
-        return call.complete(result.to_wire(meta=self._server_meta))
+        fixed = CompletionArguments(argument_name.value, value.value, known)
+        return self._target(registration.ref_name, registration, lambda _params: fixed, CompleteResult)
 
-    # ------------------------------------------------------------------------------------------------ retry state
+    # ------------------------------------------------------------------------------------------------ steps 10-15
 
-    def _input_responses(self, call: _Call) -> InputResponses:
-        if "inputResponses" not in call.params:
-            return InputResponses.empty()
-        value = call.params["inputResponses"]
-        if not isinstance(value, JsonObject):
-            raise _invalid_params("Invalid params: inputResponses must be an object", "input-responses")
-        for response in value.values():
-            if not isinstance(response, JsonObject) or not matches_input_response(response):
-                raise _invalid_params("Invalid params: an input response is malformed", "input-responses")
-        try:
-            return InputResponses.from_responses(value)
-        except McpModelError:
-            raise _invalid_params("Invalid params: an input response is malformed", "input-responses") from None
+    async def _with_state(self, request: ValidatedRequest, target: Target, channel: ProgressChannel | None) -> bytes:
+        """Run the target's handler inside the request-state wrapper; the encoded result.
 
-    async def _bound_request(self, call: _Call) -> BoundRequest:
-        if call.bound is None:
-            digest = call.digest
-            if digest is None:
-                body = call.request.body
-                if len(body) <= INLINE_BODY_BYTES:
-                    digest = _digest_or_error(body)
-                else:
+        Before the handler: REQUIRED capabilities (10), arguments and input responses (11), opening the state
+        (12). After it: CONDITIONAL capabilities of the emitted requests (14) and sealing the emitted state (15)
+        with the same bound request, continuing the state opened here (it never leaves this frame).
+        """
+        operation = target.operation
+        params = request.params
+        if operation is not None and operation.required_capabilities:
+            missing = request.capabilities.missing(operation.required_capabilities)
+            if missing is not None:
+                raise _missing_capabilities(missing)
+        arguments = target.arguments(params)
+        responses = InputResponses.empty()
+        framework_state: JsonValue | None = None
+        application_state: str | None = None
+        opened: OpenedRequestState | None = None
+        bound: BoundRequest | None = None
+        mode = RequestStateMode.NONE
+        if operation is not None:
+            mode = operation.request_state_mode
+            responses = _input_responses(params)
+            if "requestState" in params:
+                token = params["requestState"]
+                if not isinstance(token, JsonString) or mode is RequestStateMode.NONE:
+                    raise _invalid_params("Invalid params: requestState is not accepted here", "state-unexpected")
+                if mode is RequestStateMode.APPLICATION_PROTECTED:
                     try:
-                        digest = await self._off_loop(lambda: _digest_or_error(body))
-                    except _Busy:
-                        raise _busy_refusal() from None
-                call.digest = digest
-            if isinstance(digest, JsonError):
-                raise _invalid_params("Invalid params: request cannot be bound", "binding")
-            try:
-                binding = RequestStateBinding.of(
-                    method=call.method,
-                    path=call.request.path,
-                    protocol_version=call.version,
-                    partition=call.admission.partition,
-                    params_digest=digest,
-                )
-            except ProtectionUsageError:
-                raise _invalid_params("Invalid params: request cannot be bound", "binding") from None
-            call.bound = BoundRequest(binding, call.request_id)
-        return call.bound
+                        application_state = check_application_request_state(token.value)
+                    except McpModelError:
+                        raise _invalid_params(
+                            "Invalid params: requestState is not accepted here", "state-invalid"
+                        ) from None
+                else:
+                    bound = await self._bind(request)
+                    opened = self._open(token.value, bound)
+                    framework_state = opened.state
+            # Streaming only matters with a progress token; the capability walk is skipped otherwise.
+            if (
+                channel is not None
+                and "progressToken" in request.meta
+                and request.capabilities.missing(_conditional_capabilities(operation)) is None
+            ):
+                channel.allow_streaming()
+        token_value = request.meta.get("progressToken")
+        invocation = _Invocation(token_value if isinstance(token_value, JsonString | JsonNumber) else None, channel)
+        client_info = request.meta.get(CLIENT_INFO_META_KEY)
+        context = RequestContext(
+            identity=request.admission.identity,
+            partition=request.admission.partition,
+            client_capabilities=request.capabilities,
+            protocol_version=request.version,
+            request_id=request.request_id,
+            method=request.method,
+            operation_name=target.name,
+            input_responses=responses,
+            request_state_mode=mode,
+            framework_request_state=framework_state,
+            application_request_state=application_state,
+            meta=request.meta,
+            client_info=client_info if isinstance(client_info, JsonObject) else None,
+            invocation=invocation,
+        )
+        result = await self._invoke(target, context, arguments, invocation)
+        if isinstance(result, InputRequiredResult) and operation is not None:
+            sealed = await self._emit(request, operation, result, bound, opened)
+            return self._encode(result.to_wire(sealed))
+        if not isinstance(result, target.expected):
+            raise _internal("handler-result-type")
+        if isinstance(result, ReadResourceResult):
+            retry = bool(responses) or "requestState" in params
+            return self._encode(result.to_wire(cache_hint=CacheHint.uncached() if retry else None))
+        assert isinstance(result, CallToolResult | GetPromptResult | CompleteResult)
+        return self._encode(result.to_wire())
 
-    async def _open_state(
-        self, call: _Call, operation: _Operation
-    ) -> tuple[JsonValue | None, str | None, OpenedRequestState | None]:
-        if "requestState" not in call.params:
-            return None, None, None
-        token = call.params["requestState"]
-        mode = operation.request_state_mode
-        if not isinstance(token, JsonString) or mode is RequestStateMode.NONE:
-            raise _invalid_params("Invalid params: requestState is not accepted here", "state-unexpected")
-        if mode is RequestStateMode.APPLICATION_PROTECTED:
+    async def _emit(
+        self,
+        request: ValidatedRequest,
+        operation: _Operation,
+        result: InputRequiredResult,
+        bound: BoundRequest | None,
+        opened: OpenedRequestState | None,
+    ) -> str | None:
+        try:
+            operation.check_emission(result)
+        except McpModelError as error:
+            _logger.error("handler emitted an undeclared input request or state: %s", error.reason.value)
+            raise _internal("undeclared-emission") from None
+        missing = request.capabilities.missing(result.required_capabilities)
+        if missing is not None:
+            raise _missing_capabilities(missing)
+        sealed: str | None = None
+        if result.framework_request_state is not None:
+            assert self._sealer is not None
+            if bound is None:
+                bound = await self._bind(request)
             try:
-                return None, check_application_request_state(token.value), None
-            except McpModelError:
-                raise _invalid_params("Invalid params: requestState is not accepted here", "state-invalid") from None
+                sealed = self._sealer.seal(result.framework_request_state, bound, continuing=opened)
+            except RequestStateProtectionException as error:
+                _logger.warning("request state not sealed: %s", error.reason.value)
+                if self._metrics is not None:
+                    self._metrics.seal("refused", error.reason.value)
+                raise state_refusal(error) from None
+            if self._metrics is not None:
+                self._metrics.seal("sealed")
+        if self._metrics is not None:
+            self._metrics.input_required(request.method)
+        return sealed
+
+    def _open(self, token: str, bound: BoundRequest) -> OpenedRequestState:
         assert self._sealer is not None
         try:
-            opened = self._sealer.open(token.value, await self._bound_request(call))
+            opened = self._sealer.open(token, bound)
         except RequestStateProtectionException as error:
             if self._metrics is not None:
                 self._metrics.open("refused", error.reason.value)
-            raise _Refusal(
-                error.http_status, error.json_rpc_code, error.client_message, f"state-{error.reason.value}"
-            ) from None
+            raise state_refusal(error) from None
         if self._metrics is not None:
             self._metrics.open("opened")
-        return opened.state, None, opened
+        return opened
 
-    # ------------------------------------------------------------------------------------------------ execution
-
-    async def _run(
-        self, call: _Call, operation: _Operation, invoke: Callable[[RequestContext], object]
-    ) -> InputRequiredResult | CallToolResult | GetPromptResult | ReadResourceResult:
-        responses = self._input_responses(call)
-        framework_state, application_state, opened = await self._open_state(call, operation)
-        call.opened = opened
-        call.retry = bool(responses) or "requestState" in call.params
-        # Streaming only matters with a progress token; the capability walk is skipped otherwise.
-        if (
-            call.channel is not None
-            and "progressToken" in call.meta
-            and call.capabilities.missing(_conditional_capabilities(operation)) is None
-        ):
-            call.channel.allow_streaming()
-        context = call.context(operation.request_state_mode, responses, framework_state, application_state)
-        is_async = inspect.iscoroutinefunction(operation.handler)
-        result = await self._invoke(call, context, lambda: invoke(context), is_async=is_async)
-        expected: type[object] = {
-            methods.TOOLS_CALL: CallToolResult,
-            methods.PROMPTS_GET: GetPromptResult,
-            methods.RESOURCES_READ: ReadResourceResult,
-        }[call.method]
-        if not isinstance(result, expected | InputRequiredResult):
-            raise _internal("handler-result-type")
-        assert isinstance(result, InputRequiredResult | CallToolResult | GetPromptResult | ReadResourceResult)
-        return result
+    async def _bind(self, request: ValidatedRequest) -> BoundRequest:
+        """The request as a state is bound to it: the validated version, the admitted partition, the digest."""
+        holder = request.digest
+        digest = holder.value
+        if digest is None:
+            body = holder.body
+            if len(body) <= INLINE_BODY_BYTES:
+                digest = _digest_or_error(body)
+            else:
+                try:
+                    digest = await self._off_loop(lambda: _digest_or_error(body))
+                except _Busy:
+                    raise _busy_refusal() from None
+            holder.value = digest
+            self._digests_taken += 1
+        if isinstance(digest, JsonError):
+            raise _invalid_params("Invalid params: request cannot be bound", "binding")
+        try:
+            return bind_request(
+                request.message,
+                path=request.path,
+                partition=request.admission.partition,
+                protocol_version=request.version,
+                params_digest=digest,
+            )
+        except ProtectionUsageError:
+            raise _invalid_params("Invalid params: request cannot be bound", "binding") from None
 
     async def _invoke(
-        self, call: _Call, context: RequestContext, invoke: Callable[[], object], *, is_async: bool
+        self, target: Target, context: RequestContext, arguments: object, invocation: _Invocation
     ) -> object:
+        handler = target.handler
+
         async def call_handler() -> object:
-            if is_async:
-                result = invoke()
+            if target.on_loop:
+                result = handler(context, arguments)
                 return await result if inspect.isawaitable(result) else result
-            if not self._in_thread:
-                result = invoke()  # opted in: the app's sync handlers never block
-                return await result if inspect.isawaitable(result) else result
-            return await _call_in_thread(invoke)
+            return await _call_in_thread(lambda: handler(context, arguments))
 
         for callback in self._lifecycle:
             callback("admitted", context)
@@ -860,63 +1022,76 @@ class Dispatcher:
             if self._interceptor is not None:
                 return await self._interceptor(context, call_handler)
             return await call_handler()
-        except (_Refusal, asyncio.CancelledError):
+        except (McpError, asyncio.CancelledError):
             raise
         except Exception as error:  # the client gets one fixed message; the operator the exception type
             _logger.error("handler failed: %s", type(error).__name__)
             raise _internal("handler-failed") from None
         finally:
-            call.invocation_close()
+            invocation.close()
             for callback in self._lifecycle:
                 callback("finished", context)
 
-    async def _input_required(
-        self, call: _Call, operation: _Operation, result: InputRequiredResult | object
-    ) -> DispatchResult:
-        assert isinstance(result, InputRequiredResult)
-        try:
-            operation.check_emission(result)
-        except McpModelError as error:
-            _logger.error("handler emitted an undeclared input request or state: %s", error.reason.value)
-            raise _internal("undeclared-emission") from None
-        missing = call.capabilities.missing(result.required_capabilities)
-        if missing is not None:
-            raise _missing_capabilities(missing)
-        sealed: str | None = None
-        if result.framework_request_state is not None:
-            assert self._sealer is not None
-            bound = await self._bound_request(call)
-            try:
-                sealed = self._sealer.seal(result.framework_request_state, bound, continuing=call.opened)
-            except RequestStateProtectionException as error:
-                _logger.warning("request state not sealed: %s", error.reason.value)
-                if self._metrics is not None:
-                    self._metrics.seal("refused", error.reason.value)
-                raise _Refusal(
-                    error.http_status, error.json_rpc_code, error.client_message, f"seal-{error.reason.value}"
-                ) from None
-            if self._metrics is not None:
-                self._metrics.seal("sealed")
-        if self._metrics is not None:
-            self._metrics.input_required(call.method)
-        return call.complete(result.to_wire(sealed, meta=self._server_meta))
+
+def _lists(method: str) -> Callable[[Dispatcher, JsonObject, ToolRegistration | None], bytes]:
+    return lambda dispatcher, _params, _tool: dispatcher._lists[method]
 
 
-_JSONRPC: Final = JsonString.from_value("2.0")
+#: The one method table: every known method, the ``Mcp-Name`` member it routes by, and how it is answered.
+_METHODS: Final[Mapping[str, _Method]] = {
+    methods.SERVER_DISCOVER: _Method(None, _lists(methods.SERVER_DISCOVER)),
+    methods.TOOLS_LIST: _Method(None, _lists(methods.TOOLS_LIST)),
+    methods.PROMPTS_LIST: _Method(None, _lists(methods.PROMPTS_LIST)),
+    methods.RESOURCES_LIST: _Method(None, _lists(methods.RESOURCES_LIST)),
+    methods.RESOURCES_TEMPLATES_LIST: _Method(None, _lists(methods.RESOURCES_TEMPLATES_LIST)),
+    methods.TOOLS_CALL: _Method("name", Dispatcher._tool),
+    methods.PROMPTS_GET: _Method("name", Dispatcher._prompt),
+    methods.RESOURCES_READ: _Method("uri", Dispatcher._resource),
+    methods.COMPLETION_COMPLETE: _Method(None, Dispatcher._completion),
+}
+#: The method names the table knows (the only ones the access log and the metrics name).
+_KNOWN_METHODS: Final = frozenset(_METHODS)
 
 
-def _missing_capabilities(missing: ClientCapabilities) -> _Refusal:
-    data = JsonObject.builder().put("requiredCapabilities", missing.to_wire()).build()
-    return _Refusal(400, MISSING_CAPABILITY, "Missing required client capability", "missing-capability", data)
+def _envelope(message: JsonValue) -> tuple[JsonObject, RequestId, str | None] | None:
+    """Step 1's envelope: (id, method) of a request (method ``None``: not a string, refused with the id),
+    ``None`` for a notification; raises ``McpError`` for anything else."""
+    if not isinstance(message, JsonObject) or message.get("jsonrpc") != _JSONRPC:
+        raise _ENVELOPE_REFUSAL
+    method = message.get("method")
+    if "id" not in message:
+        if isinstance(method, JsonString):
+            return None
+        raise _ENVELOPE_REFUSAL
+    request_id = message["id"]
+    if not isinstance(request_id, JsonString | JsonNumber):
+        raise _ENVELOPE_REFUSAL
+    # A request whose id is known but whose method is not a string is refused with that id.
+    return message, request_id, method.value if isinstance(method, JsonString) else None
 
 
-def _internal(reason: str) -> _Refusal:
-    return _Refusal(200, INTERNAL_ERROR, "Internal error", reason)
+def _tool_arguments(params: JsonObject) -> object:
+    arguments = params.get("arguments")
+    if arguments is None:
+        return JsonObject.empty_instance()
+    if not isinstance(arguments, JsonObject):
+        raise _invalid_params("Invalid params: arguments must be an object", "arguments")
+    return arguments
 
 
-def _busy_refusal() -> _Refusal:
-    # The server's state, not the request's fault: -32603, as the transport's 503s.
-    return _Refusal(503, INTERNAL_ERROR, "Service Unavailable", "busy", headers=(("retry-after", "1"),))
+def _input_responses(params: JsonObject) -> InputResponses:
+    if "inputResponses" not in params:
+        return InputResponses.empty()
+    value = params["inputResponses"]
+    if not isinstance(value, JsonObject):
+        raise _invalid_params("Invalid params: inputResponses must be an object", "input-responses")
+    for response in value.values():
+        if not isinstance(response, JsonObject) or not matches_input_response(response):
+            raise _invalid_params("Invalid params: an input response is malformed", "input-responses")
+    try:
+        return InputResponses.from_responses(value)
+    except McpModelError:
+        raise _invalid_params("Invalid params: an input response is malformed", "input-responses") from None
 
 
 class _Busy(Exception):
@@ -958,84 +1133,3 @@ async def _call_in_thread(invoke: Callable[[], object]) -> object:
     if inspect.isawaitable(result):
         return await result
     return result
-
-
-class _Call:
-    """The per-request working state of the dispatcher."""
-
-    __slots__ = (
-        "admission",
-        "bound",
-        "capabilities",
-        "channel",
-        "digest",
-        "invocation",
-        "message",
-        "meta",
-        "method",
-        "opened",
-        "operation_name",
-        "params",
-        "request",
-        "request_id",
-        "retry",
-        "version",
-    )
-
-    def __init__(self, request: HttpRequest, message: JsonObject, request_id: RequestId, method: str) -> None:
-        self.request = request
-        self.message = message
-        self.request_id = request_id
-        self.method = method
-        self.operation_name: str | None = None
-        self.admission: Admission
-        self.capabilities: ClientCapabilities
-        self.version = ""
-        self.meta: JsonObject = JsonObject.empty_instance()
-        self.params: JsonObject = JsonObject.empty_instance()
-        self.channel: ProgressChannel | None = None
-        self.bound: BoundRequest | None = None
-        self.digest: ParamsDigest | JsonError | None = None
-        self.opened: OpenedRequestState | None = None
-        self.retry = False
-        self.invocation: _Invocation | None = None
-
-    def complete(self, result: JsonObject) -> DispatchResult:
-        return DispatchResult(
-            200,
-            _result_message(self.request_id, result),
-            method=self.method,
-            operation=self.operation_name,
-        )
-
-    def invocation_close(self) -> None:
-        if self.invocation is not None:
-            self.invocation.close()
-
-    def context(
-        self,
-        mode: RequestStateMode,
-        responses: InputResponses,
-        framework_state: JsonValue | None,
-        application_state: str | None,
-    ) -> RequestContext:
-        token = self.meta.get("progressToken")
-        progress_token = token if isinstance(token, JsonString | JsonNumber) else None
-        self.invocation = _Invocation(progress_token, self.channel)
-        client_info = self.meta.get("io.modelcontextprotocol/clientInfo")
-        return RequestContext(
-            identity=self.admission.identity,
-            partition=self.admission.partition,
-            client_capabilities=self.capabilities,
-            protocol_version=self.version,
-            request_id=self.request_id,
-            method=self.method,
-            operation_name=self.operation_name or self.method,
-            input_responses=responses,
-            request_state_mode=mode,
-            framework_request_state=framework_state,
-            application_request_state=application_state,
-            meta=self.meta,
-            client_info=client_info if isinstance(client_info, JsonObject) else None,
-            invocation=self.invocation,
-        )

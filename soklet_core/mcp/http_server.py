@@ -39,10 +39,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
 
-from soklet_core.json import serialize
 from soklet_core.protocol import DEFAULT_SHUTDOWN_GRACE_SECONDS
 
-from .dispatcher import INTERNAL_ERROR, INVALID_REQUEST, error_response
+from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, encode_error
 
 if TYPE_CHECKING:
     import uvicorn
@@ -129,7 +128,7 @@ class HttpLimits:
 
 def _refusal(status: int, phrase: str, code: int, message: str) -> bytes:
     """A complete ``Connection: close`` HTTP/1.1 response with a JSON-RPC error body, written by the protocol."""
-    body = serialize(error_response(None, code, message)).encode("utf-8")
+    body = encode_error(None, code, message)
     head = (
         f"HTTP/1.1 {status} {phrase}\r\ncontent-type: application/json\r\ncache-control: no-store\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"

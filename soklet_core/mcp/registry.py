@@ -23,6 +23,12 @@ request-state mode, and a handler ``handler(context, arguments) -> result`` (syn
 Handler arguments: a tool gets the ``arguments`` object (``{}`` when absent); a prompt gets its string arguments
 (checked by :meth:`PromptRegistration.check_arguments`); a resource or template gets :class:`ResourceArguments`;
 a completion gets :class:`CompletionArguments`. A handler may return the result or an awaitable of it.
+
+Where a handler runs: an ``async def`` handler on the event loop; a ``def`` handler in a worker thread, so that
+one that blocks (I/O, sleeps, heavy work) cannot stall other requests. A ``def`` handler that never blocks may
+say so with ``blocking=False`` (every registration and decorator takes it): it then runs on the event loop too,
+without the thread hop (about half the cost of a small round trip). One blocking handler registered with
+``blocking=False`` stalls every request while it runs.
 """
 
 from __future__ import annotations
@@ -185,6 +191,8 @@ def _check_operation(registration: _Operation, owner: object) -> None:
     )
     if not isinstance(registration.request_state_mode, RequestStateMode):
         raise _field_error(owner, "request_state_mode must be a RequestStateMode")
+    if not isinstance(registration.blocking, bool):
+        raise _field_error(owner, "blocking must be a bool")
 
 
 def _put(builder: list[tuple[str, JsonValue | str | int | None]]) -> JsonObject:
@@ -203,6 +211,7 @@ class _Operation:
     handler: Callable[..., object]
     input_request_declarations: tuple[InputRequestDeclaration, ...]
     request_state_mode: RequestStateMode
+    blocking: bool
 
     @property
     def required_capabilities(self) -> tuple[ClientCapabilities, ...]:
@@ -272,6 +281,7 @@ class ToolRegistration(_Operation):
     meta: JsonObject | None = None
     input_request_declarations: tuple[InputRequestDeclaration, ...] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
+    blocking: bool = True
     header_parameters: Mapping[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -305,6 +315,7 @@ class ToolRegistration(_Operation):
         meta: JsonValue | Mapping[str, Any] | None = None,
         input_request_declarations: Iterable[InputRequestDeclaration] = (),
         request_state_mode: RequestStateMode = RequestStateMode.NONE,
+        blocking: bool = True,
     ) -> ToolRegistration:
         """A tool registration; schemas may be ``JsonObject``, plain Python data or JSON text."""
         return cls(
@@ -318,6 +329,7 @@ class ToolRegistration(_Operation):
             meta=_optional_json_object(meta),
             input_request_declarations=tuple(input_request_declarations),
             request_state_mode=request_state_mode,
+            blocking=blocking,
         )
 
     def to_wire(self) -> JsonObject:
@@ -377,6 +389,7 @@ class PromptRegistration(_Operation):
     meta: JsonObject | None = None
     input_request_declarations: tuple[InputRequestDeclaration, ...] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
+    blocking: bool = True
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -404,6 +417,7 @@ class PromptRegistration(_Operation):
         meta: JsonValue | Mapping[str, Any] | None = None,
         input_request_declarations: Iterable[InputRequestDeclaration] = (),
         request_state_mode: RequestStateMode = RequestStateMode.NONE,
+        blocking: bool = True,
     ) -> PromptRegistration:
         """A prompt registration."""
         return cls(
@@ -415,6 +429,7 @@ class PromptRegistration(_Operation):
             meta=_optional_json_object(meta),
             input_request_declarations=tuple(input_request_declarations),
             request_state_mode=request_state_mode,
+            blocking=blocking,
         )
 
     def check_arguments(self, arguments: JsonValue | None) -> Mapping[str, str]:
@@ -465,6 +480,7 @@ class ResourceRegistration(_Operation):
     meta: JsonObject | None = None
     input_request_declarations: tuple[InputRequestDeclaration, ...] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
+    blocking: bool = True
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -494,6 +510,7 @@ class ResourceRegistration(_Operation):
         meta: JsonValue | Mapping[str, Any] | None = None,
         input_request_declarations: Iterable[InputRequestDeclaration] = (),
         request_state_mode: RequestStateMode = RequestStateMode.NONE,
+        blocking: bool = True,
     ) -> ResourceRegistration:
         """A resource registration."""
         return cls(
@@ -508,6 +525,7 @@ class ResourceRegistration(_Operation):
             meta=_optional_json_object(meta),
             input_request_declarations=tuple(input_request_declarations),
             request_state_mode=request_state_mode,
+            blocking=blocking,
         )
 
     def to_wire(self) -> JsonObject:
@@ -541,6 +559,7 @@ class ResourceTemplateRegistration(_Operation):
     meta: JsonObject | None = None
     input_request_declarations: tuple[InputRequestDeclaration, ...] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
+    blocking: bool = True
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -567,6 +586,7 @@ class ResourceTemplateRegistration(_Operation):
         meta: JsonValue | Mapping[str, Any] | None = None,
         input_request_declarations: Iterable[InputRequestDeclaration] = (),
         request_state_mode: RequestStateMode = RequestStateMode.NONE,
+        blocking: bool = True,
     ) -> ResourceTemplateRegistration:
         """A resource-template registration (``uri_template`` text is parsed here)."""
         return cls(
@@ -580,6 +600,7 @@ class ResourceTemplateRegistration(_Operation):
             meta=_optional_json_object(meta),
             input_request_declarations=tuple(input_request_declarations),
             request_state_mode=request_state_mode,
+            blocking=blocking,
         )
 
     def match(self, uri: str) -> ResourceArguments | None:
@@ -618,6 +639,7 @@ class CompletionRegistration:
     ref_name: str
     argument: str
     handler: CompletionHandler
+    blocking: bool = True
 
     def __post_init__(self) -> None:
         if self.ref_type not in ("ref/prompt", "ref/resource"):
@@ -626,18 +648,24 @@ class CompletionRegistration:
             raise RegistrationError(McpModelErrorReason.UNKNOWN_COMPLETION_TARGET, self.ref_name)
         if not callable(self.handler):
             raise RegistrationError(McpModelErrorReason.INVALID_HANDLER, self.ref_name)
+        if not isinstance(self.blocking, bool):
+            raise _field_error(self.ref_name, "blocking must be a bool")
 
     @classmethod
-    def for_prompt(cls, prompt: str, argument: str, handler: CompletionHandler) -> CompletionRegistration:
+    def for_prompt(
+        cls, prompt: str, argument: str, handler: CompletionHandler, *, blocking: bool = True
+    ) -> CompletionRegistration:
         """Complete ``argument`` of the prompt named ``prompt``."""
-        return cls(ref_type="ref/prompt", ref_name=prompt, argument=argument, handler=handler)
+        return cls(ref_type="ref/prompt", ref_name=prompt, argument=argument, handler=handler, blocking=blocking)
 
     @classmethod
     def for_resource_template(
-        cls, uri_template: str, variable: str, handler: CompletionHandler
+        cls, uri_template: str, variable: str, handler: CompletionHandler, *, blocking: bool = True
     ) -> CompletionRegistration:
         """Complete ``variable`` of the resource template written ``uri_template``."""
-        return cls(ref_type="ref/resource", ref_name=uri_template, argument=variable, handler=handler)
+        return cls(
+            ref_type="ref/resource", ref_name=uri_template, argument=variable, handler=handler, blocking=blocking
+        )
 
 
 #: Anything a :class:`RegistryBuilder` accepts.
@@ -835,6 +863,7 @@ def tool(
     meta: JsonValue | Mapping[str, Any] | None = None,
     may_request_input: Iterable[InputRequestDeclaration] = (),
     request_state_mode: RequestStateMode = RequestStateMode.NONE,
+    blocking: bool = True,
 ) -> Callable[[ToolHandler], ToolRegistration]:
     """Decorator: turn ``handler(context, arguments)`` into a :class:`ToolRegistration` (see
     :meth:`ToolRegistration.create`; ``may_request_input`` is its ``input_request_declarations``)."""
@@ -850,6 +879,7 @@ def tool(
         meta=meta,
         input_request_declarations=declarations,
         request_state_mode=request_state_mode,
+        blocking=blocking,
     )
 
 
@@ -862,6 +892,7 @@ def prompt(
     meta: JsonValue | Mapping[str, Any] | None = None,
     may_request_input: Iterable[InputRequestDeclaration] = (),
     request_state_mode: RequestStateMode = RequestStateMode.NONE,
+    blocking: bool = True,
 ) -> Callable[[PromptHandler], PromptRegistration]:
     """Decorator: turn ``handler(context, arguments)`` into a :class:`PromptRegistration`."""
     declarations, argument_list = tuple(may_request_input), tuple(arguments)
@@ -874,6 +905,7 @@ def prompt(
         meta=meta,
         input_request_declarations=declarations,
         request_state_mode=request_state_mode,
+        blocking=blocking,
     )
 
 
@@ -889,6 +921,7 @@ def resource(
     meta: JsonValue | Mapping[str, Any] | None = None,
     may_request_input: Iterable[InputRequestDeclaration] = (),
     request_state_mode: RequestStateMode = RequestStateMode.NONE,
+    blocking: bool = True,
 ) -> Callable[[ResourceHandler], ResourceRegistration]:
     """Decorator: turn ``handler(context, resource_arguments)`` into a :class:`ResourceRegistration`."""
     declarations = tuple(may_request_input)
@@ -904,6 +937,7 @@ def resource(
         meta=meta,
         input_request_declarations=declarations,
         request_state_mode=request_state_mode,
+        blocking=blocking,
     )
 
 
@@ -918,6 +952,7 @@ def resource_template(
     meta: JsonValue | Mapping[str, Any] | None = None,
     may_request_input: Iterable[InputRequestDeclaration] = (),
     request_state_mode: RequestStateMode = RequestStateMode.NONE,
+    blocking: bool = True,
 ) -> Callable[[ResourceHandler], ResourceTemplateRegistration]:
     """Decorator: turn ``handler(context, resource_arguments)`` into a :class:`ResourceTemplateRegistration`."""
     declarations = tuple(may_request_input)
@@ -932,11 +967,12 @@ def resource_template(
         meta=meta,
         input_request_declarations=declarations,
         request_state_mode=request_state_mode,
+        blocking=blocking,
     )
 
 
 def completion(
-    *, argument: str, prompt: str | None = None, resource_template: str | None = None
+    *, argument: str, prompt: str | None = None, resource_template: str | None = None, blocking: bool = True
 ) -> Callable[[CompletionHandler], CompletionRegistration]:
     """Decorator: turn ``handler(context, completion_arguments)`` into a :class:`CompletionRegistration` for
     exactly one of ``prompt`` (a prompt name) or ``resource_template`` (a template text)."""
@@ -944,7 +980,7 @@ def completion(
         raise RegistrationError(McpModelErrorReason.UNKNOWN_COMPLETION_TARGET, detail="name one target")
     if prompt is not None:
         target = prompt
-        return lambda handler: CompletionRegistration.for_prompt(target, argument, handler)
+        return lambda handler: CompletionRegistration.for_prompt(target, argument, handler, blocking=blocking)
     assert resource_template is not None
     template = resource_template
-    return lambda handler: CompletionRegistration.for_resource_template(template, argument, handler)
+    return lambda handler: CompletionRegistration.for_resource_template(template, argument, handler, blocking=blocking)

@@ -45,8 +45,9 @@ from soklet_core.json import (
 )
 from soklet_core.protection import normalize_endpoint_path
 
-from .dispatcher import INTERNAL_ERROR, INVALID_REQUEST, Dispatcher, DispatchResult, HttpRequest, error_response
+from .dispatcher import Dispatcher, DispatchResult, HttpRequest
 from .http_server import SHUTDOWN_MARGIN_SECONDS, HttpLimits
+from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, encode_error
 from .metrics import request_outcome
 
 _DEFAULT_LIMITS: Final = HttpLimits()
@@ -182,8 +183,12 @@ class _Channel:
             self._wake()
 
 
+_SSE_DATA: Final = b"event: message\ndata: "
+_SSE_END: Final = b"\n\n"
+
+
 def _sse_frame(message: JsonValue) -> bytes:
-    return b"event: message\ndata: " + serialize(message).encode("utf-8") + b"\n\n"
+    return _SSE_DATA + serialize(message).encode("utf-8") + _SSE_END
 
 
 class McpAsgiApp:
@@ -363,8 +368,7 @@ class McpAsgiApp:
     ) -> DispatchResult:
         # 503 is the server's state, not the request's fault: -32603 rather than -32600.
         code = INTERNAL_ERROR if status == 503 else INVALID_REQUEST
-        message = error_response(None, code, text or _STATUS_TEXT.get(status, "Refused"))
-        body = serialize(message).encode()
+        body = encode_error(None, code, text or _STATUS_TEXT.get(status, "Refused"))
         headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *(extra or [])]
         if close:
             headers.append((b"connection", b"close"))
@@ -484,8 +488,8 @@ class McpAsgiApp:
         if not streaming:
             return await self._plain(send, 503, "shutdown-cancelled", close=True, text=_CANCELLED_TEXT)
         # The stream already committed 200: the error is its last frame.
-        message = error_response(None, INTERNAL_ERROR, _CANCELLED_TEXT)
-        await send({"type": "http.response.body", "body": _sse_frame(message)})
+        body = encode_error(None, INTERNAL_ERROR, _CANCELLED_TEXT)
+        await send({"type": "http.response.body", "body": _SSE_DATA + body + _SSE_END})
         return DispatchResult(200, None, reason="shutdown-cancelled", code=INTERNAL_ERROR)
 
     async def _stream(self, send: Send, channel: _Channel, started: bool) -> bool:
@@ -498,12 +502,11 @@ class McpAsgiApp:
         return True
 
     def _bounded(self, result: DispatchResult) -> tuple[DispatchResult, bytes]:
-        assert result.message is not None
-        body = serialize(result.message).encode("utf-8")
+        body = result.body
+        assert body is not None
         if len(body) <= self._ceiling:
             return result, body
-        request_id = result.message.get("id")
-        replaced = error_response(request_id, INTERNAL_ERROR, "Response too large")
+        replaced = encode_error(result.request_id, INTERNAL_ERROR, "Response too large")
         _logger.error("response over the %d-byte output ceiling replaced by an error", self._ceiling)
         result = DispatchResult(
             200,
@@ -512,11 +515,12 @@ class McpAsgiApp:
             operation=result.operation,
             reason="output-ceiling",
             code=INTERNAL_ERROR,
+            request_id=result.request_id,
         )
-        return result, serialize(replaced).encode("utf-8")
+        return result, replaced
 
     async def _finish(self, send: Send, result: DispatchResult, channel: _Channel, streaming: bool) -> DispatchResult:
-        if result.message is None:
+        if result.body is None:
             await send({"type": "http.response.start", "status": result.status, "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
             return result
@@ -526,7 +530,7 @@ class McpAsgiApp:
             if not streaming:
                 await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
             prefix = b"".join(_sse_frame(frame) for frame in held)
-            await send({"type": "http.response.body", "body": prefix + b"event: message\ndata: " + body + b"\n\n"})
+            await send({"type": "http.response.body", "body": prefix + _SSE_DATA + body + _SSE_END})
             return result
         headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
         headers.extend((name.encode("latin-1"), value.encode("latin-1")) for name, value in result.headers)

@@ -15,7 +15,8 @@ from soklet_cli.apps import demo
 from soklet_cli.serve import _combine
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import BearerTokenAdmission, McpServer
-from soklet_core.protection import OPENING_CLIENT_MESSAGE, SEALING_CLIENT_MESSAGE, ProtectionConfig
+from soklet_core.mcp.jsonrpc import INTERNAL_ERROR_MESSAGE, INVALID_STATE_MESSAGE
+from soklet_core.protection import ProtectionConfig
 
 KEYRING = ProtectionKeyring.with_active_key(ProtectionKey.generate("test-key")).build()
 ACCEPT = {"action": "accept", "content": {}}
@@ -65,7 +66,7 @@ def client(base_url: str) -> Iterator[Client]:
 
 def assert_opening_refused(reply: object) -> None:
     assert reply.status == 400  # type: ignore[attr-defined]
-    assert reply.error == {"code": -32602, "message": OPENING_CLIENT_MESSAGE}  # type: ignore[attr-defined]
+    assert reply.error == {"code": -32602, "message": INVALID_STATE_MESSAGE}  # type: ignore[attr-defined]
 
 
 # --- the spec's flows -----------------------------------------------------------------------------------------
@@ -296,7 +297,7 @@ def test_expired_and_over_round_states_never_enter_the_handler(entries: Entries)
         assert second.result["resultType"] == "input_required"  # round 2: the final allowed round
         final = b.retry("probe", {}, second.state, {}, capabilities=FORM_CAPS)
         assert final.status == 200
-        assert final.error == {"code": -32603, "message": SEALING_CLIENT_MESSAGE}
+        assert final.error == {"code": -32603, "message": INTERNAL_ERROR_MESSAGE}
         assert "result" not in final.body
         completes = b.retry("probe", {}, second.state, {"done": ACCEPT}, capabilities=FORM_CAPS)
         assert completes.text.startswith("done after 2 rounds")
@@ -310,7 +311,7 @@ def test_state_too_large_to_seal_gives_internal_error_and_no_state(client: Clien
     assert fits.state
     too_big = client.call("big.state", {"size": 60_000}, capabilities=FORM_CAPS)
     assert too_big.status == 200
-    assert too_big.error == {"code": -32603, "message": SEALING_CLIENT_MESSAGE}
+    assert too_big.error == {"code": -32603, "message": INTERNAL_ERROR_MESSAGE}
     assert "requestState" not in json.dumps(too_big.body)
 
 

@@ -1,0 +1,210 @@
+"""The JSON-RPC wire vocabulary of the MCP endpoint: error codes, :class:`McpError`, and response encoding.
+
+The dispatcher (protocol logic) and the transport (HTTP framing) both answer through this module, so a code, its
+HTTP status and its wire shape each live here once.
+
+========  ==========  ===========================================================================================
+Code      HTTP        Meaning
+========  ==========  ===========================================================================================
+-32700    400         :data:`PARSE_ERROR`: the body is not JSON.
+-32600    400         :data:`INVALID_REQUEST`: not a JSON-RPC request (also the transport's 4xx refusals; 401).
+-32601    404         :data:`METHOD_NOT_FOUND`: unknown or removed method.
+-32602    400         :data:`INVALID_PARAMS`: bad params, unknown operation, refused request state.
+-32603    200         :data:`INTERNAL_ERROR`: handler or sealing failure, output over the ceiling (503: busy).
+-32020    400         :data:`HEADER_MISMATCH`: a required header is missing or disagrees with the body.
+-32021    400         :data:`MISSING_CAPABILITY`: an undeclared client capability (``data.requiredCapabilities``).
+-32022    400         :data:`UNSUPPORTED_VERSION`: ``data.supported`` and ``data.requested``.
+========  ==========  ===========================================================================================
+
+A request-state refusal of the protection layer becomes a wire error here (:func:`state_refusal`), by direction
+only, so clients cannot tell reasons apart: opening → 400 / -32602 / ``"Invalid or expired request state"``;
+sealing → 200 / -32603 / ``"Internal error"``. The reason goes only to the log (``state-<reason>``,
+``seal-<reason>``).
+
+Responses are written as bytes from pre-encoded fixed fragments around the id and the result or error: the
+envelope is never built as a value model.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from soklet_core.json import JsonNull, JsonNumber, JsonObject, JsonString, JsonValue, serialize
+from soklet_core.protection import RequestStateProtectionException
+
+__all__ = [
+    "HEADER_MISMATCH",
+    "INTERNAL_ERROR",
+    "INTERNAL_ERROR_MESSAGE",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "INVALID_STATE_MESSAGE",
+    "METHOD_NOT_FOUND",
+    "MISSING_CAPABILITY",
+    "PARSE_ERROR",
+    "UNSUPPORTED_VERSION",
+    "McpError",
+    "encode_error",
+    "encode_id",
+    "encode_result",
+    "error_response",
+    "state_refusal",
+]
+
+#: The body is not JSON (HTTP 400).
+PARSE_ERROR: Final = -32700
+#: Not a JSON-RPC request object (also the code of 400/401/403/404/405/408/413/431 transport refusals).
+INVALID_REQUEST: Final = -32600
+#: Unknown or removed method (HTTP 404).
+METHOD_NOT_FOUND: Final = -32601
+#: Bad params, unknown operation, malformed input responses, refused request state (HTTP 400).
+INVALID_PARAMS: Final = -32602
+#: Handler failure, sealing failure, output over the ceiling (HTTP 200).
+INTERNAL_ERROR: Final = -32603
+#: A required header is missing or disagrees with the body (HTTP 400).
+HEADER_MISMATCH: Final = -32020
+#: A client capability the request needs was not declared (HTTP 400, ``data.requiredCapabilities``).
+MISSING_CAPABILITY: Final = -32021
+#: The protocol version is not supported (HTTP 400, ``data.supported`` and ``data.requested``).
+UNSUPPORTED_VERSION: Final = -32022
+
+#: What a client is told when the state it sent does not open, whatever the reason.
+INVALID_STATE_MESSAGE: Final = "Invalid or expired request state"
+#: What a client is told when the server failed (handler, sealing): nothing more.
+INTERNAL_ERROR_MESSAGE: Final = "Internal error"
+
+# The HTTP status of each code when the raiser does not say; a code not listed (an application's own) is 200,
+# as a handler's error is an answer, not a refused request.
+_STATUS_OF_CODE: Final = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    METHOD_NOT_FOUND: 404,
+    INVALID_PARAMS: 400,
+    INTERNAL_ERROR: 200,
+    HEADER_MISMATCH: 400,
+    MISSING_CAPABILITY: 400,
+    UNSUPPORTED_VERSION: 400,
+}
+_REASON_OF_CODE: Final = {
+    PARSE_ERROR: "parse-error",
+    INVALID_REQUEST: "invalid-request",
+    METHOD_NOT_FOUND: "method-not-found",
+    INVALID_PARAMS: "invalid-params",
+    INTERNAL_ERROR: "internal-error",
+    HEADER_MISMATCH: "header-mismatch",
+    MISSING_CAPABILITY: "missing-capability",
+    UNSUPPORTED_VERSION: "unsupported-version",
+}
+_REASON_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+_MAX_REASON_CHARS: Final = 64
+
+_HEAD: Final = b'{"jsonrpc":"2.0","id":'
+_RESULT: Final = b',"result":'
+_ERROR_CODE: Final = b',"error":{"code":'
+_MESSAGE: Final = b',"message":'
+_DATA: Final = b',"data":'
+_NULL_ID: Final = b"null"
+
+
+class McpError(Exception):
+    """One JSON-RPC error answer: ``code``, ``message`` and optional ``data``, plus how it is sent.
+
+    ``http_status`` defaults by code (see the module table; other codes 200); ``log_reason`` is the bounded
+    token of the access log (lower-case letters, digits and ``-``; defaults by code); ``headers`` are extra
+    response headers (lower-case names). The message and data go to the client as given: never put a secret or
+    raw client input in them. Raised inside the dispatcher (and by an interceptor or handler that wants a
+    specific error), it is answered as is; ``str()`` is the log reason.
+    """
+
+    __slots__ = ("code", "data", "headers", "http_status", "log_reason", "message")
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        data: JsonValue | None = None,
+        *,
+        http_status: int | None = None,
+        log_reason: str | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        if isinstance(code, bool) or not isinstance(code, int):
+            raise TypeError("code must be an int")
+        if not isinstance(message, str):
+            raise TypeError("message must be a str")
+        if data is not None and not isinstance(data, JsonValue):
+            raise TypeError("data must be a JsonValue")
+        status = _STATUS_OF_CODE.get(code, 200) if http_status is None else http_status
+        if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
+            raise ValueError("http_status must be between 200 and 599")
+        reason = _REASON_OF_CODE.get(code, "error") if log_reason is None else log_reason
+        if (
+            not isinstance(reason, str)
+            or not 0 < len(reason) <= _MAX_REASON_CHARS
+            or not _REASON_CHARS.issuperset(reason)
+        ):
+            raise ValueError("log_reason must be 1-64 lower-case letters, digits and '-'")
+        if not isinstance(headers, tuple) or not all(
+            isinstance(item, tuple) and len(item) == 2 and all(isinstance(part, str) for part in item)
+            for item in headers
+        ):
+            raise TypeError("headers must be a tuple of (name, value) str pairs")
+        super().__init__(reason)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.http_status = status
+        self.log_reason = reason
+        self.headers = headers
+
+    def encode(self, request_id: JsonValue | None) -> bytes:
+        """This error as a JSON-RPC response to ``request_id`` (``None``: the id is unknown, written null)."""
+        return encode_error(request_id, self.code, self.message, self.data)
+
+    def __repr__(self) -> str:
+        return f"McpError(code={self.code}, reason={self.log_reason!r})"
+
+
+def encode_id(request_id: JsonValue | None) -> bytes:
+    """The JSON text of a request id (``null`` for ``None``)."""
+    if request_id is None:
+        return _NULL_ID
+    if type(request_id) is JsonNumber:
+        return str(request_id.value).encode("ascii")
+    return serialize(request_id).encode("utf-8")
+
+
+def encode_result(request_id: JsonValue, result: bytes) -> bytes:
+    """``{"jsonrpc":"2.0","id":…,"result":…}`` around an already encoded result."""
+    return b"".join((_HEAD, encode_id(request_id), _RESULT, result, b"}"))
+
+
+def encode_error(request_id: JsonValue | None, code: int, message: str, data: JsonValue | None = None) -> bytes:
+    """``{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…[,"data":…]}}`` (id null when unknown)."""
+    parts = [_HEAD, encode_id(request_id), _ERROR_CODE, str(code).encode("ascii"), _MESSAGE]
+    parts.append(serialize(JsonString.from_value(message)).encode("utf-8"))
+    if data is not None:
+        parts += (_DATA, serialize(data).encode("utf-8"))
+    parts.append(b"}}")
+    return b"".join(parts)
+
+
+def error_response(request_id: JsonValue | None, code: int, message: str, data: JsonValue | None = None) -> JsonObject:
+    """A JSON-RPC error response as a value (``id`` null when the request id is unknown)."""
+    error = JsonObject.builder().put("code", code).put("message", message)
+    if data is not None:
+        error.put("data", data)
+    envelope = JsonObject.builder().put("jsonrpc", "2.0")
+    envelope.put("id", JsonNull.instance() if request_id is None else request_id)
+    return envelope.put("error", error.build()).build()
+
+
+def state_refusal(error: RequestStateProtectionException) -> McpError:
+    """The wire error of a state that did not open (400, -32602) or could not be sealed (200, -32603).
+
+    Only the direction reaches the client; the reason is the log reason (``state-…`` or ``seal-…``).
+    """
+    reason = error.reason
+    if reason.is_sealing:
+        return McpError(INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE, http_status=200, log_reason=f"seal-{reason.value}")
+    return McpError(INVALID_PARAMS, INVALID_STATE_MESSAGE, http_status=400, log_reason=f"state-{reason.value}")
