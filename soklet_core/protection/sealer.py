@@ -14,7 +14,9 @@ built-in protector holds a reservation on the active key while it seals.
 
 **Opening** runs these checks in order and raises the first failure's reason: encoded size, base64url, version,
 key id, authentication (the protector), decoded size, JSON schema, expiry, round, binding (method, path,
-protocol version, partition, params — each its own reason), request id reused. It returns an
+protocol version, partition, params — each its own reason), request id reused. The checks are written once, as
+the opening table ``_OPENING_CHECKS`` at the end of this module: :meth:`RequestStateSealer.open` stops at the
+first failure, :meth:`RequestStateSealer.diagnose` runs through it. It returns an
 :class:`OpenedRequestState` whose only public content is the application JSON, with canonical numbers
 (``100`` comes back as ``1E+2``).
 
@@ -278,7 +280,6 @@ _STEP_REASONS: Final = {
     OpeningStep.REQUEST_ID: Reason.REQUEST_ID_REUSED,
 }
 _REASON_STEPS: Final = {reason: step for step, reason in _STEP_REASONS.items()}
-_BINDING_STEPS: Final = {field: OpeningStep.failing_with(Reason.for_binding(field)) for field in BindingField}
 
 
 class CheckStatus(enum.Enum):
@@ -466,94 +467,48 @@ class RequestStateSealer:
             _logger.error("request state refused: protector raised %s", type(error).__name__)
             raise RequestStateProtectionException(Reason.AUTHENTICATION) from None
 
-    def _expired(self, contents: SealedStateContents, now: int) -> bool:
-        return now >= contents.expires_at_ms or contents.expires_at_ms - contents.issued_at_ms > self._lifetime_ms
-
-    def _round_ok(self, contents: SealedStateContents) -> bool:
-        return 1 <= contents.round <= self._config.maximum_request_state_rounds
-
     def open(self, token: str, request: BoundRequest) -> OpenedRequestState:
         """Open ``token`` carried by retry ``request``; raises ``RequestStateProtectionException`` with the
-        first failing check's reason (see the module documentation for the order)."""
-        try:
-            return self._open(token, request)
-        except RequestStateProtectionException as error:
-            _logger.warning("request state refused: %s", error.reason.value)
-            raise
-
-    def _open(self, token: str, request: BoundRequest) -> OpenedRequestState:
-        now = self._now()
-        if not isinstance(cast(object, token), str):
-            raise RequestStateProtectionException(Reason.BASE64URL)
-        if _encoded_size(token) > self._config.maximum_encoded_bytes:
-            raise RequestStateProtectionException(Reason.ENCODED_TOO_LARGE)
-        plaintext = self._decrypt(token)
-        if len(plaintext) > self._config.maximum_decoded_bytes:
-            raise RequestStateProtectionException(Reason.DECODED_TOO_LARGE)
-        contents = SealedStateContents.from_plaintext(plaintext)
-        if self._expired(contents, now):
-            raise RequestStateProtectionException(Reason.EXPIRED)
-        if not self._round_ok(contents):
-            raise RequestStateProtectionException(Reason.ROUND)
-        field = contents.binding.first_mismatch(request.binding)
-        if field is not None:
-            raise RequestStateProtectionException(Reason.for_binding(field))
-        if contents.request_id == request.request_id:
-            raise RequestStateProtectionException(Reason.REQUEST_ID_REUSED)
-        return OpenedRequestState._of(contents)
+        first failing check's reason (in the order of the opening table, ``_OPENING_CHECKS``)."""
+        opening = _Opening(self, token, request)
+        for _, check, _ in _OPENING_CHECKS:
+            failed = check(opening)
+            if failed is not None:
+                _logger.warning("request state refused: %s", failed.reason.value)
+                raise RequestStateProtectionException(failed.reason)
+        assert opening.contents is not None
+        return OpenedRequestState._of(opening.contents)
 
     def diagnose(self, token: str, request: BoundRequest | None = None) -> OpeningDiagnosis:
         """Run every opening check on ``token`` (against retry ``request`` when given) and report each one.
 
-        Never raises for a bad token: every refusal becomes a failed check.
+        The checks are the opening table's, as :meth:`open` runs them, except that a failure ends the run only
+        while nothing is decoded yet; the checks against the retry are not run without one. Never raises for a
+        bad token: every refusal becomes a failed check.
         """
-        now = self._now()
-        steps = list(OpeningStep)
-        results: dict[OpeningStep, CheckStatus] = {}
-
-        def stop_at(step: OpeningStep) -> OpeningDiagnosis:
-            for each in steps:
-                if each not in results:
-                    results[each] = CheckStatus.FAILED if each is step else CheckStatus.NOT_RUN
-                    if each is step:
-                        for later in steps[steps.index(step) + 1 :]:
-                            results[later] = CheckStatus.NOT_RUN
-                        break
-                    results[each] = CheckStatus.PASSED
-            return OpeningDiagnosis(tuple(CheckResult(each, results[each]) for each in steps), None, now)
-
-        if not isinstance(cast(object, token), str):
-            return stop_at(OpeningStep.BASE64URL)
-        if _encoded_size(token) > self._config.maximum_encoded_bytes:
-            return stop_at(OpeningStep.ENCODED_SIZE)
-        try:
-            plaintext = self._decrypt(token)
-        except RequestStateProtectionException as error:
-            return stop_at(OpeningStep.failing_with(error.reason))
-        if len(plaintext) > self._config.maximum_decoded_bytes:
-            return stop_at(OpeningStep.DECODED_SIZE)
-        try:
-            contents = SealedStateContents.from_plaintext(plaintext)
-        except RequestStateProtectionException:
-            return stop_at(OpeningStep.JSON)
-        for step in steps[: steps.index(OpeningStep.JSON) + 1]:
-            results[step] = CheckStatus.PASSED
-
-        def verdict(ok: bool) -> CheckStatus:
-            return CheckStatus.PASSED if ok else CheckStatus.FAILED
-
-        results[OpeningStep.EXPIRY] = verdict(not self._expired(contents, now))
-        results[OpeningStep.ROUND] = verdict(self._round_ok(contents))
-        if request is None:
-            for field in BindingField:
-                results[_BINDING_STEPS[field]] = CheckStatus.NOT_RUN
-            results[OpeningStep.REQUEST_ID] = CheckStatus.NOT_RUN
-        else:
-            differing = contents.binding.mismatches(request.binding)
-            for field in BindingField:
-                results[_BINDING_STEPS[field]] = verdict(field not in differing)
-            results[OpeningStep.REQUEST_ID] = verdict(contents.request_id != request.request_id)
-        return OpeningDiagnosis(tuple(CheckResult(each, results[each]) for each in steps), contents, now)
+        opening = _Opening(self, token, request)
+        failed: list[OpeningStep] = []
+        skipped: list[OpeningStep] = []
+        for step, check, needs_retry in _OPENING_CHECKS:
+            if needs_retry and request is None:
+                skipped.append(step)
+                continue
+            failure = check(opening)
+            if failure is not None:
+                failed.append(failure)
+                if opening.contents is None:
+                    break
+        stop = failed[-1] if failed and opening.contents is None else None
+        checks = []
+        for step in OpeningStep:
+            if step in failed:
+                status = CheckStatus.FAILED
+            elif step in skipped or (stop is not None and _STEP_INDEX[step] > _STEP_INDEX[stop]):
+                status = CheckStatus.NOT_RUN
+            else:
+                status = CheckStatus.PASSED
+            checks.append(CheckResult(step, status))
+        return OpeningDiagnosis(tuple(checks), opening.contents, opening.now)
 
     def _refuse(self, reason: Reason) -> RequestStateProtectionException:
         _logger.warning("request state not sealed: %s", reason.value)
@@ -562,3 +517,97 @@ class RequestStateSealer:
     def __repr__(self) -> str:
         provider = "keyring" if self._manager is not None else type(self._protector).__name__
         return f"RequestStateSealer(provider={provider})"
+
+
+class _Opening:
+    """One opening in progress: its inputs and what the checks so far produced (the decrypted plaintext and
+    its decoded contents)."""
+
+    __slots__ = ("contents", "now", "plaintext", "request", "sealer", "token")
+
+    def __init__(self, sealer: RequestStateSealer, token: str, request: BoundRequest | None) -> None:
+        self.sealer = sealer
+        self.token: object = token
+        self.request = request
+        self.now = sealer._now()
+        self.plaintext = b""
+        self.contents: SealedStateContents | None = None
+
+
+def _encoded_size_fits(opening: _Opening) -> OpeningStep | None:
+    token = opening.token
+    if not isinstance(token, str):
+        return OpeningStep.BASE64URL
+    return None if _encoded_size(token) <= opening.sealer._config.maximum_encoded_bytes else OpeningStep.ENCODED_SIZE
+
+
+def _decrypts(opening: _Opening) -> OpeningStep | None:
+    # The protector runs four checks at once (base64url, version, key id, authentication) and names the first
+    # that failed.
+    try:
+        opening.plaintext = opening.sealer._decrypt(cast(str, opening.token))
+    except RequestStateProtectionException as error:
+        return OpeningStep.failing_with(error.reason)
+    return None
+
+
+def _decoded_size_fits(opening: _Opening) -> OpeningStep | None:
+    fits = len(opening.plaintext) <= opening.sealer._config.maximum_decoded_bytes
+    return None if fits else OpeningStep.DECODED_SIZE
+
+
+def _decodes(opening: _Opening) -> OpeningStep | None:
+    try:
+        opening.contents = SealedStateContents.from_plaintext(opening.plaintext)
+    except RequestStateProtectionException:
+        return OpeningStep.JSON
+    return None
+
+
+def _unexpired(opening: _Opening) -> OpeningStep | None:
+    contents = cast(SealedStateContents, opening.contents)
+    expires = contents.expires_at_ms
+    # Half-open, and a lifetime longer than this server allows is expired too (one clock made both times).
+    if opening.now >= expires or expires - contents.issued_at_ms > opening.sealer._lifetime_ms:
+        return OpeningStep.EXPIRY
+    return None
+
+
+def _round_allowed(opening: _Opening) -> OpeningStep | None:
+    rounds = cast(SealedStateContents, opening.contents).round
+    return None if 1 <= rounds <= opening.sealer._config.maximum_request_state_rounds else OpeningStep.ROUND
+
+
+def _binding_matches(field: BindingField) -> Callable[[_Opening], OpeningStep | None]:
+    step = OpeningStep.failing_with(Reason.for_binding(field))
+
+    def check(opening: _Opening) -> OpeningStep | None:
+        sealed = cast(SealedStateContents, opening.contents).binding
+        retry = cast(BoundRequest, opening.request).binding
+        return None if sealed.field(field) == retry.field(field) else step
+
+    return check
+
+
+def _request_id_fresh(opening: _Opening) -> OpeningStep | None:
+    sealed = cast(SealedStateContents, opening.contents).request_id
+    return OpeningStep.REQUEST_ID if sealed == cast(BoundRequest, opening.request).request_id else None
+
+
+#: One opening check: returns the step that failed (its own, or for the protector the one of its four that
+#: failed), or ``None``.
+_OpeningCheck = Callable[[_Opening], "OpeningStep | None"]
+
+#: The opening checks, in the one order :meth:`RequestStateSealer.open` stops on and
+#: :meth:`RequestStateSealer.diagnose` runs through: (first step covered, check, needs the retry).
+_OPENING_CHECKS: Final[tuple[tuple[OpeningStep, _OpeningCheck, bool], ...]] = (
+    (OpeningStep.ENCODED_SIZE, _encoded_size_fits, False),
+    (OpeningStep.BASE64URL, _decrypts, False),
+    (OpeningStep.DECODED_SIZE, _decoded_size_fits, False),
+    (OpeningStep.JSON, _decodes, False),
+    (OpeningStep.EXPIRY, _unexpired, False),
+    (OpeningStep.ROUND, _round_allowed, False),
+    *((OpeningStep.failing_with(Reason.for_binding(field)), _binding_matches(field), True) for field in BindingField),
+    (OpeningStep.REQUEST_ID, _request_id_fresh, True),
+)
+_STEP_INDEX: Final = {step: index for index, step in enumerate(OpeningStep)}

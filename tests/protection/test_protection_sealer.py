@@ -732,3 +732,17 @@ def test_bad_clock_and_nonce_source_are_usage_errors() -> None:
         RequestStateSealer.for_server(config, nonce_source=lambda size: bytes(size - 1)).seal(state(1), bound())
     with pytest.raises(TypeError):
         RequestStateSealer()
+
+
+def test_the_opening_table_covers_every_step_once_in_order() -> None:
+    from soklet_core.protection.sealer import _OPENING_CHECKS
+
+    steps = list(OpeningStep)
+    firsts = [step for step, _, _ in _OPENING_CHECKS]
+    assert firsts == sorted(firsts, key=steps.index)
+    assert firsts[0] is steps[0]
+    # Only the protector's row covers more than its own step: base64url, version, key id, authentication.
+    covered = {step for step in steps if step not in firsts}
+    assert covered == {OpeningStep.VERSION, OpeningStep.KEY_ID, OpeningStep.AUTHENTICATION}
+    retry_rows = [step for step, _, needs_retry in _OPENING_CHECKS if needs_retry]
+    assert retry_rows == steps[steps.index(OpeningStep.BINDING_METHOD) :]
