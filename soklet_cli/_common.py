@@ -2,8 +2,9 @@
 FILE names, rounds, times, endpoint paths, partitions, protocol versions), the options seal-state and
 inspect-state both take, and the one way a message names a path the user gave.
 
-Durations always carry a unit: a bare ``15`` is refused rather than silently taken as seconds, and only ASCII
-digits count (``str.isdigit`` would take other scripts' digits too).
+Durations carry a unit: a bare ``15`` is refused rather than silently taken as seconds, except by an option
+whose name or help says seconds (``fleet check --timeout S``); only ASCII digits count (``str.isdigit`` would
+take other scripts' digits too).
 """
 
 from __future__ import annotations
@@ -18,12 +19,8 @@ import typer
 
 from soklet_core.files import KeyringFileError
 from soklet_core.keys import printable_name
-from soklet_core.protection import (
-    DEFAULT_PROTOCOL_VERSION,
-    MAX_ENDPOINT_PATH_CHARS,
-    ProtectionUsageError,
-    normalize_endpoint_path,
-)
+from soklet_core.protection import MAX_ENDPOINT_PATH_CHARS, ProtectionUsageError, normalize_endpoint_path
+from soklet_core.protocol import PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 
 __all__ = [
     "DURATION_HELP",
@@ -42,6 +39,7 @@ __all__ = [
     "PathOption",
     "ProtocolVersionOption",
     "check_duration",
+    "duration_text",
     "file_error_text",
     "parse_duration",
     "parse_endpoint_path",
@@ -63,47 +61,96 @@ _UNITS: Final = (("h", 3600), ("m", 60), ("s", 1))
 _DIGITS: Final = frozenset("0123456789")
 #: Digits of one part: 366 days is 8,784 hours or 527,040 minutes or 31,622,400 seconds, so 9 digits is ample.
 _MAX_PART_DIGITS: Final = 9
-#: Longest text looked at (three 9-digit parts and their units); anything longer is refused unread.
-_MAX_TEXT: Final = 3 * (_MAX_PART_DIGITS + 1)
+#: Digits after the point of fractional seconds: durations are kept in whole milliseconds.
+_FRACTION_DIGITS: Final = 3
+#: Longest text looked at (three 9-digit parts and their units, and a fraction); anything longer is refused unread.
+_MAX_TEXT: Final = 3 * (_MAX_PART_DIGITS + 1) + 1 + _FRACTION_DIGITS
+_MILLISECOND: Final = timedelta(milliseconds=1)
 
 
-def parse_duration(text: str, *, maximum: timedelta = MAX_DURATION) -> timedelta:
-    """``15m``, ``900s``, ``1h``, ``1h30m`` or ``1h30m15s``: positive and at most ``maximum``.
+def parse_duration(
+    text: str,
+    *,
+    maximum: timedelta = MAX_DURATION,
+    fractional: bool = False,
+    bare_seconds: bool = False,
+    message: str | None = None,
+) -> timedelta:
+    """``15m``, ``900s``, ``1h``, ``1h30m`` or ``1h30m15s``: positive and at most ``maximum``. The one duration and
+    seconds parser of the CLI: every option that takes a span of time calls it, with its own bounds.
+
+    ``fractional`` also takes milliseconds on the seconds part (``0.5s``, ``1m2.25s``); ``bare_seconds`` takes a
+    number without a unit as seconds, for options documented in seconds (``--timeout 5``). ``message`` replaces
+    every refusal message (an option's own words, which must state its bounds).
 
     Raises ``typer.BadParameter`` with a message that never repeats the input.
     """
     if not isinstance(text, str) or not text or len(text) > _MAX_TEXT:
-        raise typer.BadParameter(DURATION_HELP)
-    seconds = 0
+        raise typer.BadParameter(message or DURATION_HELP)
+    milliseconds = 0
     position = 0
     unit_index = 0
     while position < len(text):
-        start = position
+        part_start = position
         while position < len(text) and text[position] in _DIGITS:
             position += 1
-        digits = text[start:position]
-        if not digits or len(digits) > _MAX_PART_DIGITS or position == len(text):
-            raise typer.BadParameter(
-                f"{DURATION_HELP} (a bare number has no unit)" if digits and position == len(text) else DURATION_HELP
-            )
-        unit = text[position]
-        position += 1
-        # Units in the order h, m, s, each at most once.
+        whole = text[part_start:position]
+        fraction = ""
+        if fractional and position < len(text) and text[position] == ".":
+            position += 1
+            fraction_start = position
+            while position < len(text) and text[position] in _DIGITS:
+                position += 1
+            fraction = text[fraction_start:position]
+            if not fraction or len(fraction) > _FRACTION_DIGITS:
+                raise typer.BadParameter(message or DURATION_HELP)
+        if not whole or len(whole) > _MAX_PART_DIGITS:
+            raise typer.BadParameter(message or DURATION_HELP)
+        if position == len(text):
+            # A bare number: seconds where the option says so, and only as the whole text.
+            if not bare_seconds or part_start != 0:
+                raise typer.BadParameter(message or f"{DURATION_HELP} (a bare number has no unit)")
+            unit = "s"
+        else:
+            unit = text[position]
+            position += 1
+        # Units in the order h, m, s, each at most once; a fraction only on seconds.
         while unit_index < len(_UNITS) and _UNITS[unit_index][0] != unit:
             unit_index += 1
-        if unit_index == len(_UNITS):
-            raise typer.BadParameter(DURATION_HELP)
-        seconds += int(digits) * _UNITS[unit_index][1]
+        if unit_index == len(_UNITS) or (fraction and unit != "s"):
+            raise typer.BadParameter(message or DURATION_HELP)
+        milliseconds += int(whole) * _UNITS[unit_index][1] * 1000
+        milliseconds += int(fraction.ljust(_FRACTION_DIGITS, "0")) if fraction else 0
         unit_index += 1
-    if seconds <= 0 or seconds > maximum.total_seconds():
-        raise typer.BadParameter(f"the duration must be positive and at most {_spell(maximum)}")
-    return timedelta(seconds=seconds)
+    span = timedelta(milliseconds=milliseconds)
+    if milliseconds <= 0 or span > maximum:
+        raise typer.BadParameter(message or f"the duration must be positive and at most {_spell(maximum)}")
+    return span
 
 
 def check_duration(value: str) -> str:
     """A Typer callback: refuse a malformed duration at parse time, keep the text."""
     parse_duration(value)
     return value
+
+
+def duration_text(span: timedelta) -> str:
+    """``span`` as :func:`parse_duration` reads it back, shortest first: ``15m``, ``10s``, ``1h30m``, ``0.5s``.
+
+    How help texts and defaults spell a duration held as a constant, so the text cannot drift from the value.
+    """
+    milliseconds = span // _MILLISECOND
+    if milliseconds <= 0 or timedelta(milliseconds=milliseconds) != span:
+        raise ValueError("a positive whole number of milliseconds")
+    seconds, fraction = divmod(milliseconds, 1000)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
+    if fraction:
+        text += f"{seconds}.{fraction:03d}".rstrip("0") + "s"
+    elif seconds or not text:
+        text += f"{seconds}s"
+    return text
 
 
 def _spell(span: timedelta) -> str:
@@ -128,7 +175,7 @@ MAX_TIME_MS: Final = 253_402_300_799_999
 MAX_TIME_CHARS: Final = 40
 #: Longest ``--partition``, in characters (partitions are tenant or principal names).
 MAX_PARTITION_CHARS: Final = 1_024
-#: Longest ``--protocol-version`` (MCP versions are dates: ``2026-07-28``).
+#: Longest ``--protocol-version`` (MCP versions are dates, such as :data:`~soklet_core.protocol.PROTOCOL_VERSION`).
 MAX_PROTOCOL_VERSION_CHARS: Final = 64
 #: Longest FILE name an option takes, in bytes: Linux's PATH_MAX.
 MAX_FILE_NAME_BYTES: Final = 4_096
@@ -209,7 +256,7 @@ def parse_protocol_version(text: str) -> str:
     if not text or len(text) > MAX_PROTOCOL_VERSION_CHARS or not _VISIBLE_ASCII.issuperset(text):
         raise typer.BadParameter(
             f"a protocol version is 1 to {MAX_PROTOCOL_VERSION_CHARS} visible ASCII characters, such as "
-            f"{DEFAULT_PROTOCOL_VERSION}"
+            f"{PROTOCOL_VERSION}"
         )
     return text
 
@@ -332,8 +379,8 @@ ProtocolVersionOption = Annotated[
         "--protocol-version",
         metavar="VERSION",
         parser=parse_protocol_version,
-        help=f"The request's protocol version; default: its params._meta.protocolVersion, else "
-        f"{DEFAULT_PROTOCOL_VERSION}.",
+        help=f"The request's protocol version; default: its params._meta member {PROTOCOL_VERSION_META_KEY}, "
+        f"else {PROTOCOL_VERSION}.",
     ),
 ]
 MaxRoundsOption = Annotated[

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
 from urllib.parse import urlsplit
@@ -49,8 +50,11 @@ __all__ = ["WAIT_INTERVAL_SECONDS", "fleet_app"]
 
 #: Seconds between two checks under ``--wait``.
 WAIT_INTERVAL_SECONDS: Final = 1.0
-# Longest --timeout text looked at ("300.000" and the like).
-_MAX_TIMEOUT_CHARS: Final = 12
+_MAX_TIMEOUT: Final = timedelta(seconds=MAX_FLEET_TIMEOUT_SECONDS)
+_TIMEOUT_HELP: Final = (
+    f"the timeout is a number of seconds above 0 and at most {MAX_FLEET_TIMEOUT_SECONDS:g}, such as 5 or 0.5 "
+    "(at most 3 decimals)"
+)
 # Longest --resolve host, in characters: a DNS name is at most 253.
 _MAX_HOST_CHARS: Final = 253
 
@@ -76,22 +80,13 @@ _EXIT: Final = {
 
 
 def parse_timeout(text: str | float) -> float:
-    """``--timeout``: seconds, a number above 0 and at most :data:`MAX_FLEET_TIMEOUT_SECONDS` (``5``, ``0.5``)."""
+    """``--timeout``: seconds, a number above 0 and at most :data:`MAX_FLEET_TIMEOUT_SECONDS` (``5``, ``0.5``), or
+    a duration (``1m``): the one duration parser, taking bare seconds and milliseconds here."""
     if isinstance(text, float):
         return text
-    message = f"the timeout is a number of seconds above 0 and at most {MAX_FLEET_TIMEOUT_SECONDS:g}, such as 5 or 0.5"
-    whole, _, fraction = text.partition(".")
-    if (
-        not text
-        or len(text) > _MAX_TIMEOUT_CHARS
-        or not (whole or fraction)
-        or not all(part.isascii() and (part.isdigit() or not part) for part in (whole, fraction))
-    ):
-        raise typer.BadParameter(message)
-    seconds = float(text)
-    if not 0 < seconds <= MAX_FLEET_TIMEOUT_SECONDS:
-        raise typer.BadParameter(message)
-    return seconds
+    return parse_duration(
+        text, maximum=_MAX_TIMEOUT, fractional=True, bare_seconds=True, message=_TIMEOUT_HELP
+    ).total_seconds()
 
 
 def parse_expect(text: str | Fingerprint | None) -> Fingerprint | None:

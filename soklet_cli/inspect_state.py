@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -14,8 +14,6 @@ from rich.table import Table
 from rich.text import Text
 
 from soklet_core.json import (
-    EXCLUDED_META_MEMBERS,
-    EXCLUDED_PARAMS_MEMBERS,
     MAX_REQUEST_BODY_BYTES,
     JsonArray,
     JsonError,
@@ -24,13 +22,13 @@ from soklet_core.json import (
     canonical_text,
     parse,
     serialize,
+    stable_params,
 )
 from soklet_core.keys import ProtectionKeyring
 from soklet_core.protection import (
     ANONYMOUS_PARTITION,
     DEFAULT_MAXIMUM_DECODED_BYTES,
     DEFAULT_MAXIMUM_ENCODED_BYTES,
-    DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     BoundRequest,
     CheckStatus,
     EnvelopeHeader,
@@ -42,8 +40,10 @@ from soklet_core.protection import (
     RequestStateProtectionException,
     RequestStateSealer,
     SealedStateContents,
+    bind_request,
     partition_digest,
 )
+from soklet_core.protocol import DEFAULT_ENDPOINT_PATH, DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
 
 from ._common import (
     AtOption,
@@ -51,6 +51,7 @@ from ._common import (
     PartitionOption,
     PathOption,
     ProtocolVersionOption,
+    duration_text,
     parse_file,
     parse_keyring,
 )
@@ -60,8 +61,8 @@ from .output import console, fail, read_input
 
 #: Longest token text read (far above the 65,536-byte limit, so the size check itself can report it).
 MAX_TOKEN_INPUT_BYTES: Final = 1024 * 1024
-#: The endpoint path assumed when --path is not given.
-DEFAULT_PATH: Final = "/mcp"
+#: The endpoint path assumed when --path is not given: the server's default.
+DEFAULT_PATH: Final = DEFAULT_ENDPOINT_PATH
 #: At most this many differing JSON paths are listed for a params mismatch.
 MAX_DIFF_PATHS: Final = 50
 
@@ -107,9 +108,10 @@ def load_request(path: Path, label: str, *, code: ExitCode) -> JsonValue:
 def bind(
     request: JsonValue, label: str, *, path: str, partition: str, protocol_version: str | None, code: ExitCode
 ) -> BoundRequest:
-    """The request's binding and id, or exit with ``code``."""
+    """The request's binding and id as the server binds it (:func:`soklet_core.protection.bind_request`), or exit
+    with ``code``."""
     try:
-        return BoundRequest.of(request, path=path, partition=partition, protocol_version=protocol_version)
+        return bind_request(request, path=path, partition=partition, protocol_version=protocol_version)
     except ProtectionUsageError as error:
         fail(f"{label}: {error}", code)
 
@@ -159,21 +161,6 @@ def _write_json(node: object, out: list[str]) -> None:
 # ------------------------------------------------------------------------------------------ params diff
 
 
-def _stable_params(request: JsonValue) -> JsonValue | None:
-    params = request.get("params") if isinstance(request, JsonObject) else None
-    if params is None:
-        return JsonObject.empty_instance()
-    if not isinstance(params, JsonObject):
-        return params
-    members = {name: value for name, value in params.items() if name not in EXCLUDED_PARAMS_MEMBERS}
-    meta = members.get("_meta")
-    if isinstance(meta, JsonObject):
-        members["_meta"] = JsonObject.from_mapping(
-            {name: value for name, value in meta.items() if name not in EXCLUDED_META_MEMBERS}
-        )
-    return JsonObject.from_mapping(members)
-
-
 def _pointer(parts: tuple[str, ...]) -> str:
     return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in parts) or "/"
 
@@ -194,9 +181,13 @@ def _differences(left: JsonValue | None, right: JsonValue | None, at: tuple[str,
 
 
 def params_differences(original: JsonValue, retry: JsonValue) -> list[str]:
-    """JSON pointers (into ``params``) where the stable params of two requests differ (numbers by value)."""
+    """JSON pointers (into ``params``) where the stable params of two requests differ (numbers by value).
+
+    Both requests have been bound already, so their params are structured: :func:`soklet_core.json.stable_params`
+    (the rule the digest hashes) does not refuse them.
+    """
     paths = []
-    for path in _differences(_stable_params(original), _stable_params(retry), ()):
+    for path in _differences(stable_params(original), stable_params(retry), ()):
         paths.append(path)
         if len(paths) >= MAX_DIFF_PATHS:
             break
@@ -218,6 +209,7 @@ def _explain(
     retry_partition: str,
     now: int,
     max_rounds: int,
+    max_lifetime: timedelta,
     params_note: str | None,
 ) -> str:
     passed = status is CheckStatus.PASSED
@@ -260,7 +252,7 @@ def _explain(
         if passed:
             return f"expires {iso(contents.expires_at_ms)}, {relative(left)}"
         if left > 0:
-            return "its lifetime exceeds the 15-minute maximum"
+            return f"its lifetime exceeds the {duration_text(max_lifetime)} maximum"
         return f"expired {iso(contents.expires_at_ms)}, {relative(left)}"
     if step is OpeningStep.ROUND:
         if passed:
@@ -449,6 +441,7 @@ def inspect_state(
                 retry_partition=partition,
                 now=clock_ms,
                 max_rounds=max_rounds,
+                max_lifetime=config.maximum_request_state_lifetime,
                 params_note=params_note,
             ),
         }

@@ -60,8 +60,17 @@ from soklet_core.keys import (
     looks_like_key_material,
     printable_name,
 )
+from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME
 
-from ._common import check_duration, file_error_text, parse_duration, parse_file, shown_path
+from ._common import (
+    DURATION_HELP,
+    check_duration,
+    duration_text,
+    file_error_text,
+    parse_duration,
+    parse_file,
+    shown_path,
+)
 from .exit_codes import ExitCode
 
 # The fleet file is read by fleet check's own reader (one home for tokens, CA files and timeouts).
@@ -77,8 +86,8 @@ from .keyring_path import (
 )
 from .output import SokletCommand, SokletGroup, console, emit_json, error_console, fail
 
-#: The request-state lifetime ``keys rotate`` assumes when told nothing: the spec's default maximum.
-DEFAULT_STATE_LIFETIME: Final = "15m"
+#: The request-state lifetime ``keys rotate`` assumes when told nothing: the server's default maximum.
+DEFAULT_STATE_LIFETIME: Final = duration_text(DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME)
 
 keys_app = typer.Typer(
     name="keys",
@@ -506,7 +515,7 @@ def rotate(
             "--state-lifetime",
             metavar="DURATION",
             callback=check_duration,
-            help="The maximum request-state lifetime (15m, 900s, 1h): how long the former key must stay.",
+            help=f"The maximum request-state lifetime ({DURATION_HELP}): how long the former key must stay.",
         ),
     ] = DEFAULT_STATE_LIFETIME,
     keyring: KeyringOption = DEFAULT_KEYRING_FILE,

@@ -12,13 +12,13 @@ import typer
 from soklet_core.json import MAX_REQUEST_BODY_BYTES, JsonError, parse
 from soklet_core.protection import (
     ANONYMOUS_PARTITION,
-    DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     EnvelopeHeader,
     ProtectionConfig,
     RequestStateProtectionException,
     RequestStateSealer,
     SealedStateContents,
 )
+from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME, DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
 
 from ._common import (
     DURATION_HELP,
@@ -30,6 +30,7 @@ from ._common import (
     PathOption,
     ProtocolVersionOption,
     check_duration,
+    duration_text,
     parse_duration,
     parse_file,
     parse_rounds,
@@ -40,7 +41,7 @@ from .keyring_path import DEFAULT_KEYRING_FILE, InsecureOption, JsonOption, Keyr
 from .output import emit_json, fail, read_input
 
 #: The lifetime assumed when --lifetime is not given: the server default.
-DEFAULT_LIFETIME: Final = "15m"
+DEFAULT_LIFETIME: Final = duration_text(DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME)
 
 
 def seal_state(

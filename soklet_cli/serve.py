@@ -1,4 +1,5 @@
-"""``soklet serve``: run a real MCP 2026-07-28 server locally with input-required tools."""
+"""``soklet serve``: run a real MCP server (the version of :mod:`soklet_core.protocol`) locally with input-required
+tools."""
 
 from __future__ import annotations
 
@@ -45,15 +46,38 @@ from soklet_core.mcp import (
     uvicorn_server_class,
 )
 from soklet_core.mcp.http_server import (
+    DEFAULT_BODY_TIMEOUT_SECONDS,
+    DEFAULT_HEADER_TIMEOUT_SECONDS,
+    DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,
     MAX_CONNECTIONS_CEILING,
     MAX_HEAD_BYTES_CEILING,
     MAX_TIMEOUT_SECONDS,
     MIN_HEAD_BYTES,
 )
+from soklet_core.mcp.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
 from soklet_core.mcp.metrics import ServerMetrics
 from soklet_core.protection import ProtectionConfig
+from soklet_core.protocol import (
+    CLIENT_CAPABILITIES_META_KEY,
+    DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,
+    DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
+    DEFAULT_SHUTDOWN_GRACE_SECONDS,
+    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_META_KEY,
+)
 
-from ._common import check_duration, file_error_text, parse_duration, parse_file, parse_keyring, shown_path
+from ._common import (
+    DURATION_HELP,
+    MAX_ROUNDS,
+    check_duration,
+    duration_text,
+    file_error_text,
+    parse_duration,
+    parse_file,
+    parse_keyring,
+    parse_rounds,
+    shown_path,
+)
 from .apps import conformance, demo
 from .exit_codes import ExitCode
 from .keyring_path import InsecureOption, load_document
@@ -75,14 +99,15 @@ __all__ = [
 DEV_KEY_ID: Final = "dev-ephemeral"
 #: The tool the printed example calls.
 EXAMPLE_TOOL: Final = "catalog.continue"
-_PROTOCOL_VERSION: Final = "2026-07-28"
 #: The file name of the development keyring in its private temporary folder.
 DEV_KEYRING_NAME: Final = "dev-keyring.toml"
 #: First and last line of the printed example: bash comments, so the whole block can be pasted as it is.
 EXAMPLE_START: Final = "# try it (bash): call catalog.continue, get input_required, then retry with the answer"
 EXAMPLE_END: Final = "# end of example"
 _MAX_TIMEOUT: Final = timedelta(seconds=MAX_TIMEOUT_SECONDS)
-_RELOAD_NOTE: Final = "reloaded on SIGHUP and when the file changes (checked every 2 s)"
+_RELOAD_NOTE: Final = (
+    f"reloaded on SIGHUP and when the file changes (checked every {DEFAULT_POLL_INTERVAL_SECONDS:g} s)"
+)
 #: The instance name when --instance is not given.
 DEFAULT_INSTANCE: Final = "soklet"
 _logger = logging.getLogger("soklet.serve")
@@ -108,7 +133,7 @@ def _request(url: str, request_id: int, params: dict[str, Any]) -> str:
     headers = [
         "Content-Type: application/json",
         "Accept: application/json, text/event-stream",
-        f"MCP-Protocol-Version: {_PROTOCOL_VERSION}",
+        f"MCP-Protocol-Version: {PROTOCOL_VERSION}",
         "Mcp-Method: tools/call",
         f"Mcp-Name: {EXAMPLE_TOOL}",
     ]
@@ -120,8 +145,8 @@ def _request(url: str, request_id: int, params: dict[str, Any]) -> str:
 def example_commands(url: str) -> list[str]:
     """Shell lines (bash) that call ``catalog.continue``, get ``input_required``, then retry with the answer."""
     meta = {
-        "io.modelcontextprotocol/protocolVersion": _PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        PROTOCOL_VERSION_META_KEY: PROTOCOL_VERSION,
+        CLIENT_CAPABILITIES_META_KEY: {"elicitation": {}},
     }
     first = _request(url, 1, {"name": EXAMPLE_TOOL, "arguments": {}, "_meta": meta})
     retry_params = {
@@ -198,7 +223,7 @@ def _configure_logging(level: LogLevel) -> None:
 
 def _check_timeout(value: str) -> str:
     """A Typer callback: a duration with a unit, at most one hour (the bound of every HTTP timeout)."""
-    parse_duration(value, maximum=_MAX_TIMEOUT)
+    _seconds(value)
     return value
 
 
@@ -218,7 +243,13 @@ def _check_env_name(value: str | None) -> str | None:
 
 
 def _seconds(value: str) -> float:
+    """An HTTP timeout option's value in seconds: the one duration parser, with the timeouts' bound."""
     return parse_duration(value, maximum=_MAX_TIMEOUT).total_seconds()
+
+
+def _default(seconds: float) -> str:
+    """A default held in seconds, written as the duration options take it (``10s``)."""
+    return duration_text(timedelta(seconds=seconds))
 
 
 @contextlib.contextmanager
@@ -260,9 +291,23 @@ def serve(
         list[Fixtures] | None, typer.Option("--fixtures", help="Add a fixture set (conformance).")
     ] = None,
     state_lifetime: Annotated[
-        str, typer.Option("--state-lifetime", callback=check_duration, help="Maximum request-state lifetime.")
-    ] = "15m",
-    state_rounds: Annotated[int, typer.Option("--state-rounds", min=1, help="Maximum request-state rounds.")] = 10,
+        str,
+        typer.Option(
+            "--state-lifetime",
+            metavar="DURATION",
+            callback=check_duration,
+            help=f"Maximum request-state lifetime ({DURATION_HELP}).",
+        ),
+    ] = duration_text(DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME),
+    state_rounds: Annotated[
+        int,
+        typer.Option(
+            "--state-rounds",
+            metavar="N",
+            parser=parse_rounds,
+            help=f"Maximum request-state rounds (1 to {MAX_ROUNDS:,}).",
+        ),
+    ] = DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     max_head_bytes: Annotated[
         int,
         typer.Option(
@@ -275,15 +320,15 @@ def serve(
     header_timeout: Annotated[
         str,
         typer.Option("--header-timeout", callback=_check_timeout, help="Time to send a request head (max 1h)."),
-    ] = "10s",
+    ] = _default(DEFAULT_HEADER_TIMEOUT_SECONDS),
     body_timeout: Annotated[
         str,
         typer.Option("--body-timeout", callback=_check_timeout, help="Time to send a body once its head came: 408."),
-    ] = "30s",
+    ] = _default(DEFAULT_BODY_TIMEOUT_SECONDS),
     keep_alive_timeout: Annotated[
         str,
         typer.Option("--keep-alive-timeout", callback=_check_timeout, help="Idle kept-alive connections close after."),
-    ] = "5s",
+    ] = _default(DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS),
     max_connections: Annotated[
         int,
         typer.Option(
@@ -298,7 +343,7 @@ def serve(
         typer.Option(
             "--shutdown-grace", callback=_check_timeout, help="On stop, how long running requests may finish."
         ),
-    ] = "10s",
+    ] = _default(DEFAULT_SHUTDOWN_GRACE_SECONDS),
     admin_port: Annotated[
         int | None,
         typer.Option(
@@ -363,7 +408,7 @@ def serve(
     allow_insecure: InsecureOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the start-up facts as one JSON document.")] = False,
 ) -> None:
-    """Serve MCP 2026-07-28 over HTTP: the demo app (catalog.continue and friends), or your own.
+    """Serve MCP {protocol_version} over HTTP: the demo app (catalog.continue and friends), or your own.
 
     At start it prints the URL, the key it seals with (id and keyring fingerprint, never material) and a
     copy-paste bash example: the first request gets **input_required** from catalog.continue, the retry with the
@@ -372,8 +417,8 @@ def serve(
     0700 folder, file 0600, deleted on exit) whose path is printed, so its tokens can be inspected with
     **soklet inspect-state --keyring PATH TOKEN**.
 
-    The keyring file is **reloaded** on SIGHUP and when its stat changes (checked every 2 s); a bad file is
-    refused with one logged reason and the running keyring stays. With **--admin-port** a second listener serves
+    The keyring file is **reloaded** on SIGHUP and when its stat changes (checked every {poll_interval} s); a bad
+    file is refused with one logged reason and the running keyring stays. With **--admin-port** a second listener serves
     the admin API (docs/fleet.md): GET /v1/keyring, POST /v1/keyring/stage|activate|remove|reload (written to the
     keyring file first), GET /v1/health, GET /metrics; every request needs **Authorization: Bearer TOKEN** from
     --admin-token-file or --admin-token-env. A non-loopback --admin-host needs --admin-tls-cert/--admin-tls-key
@@ -444,6 +489,15 @@ def serve(
             fingerprint_version=fingerprint_version,
             allow_insecure_permissions=allow_insecure,
         )
+
+
+# A docstring cannot be an f-string: the help's protocol version and reload interval are filled in from their one
+# home here, before Typer reads the help.
+serve.__doc__ = (
+    (serve.__doc__ or "")
+    .replace("{protocol_version}", PROTOCOL_VERSION)
+    .replace("{poll_interval}", f"{DEFAULT_POLL_INTERVAL_SECONDS:g}")
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -542,7 +596,6 @@ def _serve(
     sock = _free_socket(host, port)
     bound_port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
-    url = f"http://{url_host}:{bound_port}/mcp"
     registries: list[Registry] = []
     if Fixtures.conformance in fixtures:
         registries.append(conformance.build_registry())
@@ -555,6 +608,7 @@ def _serve(
     server = (
         McpServer.builder(_combine(registries)).protection_config(config).http_limits(limits).metrics(metrics).build()
     )
+    url = f"http://{url_host}:{bound_port}{server.path}"
     manager = server.protection_keyring_manager
     assert manager is not None
     live = LiveKeyring(
@@ -620,7 +674,7 @@ def _serve(
             }
         )
     else:
-        lines = [f"soklet serve: MCP 2026-07-28 at {url}"]
+        lines = [f"soklet serve: MCP {PROTOCOL_VERSION} at {url}"]
         if development:
             lines.append("keyring: EPHEMERAL development key (--dev-key): states die with this process")
             lines.append(f"dev keyring file (deleted on exit): {shown_path(keyring_file)}")

@@ -26,6 +26,7 @@ from soklet_cli._common import (
     MAX_PROTOCOL_VERSION_CHARS,
     MAX_ROUNDS,
     MAX_TIME_MS,
+    duration_text,
     parse_duration,
     parse_endpoint_path,
     parse_file,
@@ -35,7 +36,8 @@ from soklet_cli._common import (
     parse_time,
 )
 from soklet_cli.app import MAX_ERROR_CHARS, MIN_WITHHELD_ARGUMENT_CHARS
-from soklet_core.files import read_keyring_file
+from soklet_cli.fleet import parse_timeout
+from soklet_core.files import MAX_FLEET_TIMEOUT_SECONDS, read_keyring_file
 from soklet_core.protection import (
     MAX_ENDPOINT_PATH_CHARS,
     ProtectionConfig,
@@ -123,6 +125,93 @@ def test_parse_duration_says_a_bare_number_has_no_unit_and_takes_a_maximum() -> 
     assert parse_duration("5m", maximum=timedelta(minutes=5)) == timedelta(minutes=5)
     with pytest.raises(typer.BadParameter, match=r"at most (5 m|300 s)"):
         parse_duration("301s", maximum=timedelta(minutes=5))
+
+
+@pytest.mark.parametrize(
+    ("text", "milliseconds"),
+    [
+        ("0.5s", 500),
+        ("0.001s", 1),
+        ("1m2.25s", 62_250),
+        ("1h0.999s", 3_600_999),
+        ("2s", 2000),
+        ("000000001h000000001m000000001.125s", 3_661_125),  # 34 characters: the longest text looked at
+    ],
+)
+def test_parse_duration_takes_milliseconds_on_seconds_when_asked(text: str, milliseconds: int) -> None:
+    assert parse_duration(text, fractional=True) == timedelta(milliseconds=milliseconds)
+    if "." in text:
+        with pytest.raises(typer.BadParameter):
+            parse_duration(text.replace(".", ","), fractional=True)
+        with pytest.raises(typer.BadParameter):
+            parse_duration(text)  # without the flag a fraction is refused, as before
+
+
+@pytest.mark.parametrize(
+    "text", ["0.0001s", "1.s", ".5s", "1.5m", "1.5h", "0.000s", "1.5", "1..5s", "1.5s5", "0000000001.5s"]
+)
+def test_parse_duration_refuses_malformed_fractions(text: str) -> None:
+    with pytest.raises(typer.BadParameter) as caught:
+        parse_duration(text, fractional=True)
+    assert text not in str(caught.value)
+
+
+def test_parse_duration_takes_a_bare_number_as_seconds_only_when_asked_and_only_whole() -> None:
+    assert parse_duration("5", bare_seconds=True) == timedelta(seconds=5)
+    assert parse_duration("0.25", bare_seconds=True, fractional=True) == timedelta(milliseconds=250)
+    assert parse_duration("1m", bare_seconds=True) == timedelta(minutes=1)  # units still work
+    for text in ("1m5", "1h30", "0.25"):  # a trailing number is not seconds; a fraction needs the flag
+        with pytest.raises(typer.BadParameter):
+            parse_duration(text, bare_seconds=True)
+    with pytest.raises(typer.BadParameter, match="no unit"):
+        parse_duration("5")
+
+
+def test_parse_duration_takes_the_options_own_message() -> None:
+    for text in ("", "x", "0", "99999999999h", "9" * 100_000, "8785h"):
+        with pytest.raises(typer.BadParameter) as caught:
+            parse_duration(text, message="the wait is 1s to 1h")
+        assert str(caught.value) == "the wait is 1s to 1h"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("5", 5.0), ("0.5", 0.5), ("0.001", 0.001), (f"{MAX_FLEET_TIMEOUT_SECONDS:g}", MAX_FLEET_TIMEOUT_SECONDS)],
+)
+def test_fleet_timeout_is_the_one_parser_in_seconds(text: str, seconds: float) -> None:
+    assert parse_timeout(text) == seconds
+    assert parse_timeout(text + "s") == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "0.0", "0.0001", f"{MAX_FLEET_TIMEOUT_SECONDS:g}.001", "5.", ".5", "1e3", "-1"])
+def test_fleet_timeout_refuses_outside_its_bounds(text: str) -> None:
+    with pytest.raises(typer.BadParameter, match="number of seconds above 0"):
+        parse_timeout(text)
+
+
+@given(st.integers(min_value=1, max_value=366 * 86_400_000))
+def test_duration_text_is_read_back_exactly(milliseconds: int) -> None:
+    span = timedelta(milliseconds=milliseconds)
+    text = duration_text(span)
+    assert parse_duration(text, fractional=True) == span
+    if milliseconds % 1000 == 0:
+        assert parse_duration(text) == span
+
+
+def test_duration_text_is_the_shortest_spelling() -> None:
+    cases = {
+        timedelta(minutes=15): "15m",
+        timedelta(seconds=10): "10s",
+        timedelta(seconds=5400): "1h30m",
+        timedelta(seconds=3601): "1h1s",
+        timedelta(milliseconds=1500): "1.5s",
+        timedelta(milliseconds=60_001): "1m0.001s",
+        timedelta(days=2): "48h",
+    }
+    assert {span: duration_text(span) for span in cases} == cases
+    for bad in (timedelta(0), timedelta(seconds=-1), timedelta(microseconds=1500)):
+        with pytest.raises(ValueError, match="milliseconds"):
+            duration_text(bad)
 
 
 # ------------------------------------------------------------------------------------------ the table
@@ -373,6 +462,7 @@ PARSERS = {
     "partition": parse_partition,
     "protocol-version": parse_protocol_version,
     "file": parse_file,
+    "timeout": parse_timeout,
 }
 
 
@@ -408,6 +498,8 @@ def test_parsers_accept_within_bounds_or_refuse_with_a_fixed_message(name: str, 
         assert 0 <= value <= MAX_TIME_MS
     elif name == "file":
         assert 0 < len(os.fsencode(str(value))) <= MAX_FILE_NAME_BYTES
+    elif name == "timeout":
+        assert 0 < value <= MAX_FLEET_TIMEOUT_SECONDS
     else:
         assert value == text
         text.encode("utf-8")  # valid UTF-8: the binding can digest it

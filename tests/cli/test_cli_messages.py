@@ -228,12 +228,12 @@ def test_the_library_logs_nothing_to_stderr_unless_the_application_asks() -> Non
         from soklet_core.json import parse
         from soklet_core.keys import ProtectionKey, ProtectionKeyring
         from soklet_core.protection import (
-            ANONYMOUS_PARTITION, BoundRequest, ProtectionConfig, RequestStateProtectionException, RequestStateSealer,
+            ANONYMOUS_PARTITION, ProtectionConfig, RequestStateProtectionException, RequestStateSealer, bind_request,
         )
         ring = ProtectionKeyring.with_active_key(ProtectionKey.generate("k1")).build()
         sealer = RequestStateSealer.for_server(ProtectionConfig.with_keyring(ring).build())
         request = parse(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}}')
-        bound = BoundRequest.of(request, path="/mcp", partition=ANONYMOUS_PARTITION)
+        bound = bind_request(request, path="/mcp", partition=ANONYMOUS_PARTITION)
         try:
             sealer.seal(parse(b'"' + b"x" * 200_000 + b'"'), bound)
         except RequestStateProtectionException as error:

@@ -9,6 +9,7 @@ import pytest
 
 from soklet_core.json import canonical_text, parse
 from soklet_core.keys import decode_base64url
+from soklet_core.protocol import PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 
 RING = "soklet-keyring.toml"
 T0 = "2026-08-01T00:00:00Z"
@@ -21,7 +22,7 @@ def write_request(
     body = {
         "name": "checkout.continue",
         "arguments": {"sku": "A-100", "qty": 3, "tags": ["a", "b"]},
-        "_meta": {"protocolVersion": "2026-07-28", **(meta or {})},
+        "_meta": {PROTOCOL_VERSION_META_KEY: PROTOCOL_VERSION, **(meta or {})},
         **params,
     }
     (folder / name).write_text(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}))
@@ -78,7 +79,7 @@ def test_with_a_keyring_the_contents(soklet) -> None:
         ("inspect-state", "--keyring", RING, "--at", "2026-08-01T00:15:00.001Z", "--json", token),
     )
     assert human.returncode == 0, human.stderr
-    for text in ("tools/call", "/mcp", "2026-07-28", "round", "2026-08-01T00:15:00.000Z", "in 10m 0s", '"req-1"'):
+    for text in ("tools/call", "/mcp", PROTOCOL_VERSION, "round", "2026-08-01T00:15:00.000Z", "in 10m 0s", '"req-1"'):
         assert text in human.stdout, text
     assert "not expired" in human.stdout
     assert '"step":1E+2' in human.stdout
@@ -226,8 +227,8 @@ def test_json_output_cannot_be_rewritten_by_its_input(soklet, marker: str) -> No
     # version, both request ids, and strings inside the state. The document keeps its structure, and the state
     # appears exactly once, where it belongs.
     soklet.run("keys", "generate", "--id", "k1")
-    write_request(soklet.cwd, "call.json", marker, method=marker, meta={"protocolVersion": marker})
-    write_request(soklet.cwd, "retry.json", marker + "2", method=marker, meta={"protocolVersion": marker})
+    write_request(soklet.cwd, "call.json", marker, method=marker, meta={PROTOCOL_VERSION_META_KEY: marker})
+    write_request(soklet.cwd, "retry.json", marker + "2", method=marker, meta={PROTOCOL_VERSION_META_KEY: marker})
     state = {"unique": "123456789.000000000001", "markers": list(FORMER_MARKERS), marker: marker}
     token = sealed(soklet, state=json.dumps(state))
     result = soklet.run("inspect-state", "--keyring", RING, "--at", LATER, "--json", "--request", "retry.json", token)

@@ -13,13 +13,14 @@ import pytest
 from soklet_core.files import read_keyring_file
 from soklet_core.json import canonical_text
 from soklet_core.protection import (
-    BoundRequest,
     EnvelopeHeader,
     ProtectionConfig,
     Reason,
     RequestStateProtectionException,
     RequestStateSealer,
+    bind_request,
 )
+from soklet_core.protocol import PROTOCOL_VERSION_META_KEY
 
 RING = "soklet-keyring.toml"
 T0 = 1_785_542_400_000  # 2026-08-01T00:00:00Z
@@ -52,7 +53,7 @@ def test_seal_state_prints_a_token_the_server_opens(soklet) -> None:
     assert "\n" not in token
     assert token.isascii()
     sealer = sealer_from_file(soklet.cwd, T0 + 60_000)
-    bound_retry = BoundRequest.of(retry.read_bytes(), path="/mcp", partition="anonymous")
+    bound_retry = bind_request(retry.read_bytes(), path="/mcp", partition="anonymous")
     opened = sealer.open(token, bound_retry)
     assert canonical_text(opened.state) == '{"big":' + "9" * 60 + ',"step":1E+2,"total":1.5,"who":"Zoë"}'
     contents = sealer.diagnose(token).contents
@@ -74,8 +75,8 @@ def test_seal_state_prints_a_token_the_server_opens(soklet) -> None:
 
 def test_seal_state_options_round_path_partition_lifetime(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
-    call = write_request(soklet.cwd, "call.json", "a-1", _meta={"protocolVersion": "2025-11-25"})
-    write_request(soklet.cwd, "retry.json", "a-2", _meta={"protocolVersion": "2025-11-25", "progressToken": 7})
+    call = write_request(soklet.cwd, "call.json", "a-1", _meta={PROTOCOL_VERSION_META_KEY: "2025-11-25"})
+    write_request(soklet.cwd, "retry.json", "a-2", _meta={PROTOCOL_VERSION_META_KEY: "2025-11-25", "progressToken": 7})
     result = soklet.run(
         "seal-state",
         "--request",
@@ -104,9 +105,9 @@ def test_seal_state_options_round_path_partition_lifetime(soklet) -> None:
     assert contents.binding.path == "/api/mcp"
     assert contents.binding.protocol_version == "2025-11-25"
     assert contents.request_id.value == "a-1"
-    expected = BoundRequest.of(call.read_bytes(), path="/api/mcp", partition="tenant-7")
+    expected = bind_request(call.read_bytes(), path="/api/mcp", partition="tenant-7")
     assert contents.binding == expected.binding
-    retry = BoundRequest.of((soklet.cwd / "retry.json").read_bytes(), path="/api/mcp/", partition="tenant-7")
+    retry = bind_request((soklet.cwd / "retry.json").read_bytes(), path="/api/mcp/", partition="tenant-7")
     # A 15-minute server refuses the longer life as expired; a server with the same lifetime opens it.
     with pytest.raises(RequestStateProtectionException) as caught:
         sealer.open(token, retry)
