@@ -5,9 +5,11 @@ benchmarks/protection_seal_open.py`` once the ``bench`` extra is installed; ``--
 
 Every contender handles the same state and the same request, in one process, rounds interleaved, best-of-N:
 
-* **soklet** — seal leg: stable params digest of the emitting request's bytes, binding, ``RequestStateSealer.seal``
-  (canonical plaintext, AES-256-GCM under a reserved key). Open leg: digest of the retry's bytes, binding,
-  ``RequestStateSealer.open`` and the application JSON (``.state``), every opening check included.
+* **soklet** — seal leg: stable params digest of the emitting request's bytes, ``bind_request`` (the parsed
+  request, as the server holds it, with the version it validated and that digest), ``RequestStateSealer.seal``
+  (canonical plaintext, AES-256-GCM under a reserved key). Open leg: digest of the retry's bytes, ``bind_request``,
+  ``RequestStateSealer.open`` and the application JSON (``.state``), every opening check included. The request
+  itself is parsed outside the legs, as the peer is handed its params already parsed.
 * **floor** — AES-256-GCM encrypt + decrypt of the same plaintext (prebuilt cipher) plus one SHA-256 of the params
   bytes: what any design must at least pay.
 * **peer** — the official MCP Python SDK (``mcp`` 2.3.0), ``mcp.server.request_state.RequestStateBoundary``: the
@@ -16,7 +18,9 @@ Every contender handles the same state and the same request, in one process, rou
   ``__call__`` with trivial handlers (the coroutine is stepped directly, no event loop). Its state is a string, so
   it gets the state's canonical JSON text: it seals the same bytes but never parses them, which favours the peer.
 
-Target (issue 4): soklet seal + open ≤ 0.5 × peer seal + verify.
+Target (issue 10): soklet seal + open ≤ 0.8 × peer seal + verify. The phases of soklet's two legs are timed
+apart too (digest, binding, codec write, AEAD seal and open with the envelope, codec read, the opening checks),
+so the figures show where the time goes.
 """
 
 from __future__ import annotations
@@ -38,9 +42,12 @@ from soklet_core.protection import (
     ANONYMOUS_PARTITION,
     BoundRequest,
     ProtectionConfig,
-    RequestStateBinding,
+    RequestStateProtectionContext,
     RequestStateSealer,
+    SealedStateContents,
+    bind_request,
 )
+from soklet_core.protocol import PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 
 KIB = 1024
 
@@ -61,7 +68,7 @@ def request_document(request_id: int, *, retry: bool) -> dict[str, Any]:
             "instructions": "Leave with the concierge if nobody answers; call ahead on weekdays before noon.",
         },
         "_meta": {
-            "protocolVersion": "2026-07-28",
+            PROTOCOL_VERSION_META_KEY: PROTOCOL_VERSION,
             "progressToken": f"tok-{request_id}",
             "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             "clientCapabilities": {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}},
@@ -127,7 +134,7 @@ def peer_contenders(first: dict[str, Any], retry: dict[str, Any], state_text: st
         return ServerRequestContext(
             session=None,  # type: ignore[arg-type]
             lifespan_context={},
-            protocol_version="2026-07-28",
+            protocol_version=PROTOCOL_VERSION,
             method=request["method"],
             params=request["params"],
             request_id=request["id"],
@@ -157,40 +164,56 @@ def main() -> int:
 
     keyring = ProtectionKeyring.with_active_key(ProtectionKey.generate("2026-08")).build()
     sealer = RequestStateSealer.for_server(ProtectionConfig.with_keyring(keyring).build())
-    first_id = parse(b"41")
-    retry_id = parse(b"42")
+    first_request, retry_request = parse(first_bytes), parse(retry_bytes)
 
-    def bound(data: bytes, request_id: Any) -> BoundRequest:
-        binding = RequestStateBinding.of(
-            method="tools/call",
-            path="/mcp",
-            protocol_version="2026-07-28",
-            partition=ANONYMOUS_PARTITION,
-            params_digest=params_digest(data, whole_request=True),
+    def bound(data: bytes, request: JsonValue) -> BoundRequest:
+        digest = params_digest(data, whole_request=True)
+        return bind_request(
+            request, path="/mcp", partition=ANONYMOUS_PARTITION, protocol_version=PROTOCOL_VERSION, params_digest=digest
         )
-        return BoundRequest(binding, request_id)
 
-    token = sealer.seal(state, bound(first_bytes, first_id))
-    assert sealer.open(token, bound(retry_bytes, retry_id)).state == state
-    plaintext_size = len(sealer.diagnose(token).contents.plaintext())  # type: ignore[union-attr]
+    token = sealer.seal(state, bound(first_bytes, first_request))
+    assert sealer.open(token, bound(retry_bytes, retry_request)).state == state
+    contents = sealer.diagnose(token).contents
+    assert contents is not None
+    plaintext = contents.plaintext()
+    cached_first, cached_retry = bound(first_bytes, first_request), bound(retry_bytes, retry_request)
+    first_digest = params_digest(first_bytes, whole_request=True)
+    context = RequestStateProtectionContext.framework()
+    protector = sealer.protector
 
     aead = AESGCM(os.urandom(32))
     nonce = os.urandom(12)
-    plaintext = sealer.diagnose(token).contents.plaintext()  # type: ignore[union-attr]
     params_bytes = json.dumps(first["params"], ensure_ascii=False).encode()
 
     contenders: dict[str, Callable[[], object]] = {
-        "soklet seal": lambda: sealer.seal(state, bound(first_bytes, first_id)),
-        "soklet open": lambda: sealer.open(token, bound(retry_bytes, retry_id)).state,
-        "soklet seal (binding given)": lambda: sealer.seal(state, cached_first),
-        "soklet open (binding given)": lambda: sealer.open(token, cached_retry).state,
+        "soklet seal": lambda: sealer.seal(state, bound(first_bytes, first_request)),
+        "soklet open": lambda: sealer.open(token, bound(retry_bytes, retry_request)).state,
         "floor": lambda: (
             aead.decrypt(nonce, aead.encrypt(nonce, plaintext, b"ad"), b"ad"),
             hashlib.sha256(params_bytes).digest(),
         ),
     }
-    cached_first, cached_retry = bound(first_bytes, first_id), bound(retry_bytes, retry_id)
     contenders.update(peer_contenders(first, retry, state_text))
+    # The phases of soklet's legs (each leg runs digest and binding once).
+    phases: dict[str, Callable[[], object]] = {
+        "digest (emitting request)": lambda: params_digest(first_bytes, whole_request=True),
+        "digest (retry)": lambda: params_digest(retry_bytes, whole_request=True),
+        "binding (digest given)": lambda: bind_request(
+            first_request,
+            path="/mcp",
+            partition=ANONYMOUS_PARTITION,
+            protocol_version=PROTOCOL_VERSION,
+            params_digest=first_digest,
+        ),
+        "seal, binding given": lambda: sealer.seal(state, cached_first),
+        "  codec write (plaintext)": contents.plaintext,
+        "  AEAD seal (envelope)": lambda: protector.seal(plaintext, context),
+        "open, binding given": lambda: sealer.open(token, cached_retry).state,
+        "  AEAD open (envelope)": lambda: protector.open(token, context),
+        "  codec read (plaintext)": lambda: SealedStateContents.from_plaintext(plaintext),
+    }
+    contenders.update(phases)
 
     times = {name: float("inf") for name in contenders}
     for _ in range(rounds):  # interleaved, so a noisy moment hits every contender alike
@@ -199,12 +222,18 @@ def main() -> int:
 
     print(
         f"request {len(first_bytes):,} B, retry {len(retry_bytes):,} B, state {len(state_text.encode()):,} B "
-        f"canonical, plaintext {plaintext_size:,} B, token {len(token):,} chars; best of {rounds} × {number}"
+        f"canonical, plaintext {len(plaintext):,} B, token {len(token):,} chars; best of {rounds} × {number}"
     )
     for name, seconds in times.items():
-        print(f"  {name:<32} {seconds * 1e6:9.2f} µs")
+        if name not in phases:
+            print(f"  {name:<32} {seconds * 1e6:9.2f} µs")
     soklet = times["soklet seal"] + times["soklet open"]
     print(f"  {'soklet seal + open':<32} {soklet * 1e6:9.2f} µs   {soklet / times['floor']:6.1f}× the floor")
+    print("soklet phases (µs, and share of seal + open):")
+    checks = times["open, binding given"] - times["  AEAD open (envelope)"] - times["  codec read (plaintext)"]
+    rows = [*((name, times[name]) for name in phases), ("  opening checks (the rest)", checks)]
+    for name, seconds in rows:
+        print(f"  {name:<32} {seconds * 1e6:9.2f} µs   {seconds / soklet:6.1%}")
     if "peer seal" in times:
         peer = times["peer seal"] + times["peer verify"]
         ratio = soklet / peer
@@ -213,7 +242,7 @@ def main() -> int:
             f"ratio soklet / peer: {ratio:.2f}×   (seal {times['soklet seal'] / times['peer seal']:.2f}×, "
             f"open {times['soklet open'] / times['peer verify']:.2f}×)"
         )
-        print(f"target soklet seal + open ≤ 0.5× peer seal + verify: {'MET' if ratio <= 0.5 else 'MISSED'}")
+        print(f"target soklet seal + open ≤ 0.8× peer seal + verify: {'MET' if ratio <= 0.8 else 'MISSED'}")
     else:
         print("peer: the mcp package is not installed (bash scripts/bench installs requirements/bench.lock)")
     return 0
