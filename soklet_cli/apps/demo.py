@@ -7,6 +7,9 @@
   handle in its path (no user data, no query, no fragment), stored server-side and bound to the admitted
   subject and partition; a plain-HTTP loopback origin is used only with the development key.
 * ``deploy.approve`` — a multi-round approval that carries its own step counter and deadline in its state.
+
+Every handler here is a plain ``def`` that never blocks (no I/O, no sleeps; the link store's lock is held for
+a dictionary update), so each is registered with ``blocking=False`` and runs on the event loop.
 """
 
 from __future__ import annotations
@@ -107,6 +110,7 @@ def _continue_from(
         may_request_input(type=InputRequestType.ELICITATION_FORM, requirement=InputRequirement.CONDITIONAL)
     ],
     request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
+    blocking=False,
 )
 def catalog_continue(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
     """The spec's ``catalog.continue``."""
@@ -166,6 +170,7 @@ def _link_tool(base_url: str, development: bool) -> ToolRegistration:
         input_schema={"type": "object", "properties": {}},
         may_request_input=[URL],
         request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
+        blocking=False,
     )
     def account_link(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
         state = context.framework_request_state
@@ -223,6 +228,7 @@ def _int(value: JsonValue | None) -> int | None:
     },
     may_request_input=[FORM],
     request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
+    blocking=False,
 )
 def deploy_approve(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
     """Multi-round approval: ``{"step","stages","deadline"}`` travels in the protected state."""

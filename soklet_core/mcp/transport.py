@@ -152,35 +152,29 @@ def parse_origin(text: str) -> tuple[str, str, int | None]:
 
 
 class _Channel:
-    """Progress frames of one request, between the handler (via the dispatcher) and the response writer."""
+    """Progress frames of one request, between the handler (via the dispatcher) and the response writer.
 
-    __slots__ = ("_signal", "allowed", "cancelled", "frames")
+    ``ready`` is called (on the event loop) whenever frames may be streamed: frames are held and streaming is
+    allowed.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_ready", "allowed", "cancelled", "frames")
+
+    def __init__(self, ready: Callable[[], None]) -> None:
         self.cancelled = False
         self.allowed = False
         self.frames: list[JsonObject] = []
-        self._signal: asyncio.Future[None] | None = None
-
-    def arm(self) -> asyncio.Future[None]:
-        self._signal = asyncio.get_running_loop().create_future()
-        if self.allowed and self.frames:
-            self._signal.set_result(None)
-        return self._signal
-
-    def _wake(self) -> None:
-        if self._signal is not None and not self._signal.done():
-            self._signal.set_result(None)
+        self._ready = ready
 
     def allow_streaming(self) -> None:
         self.allowed = True
         if self.frames:
-            self._wake()
+            self._ready()
 
     def progress(self, frame: JsonObject) -> None:
         self.frames.append(frame)
         if self.allowed:
-            self._wake()
+            self._ready()
 
 
 _SSE_DATA: Final = b"event: message\ndata: "
@@ -454,34 +448,40 @@ class McpAsgiApp:
         return b"".join(chunks)
 
     async def _respond(self, request: HttpRequest, receive: Receive, send: Send) -> DispatchResult | None:
-        loop = asyncio.get_running_loop()
-        channel = _Channel()
-        task = loop.create_task(self._dispatcher.dispatch(request, channel))
-        watcher = loop.create_task(_wait_disconnect(receive))
+        # The dispatch runs in this request's own task: no task per request for it and no wait on a set of
+        # futures. A disconnect (seen by the one watcher task) or the end of the shutdown grace cancels this
+        # task; progress frames are written by a writer task started only when a handler streams.
+        task = asyncio.current_task()
+        assert task is not None
+        exchange = _Exchange(self, send, task)
+        channel = exchange.channel
         grace = self._grace_signal()
-        streaming = False
-        signal = channel.arm()
+        watcher = asyncio.get_running_loop().create_task(_wait_disconnect(receive))
+        watcher.add_done_callback(exchange.on_disconnect)
+        grace.add_done_callback(exchange.on_grace)
         try:
-            while True:
-                signal = channel.arm()
-                await asyncio.wait((task, watcher, signal, grace), return_when=asyncio.FIRST_COMPLETED)
-                if (watcher.done() or grace.done()) and not task.done():
-                    channel.cancelled = True
-                    task.cancel()
-                    # Whatever the cancelled handler raised, it is over: only this layer answers now.
-                    with contextlib.suppress(Exception, asyncio.CancelledError):
-                        await task
-                    if watcher.done():
-                        return DispatchResult(499, None, reason="client-disconnected")
-                    return await self._cancelled_by_shutdown(send, streaming)
-                if channel.allowed and channel.frames and not task.done():
-                    streaming = await self._stream(send, channel, streaming)
-                if task.done():
-                    break
+            result = await self._dispatcher.dispatch(request, channel)
+        except asyncio.CancelledError:
+            if exchange.stopped is None:
+                exchange.abandon()
+                raise  # not ours: the server cancels the request
+            result = None
+        except BaseException:
+            exchange.abandon()
+            raise
         finally:
+            exchange.finished = True
+            watcher.remove_done_callback(exchange.on_disconnect)
+            grace.remove_done_callback(exchange.on_grace)
             watcher.cancel()
-            signal.cancel()
-        result = task.result()
+        streaming = await exchange.writer_done()
+        if exchange.stopped is not None:
+            # Whatever the cancelled handler returned or raised, it is over: only this layer answers now.
+            task.uncancel()
+            if exchange.stopped == "disconnect":
+                return DispatchResult(499, None, reason="client-disconnected")
+            return await self._cancelled_by_shutdown(send, streaming)
+        assert result is not None
         return await self._finish(send, result, channel, streaming)
 
     async def _cancelled_by_shutdown(self, send: Send, streaming: bool) -> DispatchResult:
@@ -537,6 +537,58 @@ class McpAsgiApp:
         await send({"type": "http.response.start", "status": result.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
         return result
+
+
+class _Exchange:
+    """The response side of one request while its dispatch runs: who stopped it, and the progress writer."""
+
+    __slots__ = ("_app", "_send", "_task", "_writer", "channel", "finished", "stopped", "streaming")
+
+    def __init__(self, app: McpAsgiApp, send: Send, task: asyncio.Task[Any]) -> None:
+        self._app = app
+        self._send = send
+        self._task = task
+        self._writer: asyncio.Task[None] | None = None
+        self.channel = _Channel(self._frames_ready)
+        self.finished = False
+        self.stopped: str | None = None
+        self.streaming = False
+
+    def _stop(self, why: str) -> None:
+        if self.stopped is None and not self.finished:
+            self.stopped = why
+            self.channel.cancelled = True
+            self._task.cancel()
+
+    def on_disconnect(self, watcher: asyncio.Task[None]) -> None:
+        """The watcher ended: the client is gone (a receive failure counts as gone)."""
+        if not watcher.cancelled():
+            watcher.exception()  # retrieved: its failure means the same as a disconnect
+            self._stop("disconnect")
+
+    def on_grace(self, _grace: asyncio.Future[None]) -> None:
+        """The shutdown grace is over: the running request is cancelled and answered 503."""
+        self._stop("grace")
+
+    def _frames_ready(self) -> None:
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    async def _write(self) -> None:
+        channel = self.channel
+        while channel.frames and not self.finished and self.stopped is None:
+            self.streaming = await self._app._stream(self._send, channel, self.streaming)
+
+    async def writer_done(self) -> bool:
+        """Wait for the progress writer (if one ran); whether the response is committed as SSE."""
+        if self._writer is not None:
+            await self._writer
+        return self.streaming
+
+    def abandon(self) -> None:
+        """The request is cancelled from outside: stop the writer too."""
+        if self._writer is not None:
+            self._writer.cancel()
 
 
 _STATUS_TEXT: Final = {
