@@ -63,28 +63,33 @@ _SORTED: Final = _encoder(sort_keys=True)
 _IN_ORDER: Final = _encoder(sort_keys=False)
 # Code point order equals UTF-16 order unless a supplementary character is in play: raw (its UTF-8 lead byte
 # is F0–F4) or escaped as a surrogate pair.
-_ALL_BUT_SUPPLEMENTARY_LEADS: Final = bytes(b for b in range(256) if not 0xF0 <= b <= 0xF4)
+_SUPPLEMENTARY_LEADS: Final = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
 _ESCAPED_HIGH_SURROGATE: Final = re.compile(r"\\u[dD][89abAB]")
 
 
 def _needs_utf16_order(text: str, raw: bytes) -> bool:
-    if "\\u" in text and _ESCAPED_HIGH_SURROGATE.search(text) is not None:
+    # Single-byte membership tests are memchr scans, several times faster than any one-pass alternative.
+    if b"\\" in raw and b"\\u" in raw and _ESCAPED_HIGH_SURROGATE.search(text) is not None:
         return True
-    return not text.isascii() and bool(raw.translate(None, _ALL_BUT_SUPPLEMENTARY_LEADS))
+    return not text.isascii() and any(lead in raw for lead in _SUPPLEMENTARY_LEADS)
 
 
-_FENCE: Final = (NUMBER_OPEN + "{}" + NUMBER_CLOSE).format
-# A fenced token already in canonical spelling: 0, an integer not ending in 0, a plain decimal whose last digit
-# is not 0 with a non-zero integer part, or one of 0.1 … 0.000001 (a seventh zero switches to 1E-7).
-_ALREADY_CANONICAL: Final = r"(?:0|-?[1-9](?:[0-9]*[1-9])?|-?[1-9][0-9]*\.[0-9]*[1-9]|-?0\.0{0,5}[1-9](?:[0-9]*[1-9])?)"
-# Everything else, including any token over the length limit, is respelled (and so checked) one by one.
+# "%" formatting is a C call like str.format but skips parsing a replacement field: measurably cheaper per number.
+_FENCE: Final = (NUMBER_OPEN + "%s" + NUMBER_CLOSE).__mod__
+# Fence contents are tokens the JSON grammar accepted, so a token is already in canonical spelling exactly when it
+# is 0, or has no exponent part, does not end in 0 and is not 0.0000001 or smaller (a seventh zero switches to
+# 1E-7); the bounded run keeps it within the 1,024-character limit (anything longer is respelled, so checked).
+_CANONICAL_SPELLING: Final = rf"(?:0|-?(?!0\.000000)[0-9.]{{0,{MAX_NUMBER_TOKEN_CHARS - 2}}}[1-9])"
+_CANONICAL_TOKEN: Final = re.compile(_CANONICAL_SPELLING)
+# Every other token is respelled (and so checked) one by one. This runs on UTF-8 bytes, with the fences passed
+# through as surrogates (three bytes each), where splitting the fences off afterwards is cheapest.
 _NEEDS_SPELLING: Final = re.compile(
-    f'"{NUMBER_OPEN}'
-    f"(?!(?=[^{NUMBER_CLOSE}]{{1,{MAX_NUMBER_TOKEN_CHARS}}}{NUMBER_CLOSE}){_ALREADY_CANONICAL}{NUMBER_CLOSE})"
-    f'([^{NUMBER_CLOSE}]*){NUMBER_CLOSE}"'
+    f'"{NUMBER_OPEN}(?!{_CANONICAL_SPELLING}{NUMBER_CLOSE})([-+.0-9eE]*){NUMBER_CLOSE}"'.encode(
+        "utf-8", "surrogatepass"
+    )
 )
-_FENCE_OPEN: Final = '"' + NUMBER_OPEN
-_FENCE_CLOSE: Final = NUMBER_CLOSE + '"'
+_OPEN_BYTES: Final = ('"' + NUMBER_OPEN).encode("utf-8", "surrogatepass")
+_CLOSE_BYTES: Final = (NUMBER_CLOSE + '"').encode("utf-8", "surrogatepass")
 
 
 def utf16_key(name: str) -> bytes:
@@ -218,21 +223,22 @@ def _encoded(node: Any, depth: int, presorted: bool) -> Iterator[str]:
         yield encoder(node)
 
 
-def _respell(match: re.Match[str]) -> str:
-    return canonical_number_text(match.group(1))
+def _respell(match: re.Match[bytes]) -> bytes:
+    return canonical_number_text(match.group(1).decode("ascii")).encode("ascii")
 
 
 def _finish(piece: str, tree: CanonicalTree) -> bytes:
     """Turn encoder output into canonical UTF-8: numbers checked and respelled, fences dropped."""
-    if not piece.isascii():
-        try:
-            piece = _NEEDS_SPELLING.sub(_respell, piece)
-        except JsonError:
-            if tree.source is None:
-                raise
-            raise locate(tree.source.decode("utf-8")) from None
-        piece = "".join("".join(piece.split(_FENCE_OPEN)).split(_FENCE_CLOSE))
-    return piece.encode("utf-8")
+    if piece.isascii():
+        return piece.encode("ascii")
+    data = piece.encode("utf-8", "surrogatepass")
+    try:
+        data = _NEEDS_SPELLING.sub(_respell, data)
+    except JsonError:
+        if tree.source is None:
+            raise
+        raise locate(tree.source.decode("utf-8")) from None
+    return b"".join(b"".join(data.split(_OPEN_BYTES)).split(_CLOSE_BYTES))
 
 
 def canonical_chunks(tree: CanonicalTree) -> Iterator[bytes]:
@@ -260,7 +266,12 @@ def check_numbers(tree: CanonicalTree, node: Any) -> None:
     Number tokens are only spelled, and so checked, while encoding; parts a digest leaves out (the request
     envelope, excluded members) must still refuse what the strict parser refuses.
     """
-    if type(node) in (dict, list) or (type(node) is str and node.startswith(NUMBER_OPEN)):
+    kind = type(node)
+    if kind is str:
+        # One number (a request id, say): its token alone, without an encoder call.
+        if node.startswith(NUMBER_OPEN) and _CANONICAL_TOKEN.fullmatch(node, 1, len(node) - 1) is None:
+            _finish(_SORTED(node), tree)
+    elif kind is dict or kind is list:
         _finish((_IN_ORDER if tree.presorted else _SORTED)(node), tree)
 
 

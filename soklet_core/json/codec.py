@@ -83,8 +83,9 @@ def decode_text(data: bytes | bytearray | memoryview | str, *, max_bytes: int | 
     return text, raw
 
 
-def _may_hold_lone_surrogate(text: str) -> bool:
-    if "\\u" not in text or not _ESCAPED_SURROGATE.search(text):
+def _may_hold_lone_surrogate(text: str, raw: bytes) -> bool:
+    # memchr on the bytes first: most documents hold no backslash at all.
+    if b"\\" not in raw or b"\\u" not in raw or not _ESCAPED_SURROGATE.search(text):
         return False
     # Escaped backslashes pair up left to right exactly as a parser reads them; once each is replaced by a
     # character that is no backslash (so its neighbours cannot join into a false pair), every remaining backslash
@@ -92,29 +93,49 @@ def _may_hold_lone_surrogate(text: str) -> bool:
     return _ESCAPED_SURROGATE.search(_ESCAPED_PAIR.sub("", text.replace("\\\\", "."))) is not None
 
 
+#: Rounds of peeling empty containers before the depth is counted bracket by bracket.
+_PEEL_ROUNDS: Final = 8
+
+
 def structure_within_limits(raw: bytes) -> bool:
     """Whether a document that the grammar accepted is within the depth and node limits.
 
     Only for grammatical input: string contents are removed by pairing quotes and escapes, which is exact then.
     """
-    openers = raw.count(b"[") + raw.count(b"{")
-    if openers <= MAX_DEPTH and openers + raw.count(b",") + 1 <= MAX_NODES:
+    # Every value takes at least one byte and every level of nesting two, so small documents need no counting.
+    size = len(raw)
+    if size <= 2 * MAX_DEPTH + 1:
         return True
-    # Escapes go first (they pair left to right as a parser reads them); what remains of quotes then fences
-    # exactly the strings, whose contents are dropped with every byte that is not structural.
-    bare = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _KEEP_STRUCTURAL_AND_QUOTES)
+    openers = raw.count(b"[") + raw.count(b"{")
+    if openers <= MAX_DEPTH and (size <= MAX_NODES or openers + raw.count(b",") + 1 <= MAX_NODES):
+        return True
+    if b"\\" in raw:
+        # Escapes go first (they pair left to right as a parser reads them).
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    # What remains of quotes then fences exactly the strings, whose contents are dropped with every byte that is
+    # not structural.
+    bare = raw.translate(None, _KEEP_STRUCTURAL_AND_QUOTES)
     # Contents are gone, so most strings are now '""'; dropping those pairs cannot shift the quote parity.
     bare = bare.replace(b'""', b"")
     if b'"' in bare:
         bare = b"".join(bare.split(b'"')[::2])
     opened = bare.count(b"[") + bare.count(b"{")
-    # Values = the root + one per comma + one for the first item of each non-empty container.
-    nodes = 1 + bare.count(b",") + opened - bare.count(b"[]") - bare.count(b"{}")
-    if nodes > MAX_NODES:
-        return False
+    if size > MAX_NODES:
+        # Values = the root + one per comma + one for the first item of each non-empty container.
+        nodes = 1 + bare.count(b",") + opened - bare.count(b"[]") - bare.count(b"{}")
+        if nodes > MAX_NODES:
+            return False
     if opened <= MAX_DEPTH:
         return True
-    return max(accumulate(map(_DEPTH_DELTA.__getitem__, bare.replace(b",", b"")))) <= MAX_DEPTH
+    brackets = bare.replace(b",", b"")
+    # Each pass drops only innermost (empty) containers, so it lowers the depth by at most one: when a few passes
+    # leave nothing, the depth is at most their number. Real documents are shallow and get here.
+    peeled = brackets
+    for _ in range(_PEEL_ROUNDS):
+        peeled = peeled.replace(b"[]", b"").replace(b"{}", b"")
+        if not peeled:
+            return True
+    return max(accumulate(map(_DEPTH_DELTA.__getitem__, brackets))) <= MAX_DEPTH
 
 
 def _refuse_constant(_: str) -> NoReturn:
@@ -143,7 +164,7 @@ def load_raw(text: str, raw: bytes, decoder: json.JSONDecoder) -> Any:
     The depth and node limits are checked on the bytes before the decoder builds anything, so an over-deep or
     over-large document costs no tree.
     """
-    if structure_within_limits(raw) and not _may_hold_lone_surrogate(text):
+    if structure_within_limits(raw) and not _may_hold_lone_surrogate(text, raw):
         try:
             return decoder.decode(text)
         except (_Doubt, JsonError, ValueError, RecursionError):
