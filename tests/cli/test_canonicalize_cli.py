@@ -18,17 +18,19 @@ REQUEST = (
     '{"jsonrpc": "2.0", "id": 7, "method": "tools/call",\n'
     ' "params": {"name": "catalog.continue", "arguments": {"sku": "A-100", "quantity": 100, "price": 3.50,'
     ' "note": "café \U0001f600"},\n'
-    '  "requestState": "opaque", "_meta": {"progressToken": "p1", "protocolVersion": "2026-07-28"}}}\n'
+    '  "requestState": "opaque",\n'
+    '  "_meta": {"progressToken": "p1", "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}\n'
 ).encode()
 REQUEST_CANONICAL = (
-    '{"id":7,"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"progressToken":"p1",'
-    '"protocolVersion":"2026-07-28"},"arguments":{"note":"café \U0001f600","price":3.5,"quantity":1E+2,'
-    '"sku":"A-100"},"name":"catalog.continue","requestState":"opaque"}}'
+    '{"id":7,"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{'
+    '"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"p1"},'
+    '"arguments":{"note":"café \U0001f600","price":3.5,"quantity":1E+2,"sku":"A-100"},'
+    '"name":"catalog.continue","requestState":"opaque"}}'
 ).encode()
 # The stable params: requestState and _meta.progressToken removed.
 STABLE_PARAMS_CANONICAL = (
-    '{"_meta":{"protocolVersion":"2026-07-28"},"arguments":{"note":"café \U0001f600","price":3.5,'
-    '"quantity":1E+2,"sku":"A-100"},"name":"catalog.continue"}'
+    '{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},'
+    '"arguments":{"note":"café \U0001f600","price":3.5,"quantity":1E+2,"sku":"A-100"},"name":"catalog.continue"}'
 ).encode()
 
 
@@ -86,7 +88,8 @@ def test_params_digest_of_a_request_and_of_bare_params(tmp_path: Path, request_f
     bare = tmp_path / "params.json"
     bare.write_bytes(
         b' {"name":"catalog.continue","arguments":{"quantity":1E2,"price":3.5,"sku":"A-100",'
-        b'"note":"caf\\u00e9 \\ud83d\\ude00"},"_meta":{"protocolVersion":"2026-07-28"}}'
+        b'"note":"caf\\u00e9 \\ud83d\\ude00"},'
+        b'"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}'
     )
     result = soklet("--params-digest", str(bare))
     assert result.returncode == 0, result.stderr
