@@ -60,4 +60,25 @@ def canonical_decimal_text(value: Decimal) -> str:
 
 def canonical_number_text(token: str) -> str:
     """Canonical spelling of a number token that the JSON grammar accepted, checking every number limit."""
-    return canonical_decimal_text(decimal_from_token(token))
+    if "e" in token or "E" in token or len(token) > MAX_NUMBER_TOKEN_CHARS:
+        return canonical_decimal_text(decimal_from_token(token))
+    # A token without an exponent part (prices, counts, timestamps: what a digest respells most) is respelled as
+    # text. Within the length limit its exponents are within theirs, so there is nothing to refuse.
+    sign = "-" if token[0] == "-" else ""
+    whole, _, fraction = (token[1:] if sign else token).partition(".")
+    fraction = fraction.rstrip("0")
+    if fraction:
+        if whole != "0":
+            return sign + whole + "." + fraction
+        if not fraction.startswith("000000"):
+            return sign + "0." + fraction
+        # 0.0000001 and smaller switch to an exponent.
+        return canonical_decimal_text(Decimal(token))
+    digits = whole.rstrip("0")
+    if not digits:
+        return "0"
+    if len(digits) == len(whole):
+        return sign + whole
+    # Trailing zeros of an integer become a positive exponent: 1200 is 1.2E+3.
+    point = "." if len(digits) > 1 else ""
+    return f"{sign}{digits[0]}{point}{digits[1:]}E+{len(whole) - 1}"
