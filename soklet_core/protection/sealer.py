@@ -30,6 +30,7 @@ Refusals go to the ``soklet.protection`` logger as the reason alone: never the t
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -39,6 +40,8 @@ from json.encoder import encode_basestring
 from typing import Final, cast
 
 from soklet_core.json import (
+    MAX_DEPTH,
+    MAX_NODES,
     JsonError,
     JsonNumber,
     JsonObject,
@@ -83,6 +86,11 @@ _MAX_INTEGER: Final = 2**63
 _PROTECTOR_REASONS: Final = frozenset({Reason.BASE64URL, Reason.VERSION, Reason.UNKNOWN_KEY, Reason.AUTHENTICATION})
 _TOP_MEMBERS: Final = frozenset({"b", "e", "i", "q", "r", "s"})
 _BINDING_MEMBERS: Final = frozenset({"a", "d", "m", "p", "v"})
+#: What separates the framework members from the state, the last member, in the canonical plaintext.
+_STATE_MEMBER: Final = b',"s":'
+# Numbers exact (Decimal is a C type: no Python frame per number); nothing else is trusted until the bytes are
+# written back identically.
+_FRAMEWORK_DECODER: Final = json.JSONDecoder(parse_float=Decimal, parse_int=Decimal, strict=True)
 
 
 def system_clock_ms() -> int:
@@ -107,6 +115,21 @@ def _request_id_text(request_id: RequestId) -> bytes:
     if isinstance(request_id, JsonString):
         return _text(request_id.value)
     return canonical_decimal_text(request_id.value).encode("ascii")
+
+
+def _whole(value: object) -> int | None:
+    # A framework integer the hookless decoder read as a Decimal: exact, within the schema's range, integral.
+    if type(value) is not Decimal or not value.is_finite() or not -_MAX_INTEGER <= value <= _MAX_INTEGER:
+        return None
+    whole = int(value)
+    return whole if whole == value else None
+
+
+def _within_structure_limits(plaintext: bytes) -> bool:
+    # A sufficient condition for the JSON depth and node limits (every container opens with a bracket, every
+    # further value follows a comma): no document meeting it is refused for its structure, whole or in part.
+    openers = plaintext.count(b"{") + plaintext.count(b"[")
+    return openers <= MAX_DEPTH and openers + plaintext.count(b",") + 1 <= MAX_NODES
 
 
 def _integer(value: JsonValue | None) -> int:
@@ -138,6 +161,10 @@ class SealedStateContents:
 
     def plaintext(self) -> bytes:
         """The canonical JSON plaintext (the exact bytes the protector seals)."""
+        return b"".join((self._framework_bytes(), _STATE_MEMBER, canonical_bytes(self.state), b"}"))
+
+    def _framework_bytes(self) -> bytes:
+        """The plaintext up to the state member: ``{"b":{...},"e":…,"i":…,"q":…,"r":…`` from fixed fragments."""
         binding = self.binding
         return b"".join(
             (
@@ -159,15 +186,67 @@ class SealedStateContents:
                 _request_id_text(self.request_id),
                 b',"r":',
                 _integer_text(self.round),
-                b',"s":',
-                canonical_bytes(self.state),
-                b"}",
             )
         )
 
     @classmethod
     def from_plaintext(cls, plaintext: bytes) -> SealedStateContents:
-        """Decode a plaintext; raises ``RequestStateProtectionException(JSON)`` unless it is exactly the schema."""
+        """Decode a plaintext; raises ``RequestStateProtectionException(JSON)`` unless it is exactly the schema.
+
+        A plaintext in the canonical layout (everything this codec writes) is read by :meth:`_read_canonical`;
+        any other is parsed whole and checked member by member. Both accept and refuse exactly the same bytes.
+        """
+        contents = cls._read_canonical(plaintext)
+        return contents if contents is not None else cls._read_any(plaintext)
+
+    @classmethod
+    def _read_canonical(cls, plaintext: bytes) -> SealedStateContents | None:
+        """The contents of a plaintext whose framework members are exactly what :meth:`plaintext` writes, else
+        ``None`` (then :meth:`_read_any` decides).
+
+        The framework members (a few short values before ``,"s":``) are decoded by the C decoder without hooks
+        and accepted only if writing them back gives the same bytes: so they are canonical, unique and in the
+        schema, and only the state is parsed into the value model. Whenever this returns contents, parsing the
+        whole plaintext would give the same: the state parses alone, the framework part is the codec's own
+        output, and the structure passes the depth and node limits whole (checked first, on the bytes).
+        """
+        cut = plaintext.find(_STATE_MEMBER)
+        if cut < 0 or plaintext[-1:] != b"}" or not _within_structure_limits(plaintext):
+            return None
+        head = plaintext[:cut]
+        try:
+            framework = _FRAMEWORK_DECODER.decode(head.decode("utf-8") + "}")
+        except (ValueError, ArithmeticError, RecursionError):  # ArithmeticError: a Decimal out of its range
+            return None
+        if type(framework) is not dict or len(framework) != len(_TOP_MEMBERS) - 1:
+            return None
+        bound = framework.get("b")
+        if type(bound) is not dict or len(bound) != len(_BINDING_MEMBERS):
+            return None
+        fields = (bound.get("m"), bound.get("p"), bound.get("v"), bound.get("a"), bound.get("d"))
+        raw_id, rounds = framework.get("q"), framework.get("r")
+        issued, expires = framework.get("i"), framework.get("e")
+        if not all(type(field) is str for field in fields):
+            return None
+        try:
+            request_id: RequestId = (
+                JsonString.from_value(raw_id) if type(raw_id) is str else JsonNumber.from_value(raw_id)  # type: ignore[arg-type]
+            )
+            state = parse(plaintext[cut + len(_STATE_MEMBER) : -1])
+        except (JsonError, TypeError):
+            return None
+        numbers = (_whole(rounds), _whole(issued), _whole(expires))
+        if None in numbers:
+            return None
+        contents = cls(RequestStateBinding(*fields), *numbers, request_id, state)  # type: ignore[arg-type]
+        try:
+            same = contents._framework_bytes() == head
+        except ProtectionUsageError:  # a lone surrogate, which the canonical form cannot hold
+            return None
+        return contents if same else None
+
+    @classmethod
+    def _read_any(cls, plaintext: bytes) -> SealedStateContents:
         try:
             root = parse(plaintext)
         except JsonError:
