@@ -16,7 +16,6 @@ and a tag). The byte layout is documented in ``docs/protection-format.md``.
 
 from __future__ import annotations
 
-import base64
 import os
 import threading
 from collections.abc import Callable
@@ -28,10 +27,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from soklet_core.keys import KeyringManager, ProtectionKey, decode_base64url, is_valid_key_id
+from soklet_core.keys import KeyringManager, ProtectionKey, decode_base64url, encode_base64url, is_valid_key_id
 
 from .errors import ProtectionUsageError, ProtectionUsageReason, Reason, RequestStateProtectionException
-from .protector import ENVELOPE_VERSION, RequestStateProtectionContext
+from .protector import ENVELOPE_VERSION, RequestStateProtectionContext, envelope_header
 
 __all__ = [
     "AEAD_KEY_BYTES",
@@ -131,15 +130,15 @@ class EnvelopeProtector:
         protector = object.__new__(cls)
         protector._manager = manager
         protector._nonce_source = nonce_source if nonce_source is not None else os.urandom
-        # (key id, check value) → AESGCM. The check value tells keys with one id but other material apart
-        # without keeping the material itself as a dictionary key.
+        # (key id, check value) → (AESGCM, envelope header). The check value tells keys with one id but other
+        # material apart without keeping the material itself as a dictionary key.
         protector._aeads = {}
         protector._lock = threading.Lock()
         return protector
 
     _manager: KeyringManager
     _nonce_source: NonceSource
-    _aeads: dict[tuple[str, bytes], AESGCM]
+    _aeads: dict[tuple[str, bytes], tuple[AESGCM, bytes]]
     _lock: threading.Lock
 
     @property
@@ -147,20 +146,21 @@ class EnvelopeProtector:
         """The live keyring this protector seals and opens with."""
         return self._manager
 
-    def _aead(self, key: ProtectionKey) -> AESGCM:
+    def _aead(self, key: ProtectionKey) -> tuple[AESGCM, bytes]:
+        """The cipher of ``key`` and its envelope header, made once per key while it stays in the keyring."""
         slot = (key.id, key.check_value)
-        aead = self._aeads.get(slot)
-        if aead is not None:
-            return aead
+        cached = self._aeads.get(slot)
+        if cached is not None:
+            return cached
         with self._lock:
-            aead = self._aeads.get(slot)
-            if aead is None:
-                aead = AESGCM(derive_aead_key(key.material))
+            cached = self._aeads.get(slot)
+            if cached is None:
+                cached = (AESGCM(derive_aead_key(key.material)), envelope_header(key.id))
                 # Forget keys that left the keyring, so their derived keys do not outlive them here.
                 present = {(each.id, each.check_value) for each in self._manager.current().keys}
                 present.add(slot)
-                self._aeads = {**{k: v for k, v in self._aeads.items() if k in present}, slot: aead}
-        return aead
+                self._aeads = {**{k: v for k, v in self._aeads.items() if k in present}, slot: cached}
+        return cached
 
     def seal(self, plaintext: bytes, context: RequestStateProtectionContext | None = None) -> str:
         """Seal ``plaintext`` under the active key (held by a reservation while sealing)."""
@@ -169,11 +169,11 @@ class EnvelopeProtector:
             nonce = self._nonce_source(NONCE_BYTES)
             if not isinstance(nonce, bytes) or len(nonce) != NONCE_BYTES:
                 raise ProtectionUsageError(ProtectionUsageReason.INVALID_NONCE_SOURCE)
-            keyed = base.for_key(key.id)
-            header = keyed.associated_data[len(base.associated_data) :]
-            sealed = self._aead(key).encrypt(nonce, plaintext, keyed.associated_data)
+            aead, header = self._aead(key)
+            # The associated data is what base.for_key(key.id) holds, from the header made once per key.
+            sealed = aead.encrypt(nonce, plaintext, base.associated_data + header)
             self._manager.note_sealed(key.id)
-        return base64.urlsafe_b64encode(header + nonce + sealed).rstrip(b"=").decode("ascii")
+        return encode_base64url(header + nonce + sealed)
 
     def open(self, token: str, context: RequestStateProtectionContext | None = None) -> bytes:
         """The plaintext of ``token``, or ``RequestStateProtectionException`` with the first failing check."""
@@ -187,7 +187,7 @@ class EnvelopeProtector:
             raise RequestStateProtectionException(Reason.AUTHENTICATION)
         nonce = raw[body : body + NONCE_BYTES]
         try:
-            plaintext = self._aead(key).decrypt(nonce, raw[body + NONCE_BYTES :], base.associated_data + raw[:body])
+            plaintext = self._aead(key)[0].decrypt(nonce, raw[body + NONCE_BYTES :], base.associated_data + raw[:body])
         except InvalidTag:
             raise RequestStateProtectionException(Reason.AUTHENTICATION) from None
         self._manager.note_opened(key_id)
