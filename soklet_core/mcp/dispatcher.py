@@ -102,7 +102,6 @@ from .context import RequestContext, RequestId
 from .errors import McpModelError
 from .input_requests import InputRequirement
 from .input_required import InputRequiredResult, RequestStateMode, check_application_request_state
-from .input_response_union import matches_input_response
 from .input_responses import InputResponses
 from .jsonrpc import (
     HEADER_MISMATCH,
@@ -1085,11 +1084,8 @@ def _input_responses(params: JsonObject) -> InputResponses:
     value = params["inputResponses"]
     if not isinstance(value, JsonObject):
         raise _invalid_params("Invalid params: inputResponses must be an object", "input-responses")
-    for response in value.values():
-        if not isinstance(response, JsonObject) or not matches_input_response(response):
-            raise _invalid_params("Invalid params: an input response is malformed", "input-responses")
     try:
-        return InputResponses.from_responses(value)
+        return InputResponses.from_wire(value)
     except McpModelError:
         raise _invalid_params("Invalid params: an input response is malformed", "input-responses") from None
 

@@ -26,7 +26,7 @@ from soklet_core.json import JsonArray, JsonBoolean, JsonNumber, JsonObject, Jso
 
 from ._frozen import new_frozen
 from .errors import InputResponseError, McpModelErrorReason
-from .methods import ELICITATION_CREATE, INPUT_REQUEST_METHODS, ROOTS_LIST, SAMPLING_CREATE_MESSAGE
+from .methods import ELICITATION_CREATE, ROOTS_LIST, SAMPLING_CREATE_MESSAGE
 
 __all__ = [
     "ElicitationAction",
@@ -140,8 +140,19 @@ def matches_input_response(response: JsonValue, method: str | None = None) -> bo
     ``method`` must be one of ``elicitation/create``, ``sampling/createMessage`` or ``roots/list``; any other
     name matches nothing.
     """
-    methods = input_response_methods(response)
-    return bool(methods) if method is None else method in INPUT_REQUEST_METHODS and method in methods
+    if not isinstance(response, JsonObject):
+        return False
+    if method is None:  # the cheapest and by far the commonest shape first; stop at the first that fits
+        return _is_elicit_result(response) or _is_create_message_result(response) or _is_list_roots_result(response)
+    check = _SHAPE_OF_METHOD.get(method)
+    return check is not None and check(response)
+
+
+_SHAPE_OF_METHOD: Final = {
+    ELICITATION_CREATE: _is_elicit_result,
+    SAMPLING_CREATE_MESSAGE: _is_create_message_result,
+    ROOTS_LIST: _is_list_roots_result,
+}
 
 
 @dataclass(frozen=True, slots=True, init=False)

@@ -104,6 +104,18 @@ class InputResponses:
         return builder.build()
 
     @classmethod
+    def from_wire(cls, responses: JsonObject) -> InputResponses:
+        """Responses from a request's parsed ``params.inputResponses`` object, each checked once against the
+        protocol union (its keys are already valid and unique: it is a parsed object). Raises
+        :class:`InputResponseError` (``invalid-input-response``) as :meth:`from_responses` does."""
+        if not isinstance(responses, JsonObject):
+            raise InputResponseError(McpModelErrorReason.INVALID_INPUT_RESPONSE)
+        for value in responses.values():
+            if not matches_input_response(value):
+                raise InputResponseError(McpModelErrorReason.INVALID_INPUT_RESPONSE)
+        return new_frozen(InputResponses, _responses=MappingProxyType(dict(responses.items())))
+
+    @classmethod
     def builder(cls) -> InputResponsesBuilder:
         """A builder; ``put`` refuses repeated keys and values outside the union."""
         return InputResponsesBuilder()
