@@ -14,6 +14,7 @@ from soklet_core.mcp import (
     ElicitationAction,
     ElicitationResponse,
     InputResponseError,
+    InputResponses,
     input_response_methods,
     matches_input_response,
 )
@@ -173,3 +174,28 @@ def test_content_only_with_accept(action: str, content: dict[str, Any]) -> None:
     assert not matches_input_response(response)
     bare = JsonObject.builder().put("action", action).build()
     assert matches_input_response(bare, ELICIT)
+
+
+@pytest.mark.parametrize("text", [text for text, _ in VALID] + INVALID)
+def test_from_wire_agrees_with_from_responses(text: str) -> None:
+    # The dispatcher's one-pass reading of params.inputResponses against the checked builder path.
+    responses = parse('{"k":' + text + ',"other":{"action":"cancel"}}')
+    assert isinstance(responses, JsonObject)
+    try:
+        expected = InputResponses.from_responses(responses)
+    except InputResponseError:
+        with pytest.raises(InputResponseError):
+            InputResponses.from_wire(responses)
+        return
+    read = InputResponses.from_wire(responses)
+    assert read == expected
+    assert read.find("k") == expected.find("k")
+    assert list(read) == list(expected)
+
+
+@given(st.sampled_from([text for text, _ in VALID] + INVALID), st.sampled_from([ELICIT, SAMPLE, ROOTS, "x/y"]))
+def test_matches_input_response_agrees_with_the_methods_found(text: str, method: str) -> None:
+    value = parse(text)
+    found = input_response_methods(value)
+    assert matches_input_response(value) == bool(found)
+    assert matches_input_response(value, method) == (method in found)
