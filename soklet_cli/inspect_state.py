@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
@@ -19,6 +18,8 @@ from soklet_core.json import (
     JsonError,
     JsonObject,
     JsonValue,
+    PythonJson,
+    canonical_bytes,
     canonical_text,
     parse,
     serialize,
@@ -121,41 +122,20 @@ def load_keyring(path: Path, *, allow_insecure: bool) -> ProtectionKeyring:
     return load_document(path, allow_insecure_permissions=allow_insecure).keyring()
 
 
-#: The encoder for the plain-Python parts of a JSON document (the framing around exact values).
-_PLAIN_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False)
+def json_document(document: Mapping[str, PythonJson]) -> str:
+    """``document`` as one JSON text, written by the core codec (:func:`soklet_core.json.serialize`): members in
+    their order, numbers as given. Value-model parts (a state, a request id) go in as :func:`canonical` values, so
+    exact numbers stay exact and show as the digest sees them.
 
-
-def json_document(document: Mapping[str, object]) -> str:
-    """``document`` as one JSON text, built by walking it: JSON value-model parts (a state, a request id) are
-    written in place in canonical form, so exact numbers stay exact; everything else through the stdlib encoder.
-
-    Nothing is substituted into text already serialized, so no value can stand in for another part.
+    The whole document is one value: nothing is substituted into text already serialized, so no value can stand in
+    for another part.
     """
-    out: list[str] = []
-    _write_json(document, out)
-    return "".join(out)
+    return serialize(JsonValue.from_python(document))
 
 
-def _write_json(node: object, out: list[str]) -> None:
-    # The document is a few fixed levels deep; the deep parts are value-model values, which canonical_text bounds.
-    if isinstance(node, JsonValue):
-        out.append(canonical_text(node))
-    elif isinstance(node, Mapping):
-        out.append("{")
-        for index, (name, item) in enumerate(node.items()):
-            out.append(", " if index else "")
-            out.append(_PLAIN_JSON.encode(str(name)))
-            out.append(": ")
-            _write_json(item, out)
-        out.append("}")
-    elif isinstance(node, list | tuple):
-        out.append("[")
-        for index, item in enumerate(node):
-            out.append(", " if index else "")
-            _write_json(item, out)
-        out.append("]")
-    else:
-        out.append(_PLAIN_JSON.encode(node))
+def canonical(value: JsonValue) -> JsonValue:
+    """``value`` spelled in canonical form (members sorted, numbers canonical): what the JSON output shows."""
+    return parse(canonical_bytes(value))
 
 
 # ------------------------------------------------------------------------------------------ params diff
@@ -507,8 +487,8 @@ def _contents_json(contents: SealedStateContents | None, now: int) -> dict[str, 
             "relative": relative(contents.expires_at_ms - now),
             "expired": now >= contents.expires_at_ms,
         },
-        "request_id": contents.request_id,
-        "state": contents.state,
+        "request_id": canonical(contents.request_id),
+        "state": canonical(contents.state),
     }
 
 
@@ -523,7 +503,7 @@ def _retry_json(retry: BoundRequest | None, partition: str) -> dict[str, object]
         "partition": partition,
         "partition_digest": partition_digest(partition),
         "params_digest": binding.params_digest,
-        "request_id": retry.request_id,
+        "request_id": canonical(retry.request_id),
     }
 
 

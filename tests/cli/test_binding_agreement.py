@@ -103,6 +103,7 @@ def post(url: str, body: bytes, *, version: str) -> dict[str, Any]:
         frames = [line.removeprefix("data: ") for line in response.text.splitlines() if line.startswith("data: ")]
         answer: dict[str, Any] = json.loads(frames[-1])
     else:
+        assert response.content, response.status_code
         answer = response.json()
     return answer
 
@@ -126,6 +127,7 @@ def write_retry(folder: Path, name: str, token: str, *, version: str, meta: dict
 
 def inspected(soklet: Soklet, token: str, retry: str, *extra: str) -> tuple[Result, dict[str, Any]]:
     result = soklet.run("inspect-state", "--keyring", RING, "--request", retry, *extra, "--json", token)
+    assert result.stdout.startswith("{"), result.stderr
     return result, json.loads(result.stdout)
 
 

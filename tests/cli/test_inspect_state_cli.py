@@ -255,7 +255,7 @@ def test_json_output_keeps_exact_numbers_in_request_ids(soklet) -> None:
     result = soklet.run("inspect-state", "--keyring", RING, "--at", LATER, "--json", "--request", "retry.json", token)
     assert result.returncode == 0, result.stderr
     # Canonical and exact: 42 significant digits, which no float holds.
-    assert f'"request_id": {canonical_text(parse(big))}' in result.stdout
+    assert f'"request_id":{canonical_text(parse(big))}' in result.stdout
     assert canonical_text(parse(big)) == "1" + "0" * 40 + ".5"
     assert json.loads(result.stdout)["sealed"]["request_id"] == 1
 
