@@ -88,8 +88,14 @@ class RequestStateBinding:
     params_digest: str
 
     def __post_init__(self) -> None:
-        texts = (self.method, self.path, self.protocol_version, self.partition_digest, self.params_digest)
-        if not all(isinstance(text, str) for text in texts):
+        # Once per request: a plain chain, no generator frame.
+        if not (
+            isinstance(self.method, str)
+            and isinstance(self.path, str)
+            and isinstance(self.protocol_version, str)
+            and isinstance(self.partition_digest, str)
+            and isinstance(self.params_digest, str)
+        ):
             raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING)
 
     @classmethod
