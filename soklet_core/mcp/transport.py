@@ -213,6 +213,7 @@ class McpAsgiApp:
             self._origins = frozenset(parse_origin(origin.strip()) for origin in allowed_origins)
         except MalformedAuthority:
             raise ValueError("allowed hosts are host[:port] and allowed origins scheme://host[:port]") from None
+        self._hosts_seen: dict[str, tuple[int, str] | None] = {}
         self._max_body = max_request_body_bytes
         self._ceiling = output_ceiling_bytes
         self._limits = http_limits
@@ -288,13 +289,22 @@ class McpAsgiApp:
         """``None`` when the single ``Host`` is allowed, else (400 malformed or repeated | 403 not allowed, reason)."""
         if len(values) != 1:
             return 400, "host-count"
+        value = values[0]
+        if value in self._hosts_seen:
+            return self._hosts_seen[value]
         try:
-            host, port = parse_authority(values[0])
+            host, port = parse_authority(value)
         except MalformedAuthority:
             return 400, "host-malformed"
-        if host in LOCAL_HOSTS or (host, None) in self._hosts or (host, port) in self._hosts:
-            return None
-        return 403, "host"
+        status: tuple[int, str] | None = (
+            None if host in LOCAL_HOSTS or (host, None) in self._hosts or (host, port) in self._hosts else (403, "host")
+        )
+        # A server hears the same few Host values on every request; the answers are remembered, boundedly (the
+        # values are client input: a flood of distinct ones only empties the memo).
+        if len(self._hosts_seen) >= _HOSTS_REMEMBERED:
+            self._hosts_seen.clear()
+        self._hosts_seen[value] = status
+        return status
 
     def _origin_status(self, values: list[str]) -> tuple[int, str] | None:
         """``None`` when there is no ``Origin`` or it is allowed; 400 for several, 403 malformed or not allowed."""
@@ -371,10 +381,12 @@ class McpAsgiApp:
         return DispatchResult(status, None, reason=reason)
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> DispatchResult | None:
-        try:
-            path = normalize_endpoint_path(scope["path"])
-        except ValueError:
-            path = None
+        path = scope["path"]
+        if path != self._path:  # the endpoint exactly as normalized needs no normalizing (the common case)
+            try:
+                path = normalize_endpoint_path(path)
+            except ValueError:
+                path = None
         if path != self._path:
             return await self._plain(send, 404, "not-found")
         if scope["method"] != "POST":
@@ -602,6 +614,8 @@ _STATUS_TEXT: Final = {
 }
 
 _CANCELLED_TEXT: Final = "Server shutting down: request cancelled"
+#: How many distinct ``Host`` values the app remembers the answer for.
+_HOSTS_REMEMBERED: Final = 64
 
 #: Markers :meth:`McpAsgiApp._read_body` returns instead of a body.
 _TOO_LARGE: Final = object()
