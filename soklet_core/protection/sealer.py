@@ -223,22 +223,31 @@ class SealedStateContents:
         bound = framework.get("b")
         if type(bound) is not dict or len(bound) != len(_BINDING_MEMBERS):
             return None
-        fields = (bound.get("m"), bound.get("p"), bound.get("v"), bound.get("a"), bound.get("d"))
-        raw_id, rounds = framework.get("q"), framework.get("r")
-        issued, expires = framework.get("i"), framework.get("e")
-        if not all(type(field) is str for field in fields):
+        method, path, version, partition, params = (bound.get(name) for name in ("m", "p", "v", "a", "d"))
+        if not (
+            type(method) is str
+            and type(path) is str
+            and type(version) is str
+            and type(partition) is str
+            and type(params) is str
+        ):
             return None
+        rounds, issued, expires = _whole(framework.get("r")), _whole(framework.get("i")), _whole(framework.get("e"))
+        if rounds is None or issued is None or expires is None:
+            return None
+        raw_id = framework.get("q")
         try:
-            request_id: RequestId = (
-                JsonString.from_value(raw_id) if type(raw_id) is str else JsonNumber.from_value(raw_id)  # type: ignore[arg-type]
-            )
+            if type(raw_id) is str:
+                request_id: RequestId = JsonString.from_value(raw_id)
+            elif type(raw_id) is Decimal:
+                request_id = JsonNumber.from_value(raw_id)
+            else:
+                return None
             state = parse(plaintext[cut + len(_STATE_MEMBER) : -1])
-        except (JsonError, TypeError):
+        except JsonError:
             return None
-        numbers = (_whole(rounds), _whole(issued), _whole(expires))
-        if None in numbers:
-            return None
-        contents = cls(RequestStateBinding(*fields), *numbers, request_id, state)  # type: ignore[arg-type]
+        binding = RequestStateBinding(method, path, version, partition, params)
+        contents = cls(binding, rounds, issued, expires, request_id, state)
         try:
             same = contents._framework_bytes() == head
         except ProtectionUsageError:  # a lone surrogate, which the canonical form cannot hold
