@@ -36,7 +36,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from soklet_core.json import JsonValue, canonical_text, params_digest, parse
+from soklet_core.json import JsonValue, canonical_bytes, canonical_text, params_digest, parse
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.protection import (
     ANONYMOUS_PARTITION,
@@ -179,6 +179,7 @@ def main() -> int:
     plaintext = contents.plaintext()
     cached_first, cached_retry = bound(first_bytes, first_request), bound(retry_bytes, retry_request)
     first_digest = params_digest(first_bytes, whole_request=True)
+    state_bytes = canonical_bytes(state)
     context = RequestStateProtectionContext.framework()
     protector = sealer.protector
 
@@ -208,10 +209,12 @@ def main() -> int:
         ),
         "seal, binding given": lambda: sealer.seal(state, cached_first),
         "  codec write (plaintext)": contents.plaintext,
+        "    of which canonical_bytes(state)": lambda: canonical_bytes(state),
         "  AEAD seal (envelope)": lambda: protector.seal(plaintext, context),
         "open, binding given": lambda: sealer.open(token, cached_retry).state,
         "  AEAD open (envelope)": lambda: protector.open(token, context),
         "  codec read (plaintext)": lambda: SealedStateContents.from_plaintext(plaintext),
+        "    of which parse(state)": lambda: parse(state_bytes),
     }
     contenders.update(phases)
 
@@ -226,18 +229,18 @@ def main() -> int:
     )
     for name, seconds in times.items():
         if name not in phases:
-            print(f"  {name:<32} {seconds * 1e6:9.2f} µs")
+            print(f"  {name:<36} {seconds * 1e6:9.2f} µs")
     soklet = times["soklet seal"] + times["soklet open"]
-    print(f"  {'soklet seal + open':<32} {soklet * 1e6:9.2f} µs   {soklet / times['floor']:6.1f}× the floor")
+    print(f"  {'soklet seal + open':<36} {soklet * 1e6:9.2f} µs   {soklet / times['floor']:6.1f}× the floor")
     print("soklet phases (µs, and share of seal + open):")
     checks = times["open, binding given"] - times["  AEAD open (envelope)"] - times["  codec read (plaintext)"]
     rows = [*((name, times[name]) for name in phases), ("  opening checks (the rest)", checks)]
     for name, seconds in rows:
-        print(f"  {name:<32} {seconds * 1e6:9.2f} µs   {seconds / soklet:6.1%}")
+        print(f"  {name:<36} {seconds * 1e6:9.2f} µs   {seconds / soklet:6.1%}")
     if "peer seal" in times:
         peer = times["peer seal"] + times["peer verify"]
         ratio = soklet / peer
-        print(f"  {'peer seal + verify':<32} {peer * 1e6:9.2f} µs   {peer / times['floor']:6.1f}× the floor")
+        print(f"  {'peer seal + verify':<36} {peer * 1e6:9.2f} µs   {peer / times['floor']:6.1f}× the floor")
         print(
             f"ratio soklet / peer: {ratio:.2f}×   (seal {times['soklet seal'] / times['peer seal']:.2f}×, "
             f"open {times['soklet open'] / times['peer verify']:.2f}×)"
