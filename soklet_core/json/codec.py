@@ -93,6 +93,8 @@ def _may_hold_lone_surrogate(text: str, raw: bytes) -> bool:
     return _ESCAPED_SURROGATE.search(_ESCAPED_PAIR.sub("", text.replace("\\\\", "."))) is not None
 
 
+#: Documents up to this size first try counting their brackets, strings included: few are deep enough to fail.
+_COUNT_FIRST_BYTES: Final = 16 * 1024
 #: Rounds of peeling empty containers before the depth is counted bracket by bracket.
 _PEEL_ROUNDS: Final = 8
 
@@ -106,8 +108,7 @@ def structure_within_limits(raw: bytes) -> bool:
     size = len(raw)
     if size <= 2 * MAX_DEPTH + 1:
         return True
-    openers = raw.count(b"[") + raw.count(b"{")
-    if openers <= MAX_DEPTH and (size <= MAX_NODES or openers + raw.count(b",") + 1 <= MAX_NODES):
+    if size <= _COUNT_FIRST_BYTES and raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
         return True
     if b"\\" in raw:
         # Escapes go first (they pair left to right as a parser reads them).
@@ -115,9 +116,11 @@ def structure_within_limits(raw: bytes) -> bool:
     # What remains of quotes then fences exactly the strings, whose contents are dropped with every byte that is
     # not structural.
     bare = raw.translate(None, _KEEP_STRUCTURAL_AND_QUOTES)
-    # Contents are gone, so most strings are now '""'; dropping those pairs cannot shift the quote parity.
-    bare = bare.replace(b'""', b"")
-    if b'"' in bare:
+    # Contents are gone, so most strings are now '""'. When pairing quotes left to right leaves none over, every
+    # string is empty here and the quotes are harmless; else dropping those pairs cannot shift the quote parity.
+    quotes = bare.count(b'"')
+    if quotes != 2 * bare.count(b'""'):
+        bare = bare.replace(b'""', b"")
         bare = b"".join(bare.split(b'"')[::2])
     opened = bare.count(b"[") + bare.count(b"{")
     if size > MAX_NODES:
@@ -127,7 +130,7 @@ def structure_within_limits(raw: bytes) -> bool:
             return False
     if opened <= MAX_DEPTH:
         return True
-    brackets = bare.replace(b",", b"")
+    brackets = bare.translate(None, b'",')
     # Each pass drops only innermost (empty) containers, so it lowers the depth by at most one: when a few passes
     # leave nothing, the depth is at most their number. Real documents are shallow and get here.
     peeled = brackets
