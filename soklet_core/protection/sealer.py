@@ -40,8 +40,6 @@ from json.encoder import encode_basestring
 from typing import Final, cast
 
 from soklet_core.json import (
-    MAX_DEPTH,
-    MAX_NODES,
     JsonError,
     JsonNumber,
     JsonObject,
@@ -51,6 +49,7 @@ from soklet_core.json import (
     canonical_decimal_text,
     parse,
 )
+from soklet_core.json.codec import structure_within_limits
 from soklet_core.keys import KeyringManager
 
 from .binding import BoundRequest, RequestId, RequestStateBinding
@@ -123,13 +122,6 @@ def _whole(value: object) -> int | None:
         return None
     whole = int(value)
     return whole if whole == value else None
-
-
-def _within_structure_limits(plaintext: bytes) -> bool:
-    # A sufficient condition for the JSON depth and node limits (every container opens with a bracket, every
-    # further value follows a comma): no document meeting it is refused for its structure, whole or in part.
-    openers = plaintext.count(b"{") + plaintext.count(b"[")
-    return openers <= MAX_DEPTH and openers + plaintext.count(b",") + 1 <= MAX_NODES
 
 
 def _integer(value: JsonValue | None) -> int:
@@ -208,10 +200,10 @@ class SealedStateContents:
         and accepted only if writing them back gives the same bytes: so they are canonical, unique and in the
         schema, and only the state is parsed into the value model. Whenever this returns contents, parsing the
         whole plaintext would give the same: the state parses alone, the framework part is the codec's own
-        output, and the structure passes the depth and node limits whole (checked first, on the bytes).
+        output, and the whole passes the JSON layer's depth and node check (checked last).
         """
         cut = plaintext.find(_STATE_MEMBER)
-        if cut < 0 or plaintext[-1:] != b"}" or not _within_structure_limits(plaintext):
+        if cut < 0 or plaintext[-1:] != b"}":
             return None
         head = plaintext[:cut]
         try:
@@ -252,7 +244,9 @@ class SealedStateContents:
             same = contents._framework_bytes() == head
         except ProtectionUsageError:  # a lone surrogate, which the canonical form cannot hold
             return None
-        return contents if same else None
+        # Only now is the whole plaintext known to be grammatical, which the structure check requires; the state
+        # alone passed it, but one level deeper and with the framework's values it may not.
+        return contents if same and structure_within_limits(plaintext) else None
 
     @classmethod
     def _read_any(cls, plaintext: bytes) -> SealedStateContents:
