@@ -461,15 +461,16 @@ class McpAsgiApp:
 
     async def _respond(self, request: HttpRequest, receive: Receive, send: Send) -> DispatchResult | None:
         # The dispatch runs in this request's own task: no task per request for it and no wait on a set of
-        # futures. A disconnect (seen by the one watcher task) or the end of the shutdown grace cancels this
-        # task; progress frames are written by a writer task started only when a handler streams.
+        # futures. A disconnect (seen by a watcher task) or the end of the shutdown grace cancels this task;
+        # progress frames are written by a writer task started only when a handler streams. The watcher starts
+        # on the loop's next turn, so a dispatch that never suspends (the common small request) needs none: a
+        # disconnect is then seen one turn later at most.
         task = asyncio.current_task()
         assert task is not None
         exchange = _Exchange(self, send, task)
         channel = exchange.channel
         grace = self._grace_signal()
-        watcher = asyncio.get_running_loop().create_task(_wait_disconnect(receive))
-        watcher.add_done_callback(exchange.on_disconnect)
+        start_watching = asyncio.get_running_loop().call_soon(exchange.watch, receive)
         grace.add_done_callback(exchange.on_grace)
         try:
             result = await self._dispatcher.dispatch(request, channel)
@@ -483,9 +484,9 @@ class McpAsgiApp:
             raise
         finally:
             exchange.finished = True
-            watcher.remove_done_callback(exchange.on_disconnect)
+            start_watching.cancel()
             grace.remove_done_callback(exchange.on_grace)
-            watcher.cancel()
+            exchange.unwatch()
         streaming = await exchange.writer_done()
         if exchange.stopped is not None:
             # Whatever the cancelled handler returned or raised, it is over: only this layer answers now.
@@ -554,13 +555,14 @@ class McpAsgiApp:
 class _Exchange:
     """The response side of one request while its dispatch runs: who stopped it, and the progress writer."""
 
-    __slots__ = ("_app", "_send", "_task", "_writer", "channel", "finished", "stopped", "streaming")
+    __slots__ = ("_app", "_send", "_task", "_watcher", "_writer", "channel", "finished", "stopped", "streaming")
 
     def __init__(self, app: McpAsgiApp, send: Send, task: asyncio.Task[Any]) -> None:
         self._app = app
         self._send = send
         self._task = task
         self._writer: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
         self.channel = _Channel(self._frames_ready)
         self.finished = False
         self.stopped: str | None = None
@@ -571,6 +573,18 @@ class _Exchange:
             self.stopped = why
             self.channel.cancelled = True
             self._task.cancel()
+
+    def watch(self, receive: Receive) -> None:
+        """Start watching for the client's disconnect (the dispatch is still running)."""
+        if not self.finished:
+            self._watcher = asyncio.get_running_loop().create_task(_wait_disconnect(receive))
+            self._watcher.add_done_callback(self.on_disconnect)
+
+    def unwatch(self) -> None:
+        """Stop watching: the dispatch is over."""
+        if self._watcher is not None:
+            self._watcher.remove_done_callback(self.on_disconnect)
+            self._watcher.cancel()
 
     def on_disconnect(self, watcher: asyncio.Task[None]) -> None:
         """The watcher ended: the client is gone (a receive failure counts as gone)."""
