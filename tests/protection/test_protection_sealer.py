@@ -9,6 +9,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from soklet_core.json import JsonNumber, JsonString, JsonValue, canonical_bytes, parse
 from soklet_core.keys import KeyInUse, KeyringManager
@@ -746,3 +748,45 @@ def test_the_opening_table_covers_every_step_once_in_order() -> None:
     assert covered == {OpeningStep.VERSION, OpeningStep.KEY_ID, OpeningStep.AUTHENTICATION}
     retry_rows = [step for step, _, needs_retry in _OPENING_CHECKS if needs_retry]
     assert retry_rows == steps[steps.index(OpeningStep.BINDING_METHOD) :]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.data(),
+    minutes=st.integers(0, 20),
+    retry_change=st.sampled_from(["none", "method", "path", "partition", "params", "same-id"]),
+)
+def test_open_refuses_with_the_diagnosis_first_failure(data: st.DataObject, minutes: int, retry_change: str) -> None:
+    """Whatever goes wrong, open stops at the check the diagnosis names first (one table drives both)."""
+    material = bytes([7]) * 32
+    sealer, clock = sealer_for(keyring(key("k1", 7)), maximum_decoded_bytes=2_000, maximum_encoded_bytes=4_000)
+    good = sealer.seal(state({"a": [1, "b"]}), bound(request(1)))
+    plaintext = sealer.diagnose(good).contents.plaintext()  # type: ignore[union-attr]
+    tokens = {
+        "good": good,
+        "bit flip": b64(_flip(unb64(good), data.draw(st.integers(0, 10**6)))),
+        "round": forge(material, "k1", plaintext.replace(b'"r":1', b'"r":%d' % data.draw(st.integers(-2, 12)))),
+        "json": forge(material, "k1", plaintext.replace(b'"s":', b'"s":' + data.draw(st.sampled_from([b"[", b"1,"])))),
+    }
+    token = tokens[data.draw(st.sampled_from(sorted(tokens)))]
+    retry = {
+        "none": bound(request(2)),
+        "method": bound(request(2, method="resources/read")),
+        "path": bound(request(2), path="/other"),
+        "partition": bound(request(2), partition="p2"),
+        "params": bound(request(2, name="other")),
+        "same-id": bound(request(1)),
+    }[retry_change]
+    clock.now = T0 + minutes * MINUTE
+    diagnosis = sealer.diagnose(token, retry)
+    if diagnosis.first_failure is not None:
+        assert refusal(sealer, token, retry) is diagnosis.first_failure
+    else:
+        assert diagnosis.contents is not None
+        assert sealer.open(token, retry).state == diagnosis.contents.state
+
+
+def _flip(raw: bytes, where: int) -> bytes:
+    flipped = bytearray(raw)
+    flipped[where % len(raw)] ^= 1 << (where % 8)
+    return bytes(flipped)
