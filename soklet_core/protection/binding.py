@@ -19,7 +19,9 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -136,33 +138,36 @@ class RequestStateBinding:
 
     def mismatches(self, other: RequestStateBinding) -> tuple[BindingField, ...]:
         """The fields in which ``other`` differs, in comparison order (method, path, version, partition, params)."""
-        return tuple(field for field in BindingField if self.field(field) != other.field(field))
+        return tuple(field for field in _FIELDS if _READERS[field](self) != _READERS[field](other))
 
     def first_mismatch(self, other: RequestStateBinding) -> BindingField | None:
         """The first field (in comparison order) in which ``other`` differs, or ``None`` when they agree."""
-        if self.method != other.method:
-            return BindingField.METHOD
-        if self.path != other.path:
-            return BindingField.PATH
-        if self.protocol_version != other.protocol_version:
-            return BindingField.PROTOCOL_VERSION
-        if self.partition_digest != other.partition_digest:
-            return BindingField.PARTITION
-        if self.params_digest != other.params_digest:
-            return BindingField.PARAMS
+        for field in _FIELDS:
+            read = _READERS[field]
+            if read(self) != read(other):
+                return field
         return None
 
     def field(self, field: BindingField) -> str:
         """The value of one binding field."""
-        if field is BindingField.METHOD:
-            return self.method
-        if field is BindingField.PATH:
-            return self.path
-        if field is BindingField.PROTOCOL_VERSION:
-            return self.protocol_version
-        if field is BindingField.PARTITION:
-            return self.partition_digest
-        return self.params_digest
+        return _READERS[field](self)
+
+    @staticmethod
+    def reader(field: BindingField) -> Callable[[RequestStateBinding], str]:
+        """A C-level reader of one field: what comparing many bindings field by field calls."""
+        return _READERS[field]
+
+
+#: The fields in comparison order (iterating the enum itself costs a generator per comparison).
+_FIELDS: Final = tuple(BindingField)
+#: The attribute that holds each field (BindingField values are the plaintext names, not these).
+_READERS: Final[dict[BindingField, Callable[[RequestStateBinding], str]]] = {
+    BindingField.METHOD: operator.attrgetter("method"),
+    BindingField.PATH: operator.attrgetter("path"),
+    BindingField.PROTOCOL_VERSION: operator.attrgetter("protocol_version"),
+    BindingField.PARTITION: operator.attrgetter("partition_digest"),
+    BindingField.PARAMS: operator.attrgetter("params_digest"),
+}
 
 
 def _check_request_id(request_id: object) -> RequestId:

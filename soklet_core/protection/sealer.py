@@ -602,15 +602,22 @@ class RequestStateSealer:
 
 
 class _Opening:
-    """One opening in progress: its inputs and what the checks so far produced (the decrypted plaintext and
-    its decoded contents)."""
+    """One opening in progress: its inputs and what the checks so far produced.
 
-    __slots__ = ("contents", "now", "plaintext", "request", "sealer", "token")
+    ``contents`` is ``None`` until the state decodes (what a diagnosis asks); the checks after decoding read
+    ``decoded`` and, when there is a retry, ``retry`` (neither is set otherwise, and those checks do not run).
+    """
+
+    __slots__ = ("contents", "decoded", "now", "plaintext", "retry", "sealer", "token")
+
+    decoded: SealedStateContents
+    retry: BoundRequest
 
     def __init__(self, sealer: RequestStateSealer, token: str, request: BoundRequest | None) -> None:
         self.sealer = sealer
         self.token: object = token
-        self.request = request
+        if request is not None:
+            self.retry = request
         self.now = sealer._now()
         self.plaintext = b""
         self.contents: SealedStateContents | None = None
@@ -640,14 +647,14 @@ def _decoded_size_fits(opening: _Opening) -> OpeningStep | None:
 
 def _decodes(opening: _Opening) -> OpeningStep | None:
     try:
-        opening.contents = SealedStateContents.from_plaintext(opening.plaintext)
+        opening.decoded = opening.contents = SealedStateContents.from_plaintext(opening.plaintext)
     except RequestStateProtectionException:
         return OpeningStep.JSON
     return None
 
 
 def _unexpired(opening: _Opening) -> OpeningStep | None:
-    contents = cast(SealedStateContents, opening.contents)
+    contents = opening.decoded
     expires = contents.expires_at_ms
     # Half-open, and a lifetime longer than this server allows is expired too (one clock made both times).
     if opening.now >= expires or expires - contents.issued_at_ms > opening.sealer._lifetime_ms:
@@ -656,24 +663,22 @@ def _unexpired(opening: _Opening) -> OpeningStep | None:
 
 
 def _round_allowed(opening: _Opening) -> OpeningStep | None:
-    rounds = cast(SealedStateContents, opening.contents).round
+    rounds = opening.decoded.round
     return None if 1 <= rounds <= opening.sealer._config.maximum_request_state_rounds else OpeningStep.ROUND
 
 
 def _binding_matches(field: BindingField) -> Callable[[_Opening], OpeningStep | None]:
     step = OpeningStep.failing_with(Reason.for_binding(field))
+    read = RequestStateBinding.reader(field)
 
     def check(opening: _Opening) -> OpeningStep | None:
-        sealed = cast(SealedStateContents, opening.contents).binding
-        retry = cast(BoundRequest, opening.request).binding
-        return None if sealed.field(field) == retry.field(field) else step
+        return None if read(opening.decoded.binding) == read(opening.retry.binding) else step
 
     return check
 
 
 def _request_id_fresh(opening: _Opening) -> OpeningStep | None:
-    sealed = cast(SealedStateContents, opening.contents).request_id
-    return OpeningStep.REQUEST_ID if sealed == cast(BoundRequest, opening.request).request_id else None
+    return OpeningStep.REQUEST_ID if opening.decoded.request_id == opening.retry.request_id else None
 
 
 #: One opening check: returns the step that failed (its own, or for the protector the one of its four that
