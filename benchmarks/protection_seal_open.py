@@ -237,6 +237,16 @@ def main() -> int:
     rows = [*((name, times[name]) for name in phases), ("  opening checks (the rest)", checks)]
     for name, seconds in rows:
         print(f"  {name:<36} {seconds * 1e6:9.2f} µs   {seconds / soklet:6.1%}")
+    json_layer = sum(
+        times[name]
+        for name in (
+            "digest (emitting request)",
+            "digest (retry)",
+            "    of which canonical_bytes(state)",
+            "    of which parse(state)",
+        )
+    )
+    print(f"  {'the JSON layer (digests, state codec)':<36} {json_layer * 1e6:9.2f} µs   {json_layer / soklet:6.1%}")
     if "peer seal" in times:
         peer = times["peer seal"] + times["peer verify"]
         ratio = soklet / peer
