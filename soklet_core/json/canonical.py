@@ -102,19 +102,21 @@ class CanonicalTree:
     """Plain Python data ready for canonical encoding: numbers fenced, member order known.
 
     ``source`` is the UTF-8 input it was parsed from (kept by reference, to locate a refusal found while
-    encoding, and as a size hint: small documents are encoded in one call, large ones streamed).
+    encoding, and as a size hint: small documents are encoded in one call, large ones streamed). ``respelled``
+    says the fenced numbers are already in canonical spelling and checked, so encoding only drops the fences.
     """
 
-    __slots__ = ("presorted", "root", "source")
+    __slots__ = ("presorted", "respelled", "root", "source")
 
-    def __init__(self, root: Any, *, presorted: bool, source: bytes | None) -> None:
+    def __init__(self, root: Any, *, presorted: bool, source: bytes | None, respelled: bool = False) -> None:
         self.root = root
         self.presorted = presorted
         self.source = source
+        self.respelled = respelled
 
     def with_root(self, root: Any) -> CanonicalTree:
         """The same tree settings over another root (a part of this tree)."""
-        return CanonicalTree(root, presorted=self.presorted, source=self.source)
+        return CanonicalTree(root, presorted=self.presorted, source=self.source, respelled=self.respelled)
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -141,13 +143,14 @@ def _cooperative_decoder(presorted: bool) -> json.JSONDecoder:
     # With a C-level number hook the C decoder holds the GIL for a whole array of numbers (0.5 s for 10 MiB): a
     # worker thread parsing a large body would stall the event loop that much. This hook is a Python frame, where
     # the interpreter may switch threads; being Python anyway, it also shares the fenced text of equal tokens
-    # (about 95 bytes each otherwise), from a table that lives for one parse.
+    # (about 95 bytes each otherwise), from a table that lives for one parse, and spells each token canonically
+    # once (so encoding needs no respelling pass).
     shared: dict[str, str] = {}
 
     def fence(token: str) -> str:
         fenced = shared.get(token)
         if fenced is None:
-            fenced = _FENCE(token)
+            fenced = _FENCE(token if _CANONICAL_TOKEN.fullmatch(token) else canonical_number_text(token))
             if len(shared) < _SHARED_TOKENS:
                 shared[token] = fenced
         return fenced
@@ -163,14 +166,14 @@ def load_canonical_tree(
 
     Number limits are checked while encoding (see :func:`canonical_chunks`), still with the exact offset.
     ``cooperative=True`` is for a worker thread beside an event loop: other threads get the GIL while it parses
-    (every number passes a Python-level hook, which also shares the text of equal number tokens), at about 1.5
-    times the parse time of a document dense in distinct numbers.
+    (every number passes a Python-level hook, which also shares the text of equal number tokens and spells and
+    checks them there), in about the time of the plain parse and encoding together.
     """
     text, raw = decode_text(data, max_bytes=max_bytes)
     presorted = _needs_utf16_order(text, raw)
     plain = _UTF16_DECODER if presorted else _DECODER
     root = load_raw(text, raw, _cooperative_decoder(presorted) if cooperative else plain)
-    return CanonicalTree(root, presorted=presorted, source=raw)
+    return CanonicalTree(root, presorted=presorted, source=raw, respelled=cooperative)
 
 
 def _tree_from_value(value: JsonValue, depth: int) -> Any:
@@ -195,7 +198,7 @@ def _tree_from_value(value: JsonValue, depth: int) -> Any:
 
 def tree_from_value(value: JsonValue) -> CanonicalTree:
     """Canonical-ready data for a value of the model (objects presorted in UTF-16 order)."""
-    return CanonicalTree(_tree_from_value(value, 0), presorted=True, source=None)
+    return CanonicalTree(_tree_from_value(value, 0), presorted=True, source=None, respelled=True)
 
 
 def _encoded(node: Any, depth: int, presorted: bool) -> Iterator[str]:
@@ -233,12 +236,13 @@ def _finish(piece: str, tree: CanonicalTree) -> bytes:
     if piece.isascii():
         return piece.encode("ascii")
     data = piece.encode("utf-8", "surrogatepass")
-    try:
-        data = _NEEDS_SPELLING.sub(_respell, data)
-    except JsonError:
-        if tree.source is None:
-            raise
-        raise locate(tree.source.decode("utf-8")) from None
+    if not tree.respelled:
+        try:
+            data = _NEEDS_SPELLING.sub(_respell, data)
+        except JsonError:
+            if tree.source is None:
+                raise
+            raise locate(tree.source.decode("utf-8")) from None
     return b"".join(b"".join(data.split(_OPEN_BYTES)).split(_CLOSE_BYTES))
 
 
@@ -268,6 +272,8 @@ def check_numbers(tree: CanonicalTree, node: Any) -> None:
     envelope, excluded members) must still refuse what the strict parser refuses.
     """
     kind = type(node)
+    if tree.respelled:
+        return
     if kind is str:
         # One number (a request id, say): its token alone, without an encoder call.
         if node.startswith(NUMBER_OPEN) and _CANONICAL_TOKEN.fullmatch(node, 1, len(node) - 1) is None:
