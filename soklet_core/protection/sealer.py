@@ -558,8 +558,7 @@ class RequestStateSealer:
             if failed is not None:
                 _logger.warning("request state refused: %s", failed.reason.value)
                 raise RequestStateProtectionException(failed.reason)
-        assert opening.contents is not None
-        return OpenedRequestState._of(opening.contents)
+        return OpenedRequestState._of(opening.decoded)
 
     def diagnose(self, token: str, request: BoundRequest | None = None) -> OpeningDiagnosis:
         """Run every opening check on ``token`` (against retry ``request`` when given) and report each one.
