@@ -15,7 +15,7 @@ from typing import Final
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_EXPONENT_MAGNITUDE, MAX_NUMBER_TOKEN_CHARS
 
-__all__ = ["EXACT", "canonical_decimal_text", "canonical_number_text", "decimal_from_token"]
+__all__ = ["EXACT", "canonical_decimal_text", "canonical_number_text", "check_decimal", "decimal_from_token"]
 
 #: A context that never rounds, clamps or traps inexactness: for normalizing exact values.
 EXACT: Final = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
@@ -44,6 +44,23 @@ def decimal_from_token(token: str) -> Decimal:
     if value and abs(value.adjusted()) > MAX_EXPONENT_MAGNITUDE:
         raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
     return value
+
+
+def check_decimal(value: Decimal) -> str:
+    """The spelling of a finite decimal (``str``, what serialize writes), after every number limit check.
+
+    The same checks as :func:`decimal_from_token` of that spelling, without parsing it back.
+    """
+    if not value.is_finite():
+        raise JsonError(JsonErrorReason.NON_FINITE_NUMBER)
+    text = str(value)
+    if len(text) > MAX_NUMBER_TOKEN_CHARS:
+        raise JsonError(JsonErrorReason.NUMBER_TOO_LONG)
+    if "E" in text and abs(_token_exponent(text)) > MAX_EXPONENT_MAGNITUDE:
+        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
+    if value and abs(value.adjusted()) > MAX_EXPONENT_MAGNITUDE:
+        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
+    return text
 
 
 def canonical_decimal_text(value: Decimal) -> str:

@@ -16,8 +16,8 @@ from decimal import Decimal
 from typing import Any, Final, NoReturn, TypeAlias, TypeVar, Union, overload
 
 from .errors import JsonError, JsonErrorReason
-from .limits import MAX_DEPTH
-from .numbers import decimal_from_token
+from .limits import MAX_DEPTH, MAX_NUMBER_TOKEN_CHARS
+from .numbers import check_decimal
 
 __all__ = [
     "JsonArray",
@@ -38,6 +38,9 @@ PythonJson: TypeAlias = Union[  # a recursive alias needs the string form
 ]
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+#: Integers strictly inside ±this bound spell in at most 1,024 characters, sign included, so they are within every
+#: number limit (their exponent is below their length) without a check.
+_PLAIN_INT_BOUND: Final = 10 ** (MAX_NUMBER_TOKEN_CHARS - 1)
 _T = TypeVar("_T", bound="JsonValue")
 
 
@@ -132,11 +135,7 @@ class JsonString(JsonValue):
     @classmethod
     def from_value(cls, value: str) -> JsonString:
         """The string ``value``. Raises ``JsonError(LONE_SURROGATE)`` for text that is not valid Unicode."""
-        if not isinstance(value, str):
-            raise TypeError("JsonString.from_value takes a str")
-        if not value.isascii() and _SURROGATE.search(value):
-            raise JsonError(JsonErrorReason.LONE_SURROGATE)
-        return _new(cls, _value=str(value))
+        return new_string(_checked_text(value))
 
     @property
     def value(self) -> str:
@@ -156,11 +155,25 @@ class JsonString(JsonValue):
         return f"JsonString({self._value!r})"
 
 
-def _check_decimal(value: Decimal) -> None:
-    if not value.is_finite():
-        raise JsonError(JsonErrorReason.NON_FINITE_NUMBER)
+def _checked_text(value: object) -> str:
+    if type(value) is not str:
+        if not isinstance(value, str):
+            raise TypeError("JSON strings and member names are str")
+        value = str(value)
+    if not value.isascii() and _SURROGATE.search(value):
+        raise JsonError(JsonErrorReason.LONE_SURROGATE)
+    return value
+
+
+def _checked_number(value: object) -> JsonNumber:
+    if type(value) is int and -_PLAIN_INT_BOUND < value < _PLAIN_INT_BOUND:
+        return new_number(Decimal(value))
+    if isinstance(value, bool) or not isinstance(value, Decimal | int):
+        raise TypeError("JsonNumber.from_value takes a Decimal or an int")
+    number = Decimal(value)
     # The held spelling is what serialize writes, so it must be a token the parser accepts, limits included.
-    decimal_from_token(str(value))
+    check_decimal(number)
+    return new_number(number)
 
 
 class JsonNumber(JsonValue):
@@ -175,11 +188,7 @@ class JsonNumber(JsonValue):
 
         ``int`` is accepted as an exact integer; ``bool`` and ``float`` are refused with ``TypeError``.
         """
-        if isinstance(value, bool) or not isinstance(value, Decimal | int):
-            raise TypeError("JsonNumber.from_value takes a Decimal or an int")
-        number = Decimal(value)
-        _check_decimal(number)
-        return _new(cls, _value=number)
+        return _checked_number(value)
 
     @property
     def value(self) -> Decimal:
@@ -377,7 +386,7 @@ class JsonObjectBuilder:
 
     def put(self, name: str, value: PythonJson) -> JsonObjectBuilder:
         """Add member ``name``; a repeated name raises ``JsonError(DUPLICATE_MEMBER)``."""
-        key = JsonString.from_value(name).value
+        key = _checked_text(name)
         if key in self._members:
             raise JsonError(JsonErrorReason.DUPLICATE_MEMBER)
         self._members[key] = _from_python(value, 1)
@@ -426,16 +435,32 @@ _EMPTY_ARRAY: Final = JsonArray._of(())
 
 
 def _from_python(value: object, depth: int) -> JsonValue:
-    if isinstance(value, JsonValue):
-        return value
+    # Hot for every state and result built in code: exact types first (the common case), then the general rules.
+    kind = type(value)
+    if kind is str:
+        return new_string(_checked_text(value))
+    if kind is int:
+        return _checked_number(value)
+    if kind is dict or kind is list:
+        if depth >= MAX_DEPTH:
+            raise JsonError(JsonErrorReason.DEPTH_EXCEEDED)
+        if kind is dict:
+            return new_object(
+                {_checked_text(name): _from_python(item, depth + 1) for name, item in value.items()}  # type: ignore[attr-defined]
+            )
+        return new_array(tuple([_from_python(item, depth + 1) for item in value]))  # type: ignore[attr-defined]
     if value is None:
         return _NULL
+    if kind is bool:
+        return _TRUE if value else _FALSE
+    if isinstance(value, JsonValue):
+        return value
     if isinstance(value, bool):
         return _TRUE if value else _FALSE
     if isinstance(value, str):
-        return JsonString.from_value(value)
+        return new_string(_checked_text(value))
     if isinstance(value, int | Decimal):
-        return JsonNumber.from_value(value)
+        return _checked_number(value)
     if isinstance(value, float):
         raise TypeError("floats are not exact; pass a Decimal or a str")
     if depth >= MAX_DEPTH:
@@ -443,9 +468,7 @@ def _from_python(value: object, depth: int) -> JsonValue:
     if isinstance(value, Mapping):
         members: dict[str, JsonValue] = {}
         for name, item in value.items():
-            if not isinstance(name, str):
-                raise TypeError("JSON member names are str")
-            members[JsonString.from_value(name).value] = _from_python(item, depth + 1)
+            members[_checked_text(name)] = _from_python(item, depth + 1)
         return JsonObject._of(members)
     if isinstance(value, list | tuple):
         return JsonArray._of(tuple(_from_python(item, depth + 1) for item in value))
