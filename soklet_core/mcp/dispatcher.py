@@ -566,11 +566,11 @@ class Dispatcher:
                 "resourceTemplates", (t.to_wire() for t in registry.resource_templates)
             ),
         }
-        return {method: self._encode(result) for method, result in results.items()}
+        return {method: self._encode(serialize(result)) for method, result in results.items()}
 
-    def _encode(self, result: JsonObject) -> bytes:
-        """A result object (never empty: it has ``resultType``) with the server's ``_meta`` appended."""
-        return serialize(result)[:-1].encode("utf-8") + self._meta_tail
+    def _encode(self, result: str) -> bytes:
+        """An encoded result object (never empty: it has ``resultType``) with the server's ``_meta`` appended."""
+        return result[:-1].encode("utf-8") + self._meta_tail
 
     # ------------------------------------------------------------------------------------------------ entry
 
@@ -842,7 +842,7 @@ class Dispatcher:
             raise _invalid_params("Invalid params: completion reference", "completion-params")
         registration = self._registry.find_completion(ref_type.value, ref_name.value, argument_name.value)
         if registration is None:
-            return self._encode(CompleteResult.empty().to_wire())
+            return self._encode(serialize(CompleteResult.empty().to_wire()))
         known: dict[str, str] = {}
         context_value = params.get("context")
         if isinstance(context_value, JsonObject) and isinstance(context_value.get("arguments"), JsonObject):
@@ -921,14 +921,16 @@ class Dispatcher:
         result = await self._invoke(target, context, arguments, invocation)
         if isinstance(result, InputRequiredResult) and operation is not None:
             sealed = await self._emit(request, operation, result, bound, opened)
-            return self._encode(result.to_wire(sealed))
+            return self._encode(result.encode(sealed))
         if not isinstance(result, target.expected):
             raise _internal("handler-result-type")
         if isinstance(result, ReadResourceResult):
             retry = bool(responses) or "requestState" in params
-            return self._encode(result.to_wire(cache_hint=CacheHint.uncached() if retry else None))
-        assert isinstance(result, CallToolResult | GetPromptResult | CompleteResult)
-        return self._encode(result.to_wire())
+            return self._encode(serialize(result.to_wire(cache_hint=CacheHint.uncached() if retry else None)))
+        if isinstance(result, CallToolResult):
+            return self._encode(result.encode())
+        assert isinstance(result, GetPromptResult | CompleteResult)
+        return self._encode(serialize(result.to_wire()))
 
     async def _emit(
         self,

@@ -26,6 +26,7 @@ from typing import Any, Final
 from soklet_core.json import JsonArray, JsonNumber, JsonObject, JsonString, JsonValue, PythonJson
 
 from ._frozen import new_frozen
+from ._wire import Members, to_object
 from .capabilities import ClientCapabilities
 from .errors import InputRequestError, McpModelErrorReason
 from .form_policy import DEFAULT_FORM_POLICY, FormSchemaPolicy, check_form_schema
@@ -285,10 +286,11 @@ class InputRequest:
 
     def to_wire(self) -> JsonObject:
         """``{"method": …, "params": …}`` with no ``jsonrpc`` or ``id`` (``params`` omitted when ``None``)."""
-        builder = JsonObject.builder().put("method", self.json_rpc_method)
-        if self.params is not None:
-            builder.put("params", self.params)
-        return builder.build()
+        return to_object(self.wire_members())
+
+    def wire_members(self) -> Members:
+        """The members of :meth:`to_wire`, for a result that writes this request in its own encoding."""
+        return [("method", self.json_rpc_method), ("params", self.params)]
 
     def matches_input_response(self, response: JsonValue) -> bool:
         """Whether ``response`` is in the protocol union for this request's method.

@@ -24,6 +24,7 @@ from typing import Any, Final
 from soklet_core.json import JsonObject, JsonString, JsonValue
 
 from ._frozen import new_frozen
+from ._wire import Members, encode, to_object
 from .capabilities import ClientCapabilities
 from .errors import InputRequiredResultError, McpModelErrorReason
 from .input_requests import InputRequest
@@ -117,20 +118,21 @@ class InputRequiredResult:
         state, or omitting it with framework state, raises ``sealed-state-mismatch``. No ``ttlMs`` or
         ``cacheScope`` is ever written.
         """
+        return to_object([*self._members(sealed_request_state), ("_meta", meta)])
+
+    def encode(self, sealed_request_state: str | None = None) -> str:
+        """The wire result without ``_meta``, as compact JSON text (what ``serialize(self.to_wire(…))`` writes);
+        ``sealed_request_state`` as in :meth:`to_wire`."""
+        return encode(self._members(sealed_request_state))
+
+    def _members(self, sealed_request_state: str | None) -> Members:
         if (sealed_request_state is not None) != (self.framework_request_state is not None):
             raise InputRequiredResultError(McpModelErrorReason.SEALED_STATE_MISMATCH)
-        builder = JsonObject.builder().put("resultType", INPUT_REQUIRED_RESULT_TYPE)
+        requests: Members | None = None
         if self.input_requests:
-            requests = JsonObject.builder()
-            for key, request in self.input_requests.items():
-                requests.put(key, request.to_wire())
-            builder.put("inputRequests", requests.build())
+            requests = [(key, request.wire_members()) for key, request in self.input_requests.items()]
         state = sealed_request_state if sealed_request_state is not None else self.application_request_state
-        if state is not None:
-            builder.put("requestState", JsonString.from_value(state))
-        if meta is not None:
-            builder.put("_meta", meta)
-        return builder.build()
+        return [("resultType", INPUT_REQUIRED_RESULT_TYPE), ("inputRequests", requests), ("requestState", state)]
 
     def __hash__(self) -> int:
         return hash((tuple(self.input_requests.items()), self.framework_request_state, self.application_request_state))

@@ -25,6 +25,7 @@ from typing import ClassVar, Final, Self, TypeAlias
 
 from soklet_core.json import JsonArray, JsonObject, JsonValue
 
+from ._wire import Members, WireValue, encode, to_object
 from .errors import McpModelErrorReason, ResultError
 from .uris import is_absolute_uri
 
@@ -119,7 +120,10 @@ class TextContent:
 
     def to_wire(self) -> JsonObject:
         """The wire content block."""
-        return _finish([("type", "text"), ("text", self.text), ("annotations", self.annotations), ("_meta", self.meta)])
+        return to_object(self._members())
+
+    def _members(self) -> Members:
+        return [("type", "text"), ("text", self.text), ("annotations", self.annotations), ("_meta", self.meta)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +309,11 @@ def _meta_member(meta: JsonObject | None) -> list[tuple[str, JsonValue | None]]:
 # --- tool results ----------------------------------------------------------------------------------------------
 
 
+def _block_members(block: ContentBlock) -> WireValue:
+    # Text, by far the commonest block, is written from its members; the others from their value model.
+    return block._members() if type(block) is TextContent else block.to_wire()
+
+
 @dataclass(frozen=True, slots=True)
 class CallToolResult:
     """A complete ``tools/call`` result. A tool failure is ``is_error=True`` with explanatory content — a result,
@@ -339,15 +348,19 @@ class CallToolResult:
 
     def to_wire(self, *, meta: JsonObject | None = None) -> JsonObject:
         """``{"resultType":"complete","content":[…],"structuredContent"?,"isError"?:true,"_meta"?}``."""
-        return _finish(
-            [
-                ("resultType", COMPLETE_RESULT_TYPE),
-                ("content", JsonArray.of(*(item.to_wire() for item in self.content))),
-                ("structuredContent", self.structured_content),
-                ("isError", True if self.is_error else None),
-                *_meta_member(meta),
-            ]
-        )
+        return to_object([*self._members(), *_meta_member(meta)])
+
+    def encode(self) -> str:
+        """The wire result without ``_meta``, as compact JSON text (what ``serialize(self.to_wire())`` writes)."""
+        return encode(self._members())
+
+    def _members(self) -> Members:
+        return [
+            ("resultType", COMPLETE_RESULT_TYPE),
+            ("content", tuple(_block_members(item) for item in self.content)),
+            ("structuredContent", self.structured_content),
+            ("isError", True if self.is_error else None),
+        ]
 
 
 # --- prompt results --------------------------------------------------------------------------------------------
