@@ -26,7 +26,7 @@ from .codec import NUMBER_CLOSE, NUMBER_OPEN, decode_text, load_raw, locate, str
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_DEPTH, MAX_NUMBER_TOKEN_CHARS
 from .numbers import canonical_decimal_text, canonical_number_text
-from .values import JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue
+from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue
 
 __all__ = [
     "CanonicalTree",
@@ -177,23 +177,36 @@ def load_canonical_tree(
 
 
 def _tree_from_value(value: JsonValue, depth: int) -> Any:
+    # Hot for every sealed state: leaves inside a container are converted in place (no call per leaf).
     kind = type(value)
-    if kind is JsonString:
-        return value._value  # type: ignore[attr-defined]
-    if kind is JsonNumber:
-        return NUMBER_OPEN + canonical_decimal_text(value._value) + NUMBER_CLOSE  # type: ignore[attr-defined]
-    if kind is JsonBoolean:
-        return value._value  # type: ignore[attr-defined]
-    if kind is JsonNull:
-        return None
-    if depth >= MAX_DEPTH:
-        raise JsonError(JsonErrorReason.DEPTH_EXCEEDED)
     if kind is JsonObject:
+        if depth >= MAX_DEPTH:
+            raise JsonError(JsonErrorReason.DEPTH_EXCEEDED)
         members = value._members  # type: ignore[attr-defined]
         # Joining the names is one C call; code point order is UTF-16 order for ASCII (and all BMP) names.
         names = sorted(members) if "".join(members).isascii() else sorted(members, key=utf16_key)
-        return {name: _tree_from_value(members[name], depth + 1) for name in names}
-    return [_tree_from_value(item, depth + 1) for item in value._items]  # type: ignore[attr-defined]
+        node: dict[str, Any] = {}
+        for name in names:
+            item = members[name]
+            item_kind = type(item)
+            if item_kind is JsonString or item_kind is JsonBoolean:
+                node[name] = item._value
+            elif item_kind is JsonNumber:
+                node[name] = _FENCE(canonical_decimal_text(item._value))
+            elif item_kind is JsonNull:
+                node[name] = None
+            else:
+                node[name] = _tree_from_value(item, depth + 1)
+        return node
+    if kind is JsonArray:
+        if depth >= MAX_DEPTH:
+            raise JsonError(JsonErrorReason.DEPTH_EXCEEDED)
+        return [_tree_from_value(item, depth + 1) for item in value._items]  # type: ignore[attr-defined]
+    if kind is JsonString or kind is JsonBoolean:
+        return value._value  # type: ignore[attr-defined]
+    if kind is JsonNumber:
+        return _FENCE(canonical_decimal_text(value._value))  # type: ignore[attr-defined]
+    return None
 
 
 def tree_from_value(value: JsonValue) -> CanonicalTree:
