@@ -5,9 +5,10 @@ Run: ``.venv/bin/python benchmarks/json_digest.py`` (add ``--quick`` for a short
 Prints, for a 1 KiB ``tools/call`` request and a 10 MiB params document with many numbers and strings, the
 best-of-N time of each contender and its ratio to ``json.loads`` measured in the same run, then the peak
 traced memory of the 10 MiB digest against ``json.loads(..., parse_float=Decimal, parse_int=Decimal)``.
-Targets (issue 2): 10 MiB digest ≤ 2.5×, 1 KiB digest ≤ 4×, digest peak ≤ the Decimal-loads peak. The "floor"
-line (C decode, C sorted re-encode, SHA-256; lossy on numbers, no strictness) shows what no stdlib-based exact
-digest can undercut.
+Targets (issue 10): 10 MiB digest ≤ 3×, 1 KiB digest ≤ 3×, digest peak ≤ the Decimal-loads peak. The
+"cooperative" line is the digest the server takes of a body over 64 KiB (in a worker thread, a Python-level number
+hook so the event loop gets the GIL). The "floor" line (C decode, C sorted re-encode, SHA-256; lossy on numbers,
+no strictness) shows what no stdlib-based exact digest can undercut.
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ def measure(label: str, data: bytes, repeat: int, number: int, *, with_naive: bo
         "json.loads": lambda: json.loads(data),
         "soklet parse (strict, value model)": lambda: parse(data),
         "soklet params_digest": lambda: params_digest(data),
+        "soklet params_digest, cooperative": lambda: params_digest(data, cooperative=True),
         "floor: loads + sorted C encode + SHA-256": lambda: floor_digest(data),
     }
     if with_naive:
@@ -179,7 +181,7 @@ def measure(label: str, data: bytes, repeat: int, number: int, *, with_naive: bo
     base = times["json.loads"]
     print(f"\n{label} ({len(data):,} bytes), best of {repeat} × {number}")
     for name, seconds in times.items():
-        print(f"  {name:40s} {seconds * 1e3:10.3f} ms   {seconds / base:6.2f}× json.loads")
+        print(f"  {name:42s} {seconds * 1e3:10.3f} ms   {seconds / base:6.2f}× json.loads")
     return {name: seconds / base for name, seconds in times.items()}
 
 
@@ -207,8 +209,9 @@ def main() -> None:
 
     print("\ntargets")
     checks = [
-        ("10 MiB digest ≤ 2.5× json.loads", large_ratios["soklet params_digest"] <= 2.5),
-        ("1 KiB digest ≤ 4× json.loads", small_ratios["soklet params_digest"] <= 4.0),
+        ("10 MiB digest ≤ 3× json.loads", large_ratios["soklet params_digest"] <= 3.0),
+        ("10 MiB cooperative digest ≤ 3× json.loads", large_ratios["soklet params_digest, cooperative"] <= 3.0),
+        ("1 KiB digest ≤ 3× json.loads", small_ratios["soklet params_digest"] <= 3.0),
         ("10 MiB digest peak ≤ Decimal-loads peak", digest_peak <= loads_peak),
     ]
     for text, ok in checks:
