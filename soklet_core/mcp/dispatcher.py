@@ -415,6 +415,11 @@ def _busy_refusal() -> McpError:
 _PARSE_REFUSAL: Final = McpError(PARSE_ERROR, "Parse error")
 _ENVELOPE_REFUSAL: Final = McpError(INVALID_REQUEST, "Invalid Request", log_reason="envelope")
 _METHOD_REFUSAL: Final = McpError(METHOD_NOT_FOUND, "Method not found")
+_META_MISSING: Final = McpError(
+    INVALID_PARAMS,
+    f"Invalid params: _meta must carry {PROTOCOL_VERSION_META_KEY} and {CLIENT_CAPABILITIES_META_KEY}",
+    log_reason="meta-missing",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -721,11 +726,7 @@ class Dispatcher:
             or PROTOCOL_VERSION_META_KEY not in meta
             or CLIENT_CAPABILITIES_META_KEY not in meta
         ):
-            raise _invalid_params(
-                "Invalid params: _meta must carry io.modelcontextprotocol/protocolVersion and "
-                "io.modelcontextprotocol/clientCapabilities",
-                "meta-missing",
-            )
+            raise _META_MISSING
         assert params is not None
         version = meta[PROTOCOL_VERSION_META_KEY]
         if not isinstance(version, JsonString):

@@ -2,7 +2,8 @@
 
 This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP side of the protocol:
 
-* one endpoint (default ``/mcp``), POST only (GET, DELETE and the rest: 405; other paths: 404);
+* one endpoint (default :data:`~soklet_core.protocol.DEFAULT_ENDPOINT_PATH`), POST only (GET, DELETE and the
+  rest: 405; other paths: 404);
 * strict ``Host`` and ``Origin`` (hand-written RFC 9112/3986/6454 parsers, no regular expressions): exactly one
   ``Host`` = ``uri-host [":" port]``, else 400; a well-formed ``Host`` that is not allowed is 403; at most one
   ``Origin`` (several: 400), a serialized origin ``scheme://host[:port]`` and nothing else, else 403. Allowed:
@@ -44,6 +45,7 @@ from soklet_core.json import (
     serialize,
 )
 from soklet_core.protection import normalize_endpoint_path
+from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 
 from .dispatcher import Dispatcher, DispatchResult, HttpRequest
 from .http_server import SHUTDOWN_MARGIN_SECONDS, HttpLimits
@@ -192,7 +194,7 @@ class McpAsgiApp:
         self,
         dispatcher: Dispatcher,
         *,
-        path: str = "/mcp",
+        path: str = DEFAULT_ENDPOINT_PATH,
         allowed_hosts: Iterable[str] = (),
         allowed_origins: Iterable[str] = (),
         max_request_body_bytes: int = DEFAULT_REQUEST_BODY_BYTES,
