@@ -6,12 +6,14 @@ canonical spelling (:mod:`.numbers`). The form is versioned with the request-sta
 envelope version.
 
 How it stays fast in pure Python: the C ``json`` module parses, with every number token kept as its exact text
-fenced by two lone surrogates (a C-level ``str.format``, no Python call per number), and the C encoder escapes
-strings and sorts members. The encoder's output then passes two C-level regular expressions: one finds the
-rare number tokens whose spelling must change (exponents, trailing zeros, ``-0``, tiny fractions) and rewrites
-only those through :func:`.numbers.canonical_number_text`, and plain replacement drops the fences. Strings from
-valid input can never hold a lone surrogate, so the fences are unambiguous. Large containers are encoded in
-slices, so the canonical bytes of a big document are streamed to their consumer instead of held whole.
+fenced by two lone surrogates (a C-level ``%`` format, no Python call per number), and the C encoder escapes
+strings and sorts members. Its output becomes UTF-8 with the fences passed through, where one C-level regular
+expression finds the rare number tokens whose spelling must change (exponents, trailing zeros, ``-0``, tiny
+fractions) and rewrites only those through :func:`.numbers.canonical_number_text`, and splitting drops the
+fences. Strings from valid input can never hold a lone surrogate, so the fences are unambiguous. Trees whose
+numbers are canonical already (from model values, or from a cooperative parse, which spells them in its number
+hook) skip the regular expression. Large containers are encoded in slices, so the canonical bytes of a big
+document are streamed to their consumer instead of held whole.
 """
 
 from __future__ import annotations
