@@ -28,6 +28,18 @@ def _token_exponent(token: str) -> int:
     return int(token[cut + 1 :]) if cut >= 0 else 0
 
 
+def _check_token(token: str) -> None:
+    if len(token) > MAX_NUMBER_TOKEN_CHARS:
+        raise JsonError(JsonErrorReason.NUMBER_TOO_LONG)
+    if abs(_token_exponent(token)) > MAX_EXPONENT_MAGNITUDE:
+        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
+
+
+def _check_adjusted(value: Decimal) -> None:
+    if value and abs(value.adjusted()) > MAX_EXPONENT_MAGNITUDE:
+        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
+
+
 def decimal_from_token(token: str) -> Decimal:
     """The exact value of a number token that the JSON grammar accepted, after every number limit check.
 
@@ -35,14 +47,10 @@ def decimal_from_token(token: str) -> Decimal:
     1,024 characters, its own exponent beyond ±10,000, or its canonical exponent beyond that ("12e10000" is
     1.2E+10001).
     """
-    if len(token) > MAX_NUMBER_TOKEN_CHARS:
-        raise JsonError(JsonErrorReason.NUMBER_TOO_LONG)
-    # The token's own exponent first: Decimal() itself refuses exponents past its range.
-    if abs(_token_exponent(token)) > MAX_EXPONENT_MAGNITUDE:
-        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
+    # The token's own limits first: Decimal() itself refuses exponents past its range.
+    _check_token(token)
     value = Decimal(token)
-    if value and abs(value.adjusted()) > MAX_EXPONENT_MAGNITUDE:
-        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
+    _check_adjusted(value)
     return value
 
 
@@ -54,12 +62,8 @@ def check_decimal(value: Decimal) -> str:
     if not value.is_finite():
         raise JsonError(JsonErrorReason.NON_FINITE_NUMBER)
     text = str(value)
-    if len(text) > MAX_NUMBER_TOKEN_CHARS:
-        raise JsonError(JsonErrorReason.NUMBER_TOO_LONG)
-    if "E" in text and abs(_token_exponent(text)) > MAX_EXPONENT_MAGNITUDE:
-        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
-    if value and abs(value.adjusted()) > MAX_EXPONENT_MAGNITUDE:
-        raise JsonError(JsonErrorReason.EXPONENT_OUT_OF_RANGE)
+    _check_token(text)
+    _check_adjusted(value)
     return text
 
 
