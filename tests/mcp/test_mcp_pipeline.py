@@ -548,3 +548,29 @@ def test_a_refused_state_through_the_asgi_app() -> None:
         "id": 1,
         "error": {"code": INVALID_PARAMS, "message": INVALID_STATE_MESSAGE},
     }
+
+
+def test_an_mcp_error_raised_by_an_interceptor_is_answered_as_raised() -> None:
+    calls = Calls()
+
+    async def quota(context: RequestContext, call_handler: Any) -> object:
+        raise McpError(-32001, "Quota exceeded", log_reason="quota")
+
+    server = McpServer.builder(counting_registry(calls)).protection_config(config()).interceptor(quota).build()
+    result = asyncio.run(dispatch(server, call("count.plain"), headers(name="count.plain")))
+    assert (result.status, result.code, result.reason, result.operation) == (200, -32001, "quota", "count.plain")
+    assert reply(result)["error"] == {"code": -32001, "message": "Quota exceeded"}
+    assert calls.count == 0
+
+
+def test_any_other_handler_exception_is_one_fixed_internal_error() -> None:
+    @tool(name="boom", description="Fails.", input_schema={"type": "object"}, blocking=False)
+    def boom(context: RequestContext, arguments: JsonObject) -> CallToolResult:
+        raise RuntimeError("secret detail")
+
+    server = McpServer.builder(Registry.of(boom)).build()
+    result = asyncio.run(dispatch(server, call("boom"), headers(name="boom")))
+    assert (result.status, result.code, result.reason) == (200, INTERNAL_ERROR, "handler-failed")
+    assert reply(result)["error"] == {"code": INTERNAL_ERROR, "message": INTERNAL_ERROR_MESSAGE}
+    assert result.body is not None
+    assert b"secret" not in result.body
