@@ -227,10 +227,12 @@ class McpServerBuilder:
         return self
 
     def sync_handlers_in_thread(self, enabled: bool) -> Self:
-        """Run ``def`` handlers in a worker thread (the default) or, when ``False``, on the event loop.
+        """Run ``def`` handlers in a worker thread (the default) or, when ``False``, all on the event loop.
 
-        Turn it off only when every sync handler returns quickly without blocking (no I/O, no sleeps): the thread
-        hop is then pure overhead, but one blocking handler would stall every request.
+        A single handler that never blocks says so itself with ``blocking=False`` on its registration; this
+        switch overrides every registration. Turn it off only when every sync handler returns quickly without
+        blocking (no I/O, no sleeps): the thread hop is then pure overhead, but one blocking handler would stall
+        every request.
         """
         self._in_thread = enabled
         return self
