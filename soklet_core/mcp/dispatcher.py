@@ -342,6 +342,9 @@ class Target:
     responses and no state); ``arguments`` turns the request's params into the handler's second argument (step
     11, raising :class:`~.jsonrpc.McpError`); ``on_loop`` says the handler runs on the event loop (``async``
     handlers, and ``def`` handlers registered with ``blocking=False``) rather than in a worker thread.
+
+    Built by the dispatcher only, from values it has already checked (so no ``__post_init__`` checks per
+    request); public so that tests and other transports can read it.
     """
 
     name: str
@@ -371,7 +374,8 @@ class ValidatedRequest:
 
     ``answer`` is the pre-encoded result of a list method or of a completion nobody registered (nothing runs);
     otherwise ``target`` is what runs. The params digest is not a field: it is taken lazily, at most once, by
-    the state wrapper (:meth:`Dispatcher.params_digests_taken` counts them).
+    the state wrapper (:attr:`Dispatcher.params_digests_taken` counts them). Built by :meth:`Dispatcher.validate`
+    only, from the values its steps returned; read it, never build it.
     """
 
     method: str
