@@ -51,6 +51,21 @@ def _text(value: str) -> str:
     return _TEXT(value) if value.isascii() else serialize(JsonString.from_value(value))
 
 
+# Member names are nearly all fixed words of the protocol ("resultType", "content", "text", an app's few input
+# request keys): each is encoded once. Bounded, since a handler could name keys from anything.
+_NAME_TEXT: Final[dict[str, str]] = {}
+_NAMES_REMEMBERED: Final = 512
+
+
+def _name(name: str) -> str:
+    text = _NAME_TEXT.get(name)
+    if text is None:
+        text = _text(name) + ":"
+        if len(_NAME_TEXT) < _NAMES_REMEMBERED:
+            _NAME_TEXT[name] = text
+    return text
+
+
 def _encode_value(value: WireValue, out: list[str]) -> None:
     kind = type(value)
     if kind is str:
@@ -79,8 +94,7 @@ def _encode_members(members: Members, out: list[str]) -> None:
         if value is None:
             continue
         out.append(separator)
-        out.append(_text(name))
-        out.append(":")
+        out.append(_name(name))
         _encode_value(value, out)
         separator = ","
     out.append("{}" if separator == "{" else "}")
