@@ -20,9 +20,10 @@ import typer
 from soklet_core.files import KeyringFileError
 from soklet_core.keys import printable_name
 from soklet_core.protection import MAX_ENDPOINT_PATH_CHARS, ProtectionUsageError, normalize_endpoint_path
-from soklet_core.protocol import PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
+from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME, PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 
 __all__ = [
+    "DEFAULT_LIFETIME",
     "DURATION_HELP",
     "MAX_DURATION",
     "MAX_FILE_NAME_BYTES",
@@ -34,6 +35,7 @@ __all__ = [
     "MAX_TIME_MS",
     "MIN_TIME_MS",
     "AtOption",
+    "LifetimeOption",
     "MaxRoundsOption",
     "PartitionOption",
     "PathOption",
@@ -151,6 +153,10 @@ def duration_text(span: timedelta) -> str:
     elif seconds or not text:
         text += f"{seconds}s"
     return text
+
+
+#: The server's maximum request-state lifetime as the options take it, when they are not given: the server default.
+DEFAULT_LIFETIME: Final = duration_text(DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME)
 
 
 def _spell(span: timedelta) -> str:
@@ -396,5 +402,14 @@ AtOption = Annotated[
         metavar="TIME",
         parser=parse_time,
         help="Use TIME as now: ISO 8601 (no offset means UTC) or epoch milliseconds, 1970 to 9999.",
+    ),
+]
+LifetimeOption = Annotated[
+    str,
+    typer.Option(
+        "--lifetime",
+        metavar="DURATION",
+        callback=check_duration,
+        help=f"The server's maximum request-state lifetime: {DURATION_HELP}; at most {MAX_DURATION.days} days.",
     ),
 ]

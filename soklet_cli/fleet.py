@@ -167,8 +167,8 @@ def check(
             "--timeout",
             metavar="S",
             parser=parse_timeout,
-            help=f"Seconds each instance gets to answer (default {DEFAULT_FLEET_TIMEOUT_SECONDS:g}, "
-            "or the fleet file's).",
+            help=f"Seconds each instance gets to answer, such as 5 or 0.5 (at most {MAX_FLEET_TIMEOUT_SECONDS:g}; "
+            f"default {DEFAULT_FLEET_TIMEOUT_SECONDS:g}, or the fleet file's).",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")] = False,

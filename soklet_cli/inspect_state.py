@@ -47,12 +47,15 @@ from soklet_core.protection import (
 from soklet_core.protocol import DEFAULT_ENDPOINT_PATH, DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
 
 from ._common import (
+    DEFAULT_LIFETIME,
     AtOption,
+    LifetimeOption,
     MaxRoundsOption,
     PartitionOption,
     PathOption,
     ProtocolVersionOption,
     duration_text,
+    parse_duration,
     parse_file,
     parse_keyring,
 )
@@ -305,6 +308,7 @@ def inspect_state(
     partition: PartitionOption = ANONYMOUS_PARTITION,
     protocol_version: ProtocolVersionOption = None,
     at: AtOption = None,
+    lifetime: LifetimeOption = DEFAULT_LIFETIME,
     max_rounds: MaxRoundsOption = DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
@@ -315,7 +319,8 @@ def inspect_state(
     needs. With **--keyring**: the binding (method, path, protocol version, partition digest, params digest),
     the round, issue and expiry times, the emitting request id and the application state. With
     **--request** (the retry) as well: every opening check the server runs, in order, each passed or failed
-    and why. Key material is never printed.
+    and why, with the retry bound as the server binds it. Give **--lifetime** and **--max-rounds** when the server
+    does not run with the defaults. Key material is never printed.
 
     **Examples**
 
@@ -363,7 +368,12 @@ def inspect_state(
 
     ring = load_keyring(Path(keyring), allow_insecure=allow_insecure)
     clock_ms = at if at is not None else int(datetime.now(UTC).timestamp() * 1000)
-    config = ProtectionConfig.with_keyring(ring).maximum_request_state_rounds(max_rounds).build()
+    config = (
+        ProtectionConfig.with_keyring(ring)
+        .maximum_request_state_lifetime(parse_duration(lifetime))
+        .maximum_request_state_rounds(max_rounds)
+        .build()
+    )
     sealer = RequestStateSealer.for_server(config, clock=lambda: clock_ms)
 
     retry: BoundRequest | None = None

@@ -41,7 +41,7 @@ InsecureOption = Annotated[
         ),
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document (for scripts) instead of text.")]
 
 
 _INSECURE: Final = frozenset(

@@ -60,12 +60,11 @@ from soklet_core.keys import (
     looks_like_key_material,
     printable_name,
 )
-from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME
 
 from ._common import (
+    DEFAULT_LIFETIME,
     DURATION_HELP,
     check_duration,
-    duration_text,
     file_error_text,
     parse_duration,
     parse_file,
@@ -87,7 +86,7 @@ from .keyring_path import (
 from .output import SokletCommand, SokletGroup, console, emit_json, error_console, fail
 
 #: The request-state lifetime ``keys rotate`` assumes when told nothing: the server's default maximum.
-DEFAULT_STATE_LIFETIME: Final = duration_text(DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME)
+DEFAULT_STATE_LIFETIME: Final = DEFAULT_LIFETIME
 
 keys_app = typer.Typer(
     name="keys",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated
 
 import typer
 
@@ -18,30 +18,25 @@ from soklet_core.protection import (
     RequestStateSealer,
     SealedStateContents,
 )
-from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME, DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
+from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
 
 from ._common import (
-    DURATION_HELP,
-    MAX_DURATION,
+    DEFAULT_LIFETIME,
     MAX_ROUNDS,
     AtOption,
+    LifetimeOption,
     MaxRoundsOption,
     PartitionOption,
     PathOption,
     ProtocolVersionOption,
-    check_duration,
-    duration_text,
     parse_duration,
     parse_file,
     parse_rounds,
 )
 from .exit_codes import ExitCode
 from .inspect_state import DEFAULT_PATH, bind, iso, load_keyring, load_request
-from .keyring_path import DEFAULT_KEYRING_FILE, InsecureOption, JsonOption, KeyringOption, resolve_keyring_path
+from .keyring_path import DEFAULT_KEYRING_FILE, InsecureOption, KeyringOption, resolve_keyring_path
 from .output import emit_json, fail, read_input
-
-#: The lifetime assumed when --lifetime is not given: the server default.
-DEFAULT_LIFETIME: Final = duration_text(DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME)
 
 
 def seal_state(
@@ -77,18 +72,13 @@ def seal_state(
         ),
     ] = 1,
     at: AtOption = None,
-    lifetime: Annotated[
-        str,
-        typer.Option(
-            "--lifetime",
-            metavar="DURATION",
-            callback=check_duration,
-            help=f"The server's maximum lifetime: {DURATION_HELP}; at most {MAX_DURATION.days} days.",
-        ),
-    ] = DEFAULT_LIFETIME,
+    lifetime: LifetimeOption = DEFAULT_LIFETIME,
     max_rounds: MaxRoundsOption = DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     allow_insecure: InsecureOption = False,
-    as_json: JsonOption = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one JSON document (the token, key id, times, sizes and binding)."),
+    ] = False,
 ) -> None:
     """Print the requestState token a server would emit for a request and an application state.
 

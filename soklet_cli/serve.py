@@ -59,7 +59,6 @@ from soklet_core.mcp.metrics import ServerMetrics
 from soklet_core.protection import ProtectionConfig
 from soklet_core.protocol import (
     CLIENT_CAPABILITIES_META_KEY,
-    DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,
     DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     DEFAULT_SHUTDOWN_GRACE_SECONDS,
     PROTOCOL_VERSION,
@@ -67,6 +66,7 @@ from soklet_core.protocol import (
 )
 
 from ._common import (
+    DEFAULT_LIFETIME,
     DURATION_HELP,
     MAX_ROUNDS,
     check_duration,
@@ -298,7 +298,7 @@ def serve(
             callback=check_duration,
             help=f"Maximum request-state lifetime ({DURATION_HELP}).",
         ),
-    ] = duration_text(DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME),
+    ] = DEFAULT_LIFETIME,
     state_rounds: Annotated[
         int,
         typer.Option(

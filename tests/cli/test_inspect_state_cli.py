@@ -275,3 +275,26 @@ def test_a_backtracking_path_answers_promptly(soklet) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["sealed"]["binding"]["path"] == SLOW_PATH
+
+
+def test_lifetime_is_the_servers_maximum(soklet) -> None:
+    # A state sealed for a one-hour server: a default (15-minute) inspection calls its life too long, as a default
+    # server would; --lifetime 1h checks it as the one-hour server does, and --lifetime takes the one duration
+    # parser's bounds.
+    soklet.run("keys", "generate", "--id", "k1")
+    write_request(soklet.cwd, "call.json", 1)
+    token = sealed(soklet, "--lifetime", "1h")
+    default, hour, bare, long = soklet.run_together(
+        ("inspect-state", "--keyring", RING, "--at", LATER, "--json", token),
+        ("inspect-state", "--keyring", RING, "--at", LATER, "--lifetime", "1h", "--json", token),
+        ("inspect-state", "--keyring", RING, "--at", LATER, "--lifetime", "60", token),
+        ("inspect-state", "--keyring", RING, "--at", LATER, "--lifetime", "8785h", token),
+    )
+    assert default.returncode == 1
+    assert json.loads(default.stdout)["refusal"] == "expired"
+    assert checks_of(default)["expiry"]["detail"] == "its lifetime exceeds the 15m maximum"
+    assert hour.returncode == 0, hour.stderr
+    assert checks_of(hour)["expiry"]["status"] == "passed"
+    assert (bare.returncode, long.returncode) == (2, 2)
+    assert "no unit" in bare.stderr
+    assert "at most 366 days" in long.stderr
