@@ -248,6 +248,10 @@ CASES = [
     Case("lifetime-100kb", seal("--lifetime", BIG), 2),
     Case("lifetime-max", seal("--lifetime", "8784h"), 0),
     Case("lifetime-max+1", seal("--lifetime", "8785h"), 2),
+    Case("inspect-lifetime-no-unit", inspect("--lifetime", "15"), 2),
+    Case("inspect-lifetime-100kb", inspect("--lifetime", BIG), 2),
+    Case("inspect-lifetime-max", inspect("--lifetime", "8784h"), 0),
+    Case("inspect-lifetime-max+1", inspect("--lifetime", "8785h"), 2),
     # --protocol-version: bytes that are not UTF-8 were exit 70
     Case("protocol-not-utf8", seal("--protocol-version", NOT_UTF8), 2),
     Case("protocol-control", seal("--protocol-version", CONTROL), 2),
