@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
-from .. import __version__
-from ..protection.errors import RequestStateProtectionReason
+from soklet_core import __version__
+from soklet_core.protection import RequestStateProtectionReason
+
 from .dispatcher import _KNOWN_METHODS
 
 if TYPE_CHECKING:
-    from ..keys.snapshot import KeyringSnapshot
+    from soklet_core.keys import KeyringSnapshot
 
 __all__ = [
     "METRICS_CONTENT_TYPE",
