@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, TypeVar
 
 from .canonical import CanonicalTree, check_numbers, feed_canonical, load_canonical_tree, tree_from_value
@@ -52,45 +53,46 @@ def _stable(
     root: _V,
     whole_request: bool | None,
     *,
-    object_type: type,
+    members_of: Callable[[_V], dict[str, _V] | None],
     array_type: type,
     build: Callable[[dict[str, _V]], _V],
-    empty: _V,
     left_out: Callable[[_V], None],
 ) -> _V:
     """The stable-params rule, once for both shapes of a document: the value model and the canonical-ready tree.
 
-    ``object_type``/``array_type`` are the exact container types of the shape, ``build`` makes an object of kept
-    members, ``empty`` is its ``{}``, and ``left_out`` sees every part the rule drops (the tree still has to
-    check the numbers there, so the digest refuses exactly what ``parse`` refuses).
+    ``members_of`` gives an object's members (``None`` for anything else), ``array_type`` is the exact array type
+    of the shape, ``build`` makes an object of kept members, and ``left_out`` sees every part the rule drops (the
+    tree still has to check the numbers there, so the digest refuses exactly what ``parse`` refuses).
     """
+    request = members_of(root)
     if whole_request is None:
-        whole_request = type(root) is object_type and "jsonrpc" in root and "method" in root  # type: ignore[operator]
+        whole_request = request is not None and "jsonrpc" in request and "method" in request
     if whole_request:
-        if type(root) is not object_type:
+        if request is None:
             left_out(root)
             raise JsonError(JsonErrorReason.PARAMS_NOT_STRUCTURED)
-        request: Mapping[str, _V] = root  # type: ignore[assignment]
         for name, value in request.items():
             if name != "params":
                 left_out(value)
-        params = request.get("params", empty)
+        if "params" not in request:
+            return build({})
+        params = request["params"]
     else:
         params = root
     if type(params) is array_type:
         return params
-    if type(params) is not object_type:
+    members = members_of(params)
+    if members is None:
         left_out(params)
         raise JsonError(JsonErrorReason.PARAMS_NOT_STRUCTURED)
-    members: Mapping[str, _V] = params  # type: ignore[assignment]
     stable = _without(members, EXCLUDED_PARAMS_MEMBERS, left_out)
-    meta = stable.get("_meta")
-    if type(meta) is object_type:
-        stable["_meta"] = build(_without(meta, EXCLUDED_META_MEMBERS, left_out))  # type: ignore[arg-type]
+    meta = members_of(stable["_meta"]) if "_meta" in stable else None
+    if meta is not None:
+        stable["_meta"] = build(_without(meta, EXCLUDED_META_MEMBERS, left_out))
     return build(stable)
 
 
-def _without(members: Mapping[str, _V], excluded: frozenset[str], left_out: Callable[[_V], None]) -> dict[str, _V]:
+def _without(members: dict[str, _V], excluded: frozenset[str], left_out: Callable[[_V], None]) -> dict[str, _V]:
     kept: dict[str, _V] = {}
     for name, value in members.items():
         if name in excluded:
@@ -98,6 +100,14 @@ def _without(members: Mapping[str, _V], excluded: frozenset[str], left_out: Call
         else:
             kept[name] = value
     return kept
+
+
+def _value_members(value: JsonValue) -> dict[str, JsonValue] | None:
+    return value._members if type(value) is JsonObject else None
+
+
+def _tree_members(node: Any) -> dict[str, Any] | None:
+    return node if type(node) is dict else None
 
 
 def stable_params(request: JsonValue, *, whole_request: bool | None = None) -> JsonValue:
@@ -111,21 +121,19 @@ def stable_params(request: JsonValue, *, whole_request: bool | None = None) -> J
     if not isinstance(request, JsonValue):
         raise TypeError("stable_params takes a JsonValue")
     return _stable(
-        request,
-        whole_request,
-        object_type=JsonObject,
-        array_type=JsonArray,
-        build=new_object,
-        empty=JsonObject.empty_instance(),
-        left_out=_ignore,
+        request, whole_request, members_of=_value_members, array_type=JsonArray, build=new_object, left_out=_ignore
     )
 
 
 def _stable_tree(tree: CanonicalTree, *, whole_request: bool | None) -> Any:
-    def left_out(node: Any) -> None:
-        check_numbers(tree, node)
-
-    return _stable(tree.root, whole_request, object_type=dict, array_type=list, build=dict, empty={}, left_out=left_out)
+    return _stable(
+        tree.root,
+        whole_request,
+        members_of=_tree_members,
+        array_type=list,
+        build=dict,
+        left_out=partial(check_numbers, tree),
+    )
 
 
 def params_digest(
