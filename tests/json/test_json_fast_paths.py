@@ -1,9 +1,10 @@
 """Each fast path of the JSON layer against its reference, on generated input.
 
 The fast paths: number tokens respelled as text (against the exact ``Decimal`` route), the one-pass test for an
-already-canonical token, the whole-buffer depth check (against a walk of the decoded tree), and the digest of a
+already-canonical token, the whole-buffer depth check (against a walk of the decoded tree), the digest of a
 request body (against the reference scanner for refusals and the independent oracle for digests), with defects
-planted where the digest does not hash: the envelope, the excluded members, ``_meta``.
+planted where the digest does not hash: the envelope, the excluded members, ``_meta``; and numbers built in code
+(in-bound ints unchecked, decimals checked without parsing their spelling back) against the token rule.
 """
 
 from __future__ import annotations
@@ -32,13 +33,15 @@ from soklet_core.json import (
     MAX_EXPONENT_MAGNITUDE,
     MAX_NUMBER_TOKEN_CHARS,
     JsonError,
+    JsonErrorReason,
+    JsonNumber,
     params_digest,
     parse,
     stable_params,
 )
 from soklet_core.json.canonical import _CANONICAL_TOKEN
 from soklet_core.json.codec import structure_within_limits
-from soklet_core.json.numbers import canonical_decimal_text, canonical_number_text, decimal_from_token
+from soklet_core.json.numbers import canonical_decimal_text, canonical_number_text, check_decimal, decimal_from_token
 from soklet_core.json.scanner import locate_refusal
 
 SETTINGS = settings(
@@ -238,3 +241,56 @@ def test_a_supplementary_name_sorts_by_utf16_on_every_path(name: str) -> None:
     assert params_digest(text) == params_digest(parse(text))
     assert params_digest(other) == params_digest(parse(other))
     assert params_digest(text) == params_digest(other)
+
+
+# --- numbers built in code ----------------------------------------------------------------------------------------
+
+
+def _reference_value(value: Decimal | int) -> Any:
+    """The rule for a number built in code: its held spelling must be a token the parser accepts."""
+    number = Decimal(value)
+    if not number.is_finite():
+        return JsonErrorReason.NON_FINITE_NUMBER
+    try:
+        decimal_from_token(str(number))
+    except JsonError as error:
+        return error.reason
+    return str(number)
+
+
+def _built(value: Decimal | int) -> Any:
+    try:
+        return str(JsonNumber.from_value(value).value)
+    except JsonError as error:
+        return error.reason
+
+
+@SETTINGS
+@given(
+    st.one_of(
+        decimals(max_digits=60),
+        st.builds(
+            lambda d, e: Decimal((0, tuple(map(int, d)), e)),
+            st.from_regex(r"[1-9][0-9]{0,60}", fullmatch=True),
+            st.integers(-MAX_EXPONENT_MAGNITUDE - 70, MAX_EXPONENT_MAGNITUDE + 70),
+        ),
+        st.integers(-(10**70), 10**70),
+        st.sampled_from(
+            [
+                10 ** (MAX_NUMBER_TOKEN_CHARS - 1) - 1,
+                10 ** (MAX_NUMBER_TOKEN_CHARS - 1),
+                10**MAX_NUMBER_TOKEN_CHARS,
+                -(10 ** (MAX_NUMBER_TOKEN_CHARS - 1)) + 1,
+                -(10 ** (MAX_NUMBER_TOKEN_CHARS - 1)),
+                Decimal("NaN"),
+                Decimal("-Infinity"),
+            ]
+        ),
+    )
+)
+def test_numbers_built_in_code_follow_the_token_rule(value: Decimal | int) -> None:
+    """In-bound ints skip the check and decimals are checked without parsing their spelling back: same answers."""
+    expected = _reference_value(value)
+    assert _built(value) == expected
+    checked = _outcome(check_decimal, Decimal(value))
+    assert checked == (expected if isinstance(expected, str) else (expected, None))
