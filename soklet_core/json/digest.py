@@ -18,6 +18,7 @@ from typing import Any, Final, TypeVar
 from .canonical import CanonicalTree, check_numbers, feed_canonical, load_canonical_tree, tree_from_value
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_CANONICAL_PARAMS_BYTES
+from .msgspec_canonical import SMALL_DOCUMENT_BYTES, encode_canonical, load_small
 from .values import JsonArray, JsonObject, JsonValue, new_object
 
 __all__ = ["EXCLUDED_META_MEMBERS", "EXCLUDED_PARAMS_MEMBERS", "ParamsDigest", "params_digest", "stable_params"]
@@ -136,6 +137,30 @@ def _stable_tree(tree: CanonicalTree, *, whole_request: bool | None) -> Any:
     )
 
 
+def _small_digest(
+    data: bytes | bytearray | memoryview | str, whole_request: bool | None, max_bytes: int | None
+) -> ParamsDigest | None:
+    """The digest through msgspec (:mod:`.msgspec_canonical`), or None when the exact path must decide."""
+    if isinstance(data, str):
+        try:
+            raw = data.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    else:
+        raw = bytes(data)
+    if len(raw) > SMALL_DOCUMENT_BYTES or (max_bytes is not None and len(raw) > max_bytes):
+        return None
+    root = load_small(raw)
+    if root is None:
+        return None
+    # Every number of the document was checked while loading: the parts left out need nothing more.
+    stable = _stable(root, whole_request, members_of=_tree_members, array_type=list, build=dict, left_out=_ignore)
+    canonical = encode_canonical(stable)
+    if len(canonical) > MAX_CANONICAL_PARAMS_BYTES:
+        raise JsonError(JsonErrorReason.CANONICAL_TOO_LARGE)
+    return ParamsDigest(hashlib.sha256(canonical).digest(), len(canonical))
+
+
 def params_digest(
     source: JsonValue | CanonicalTree | bytes | bytearray | memoryview | str,
     *,
@@ -151,6 +176,15 @@ def params_digest(
     members is a request. A request without ``params`` digests as ``{}``. Params that are neither object nor
     array are refused. ``cooperative`` is passed to :func:`.canonical.load_canonical_tree` (for a worker thread).
     """
+    # A str never has fewer UTF-8 bytes than characters, a memoryview of bytes as many as its length.
+    if (
+        not cooperative
+        and isinstance(source, (bytes, bytearray, memoryview, str))
+        and len(source) <= SMALL_DOCUMENT_BYTES
+    ):
+        small = _small_digest(source, whole_request, max_bytes)
+        if small is not None:
+            return small
     if isinstance(source, JsonValue):
         # Only the kept members are turned into canonical-ready data.
         stable = tree_from_value(stable_params(source, whole_request=whole_request))

@@ -1,0 +1,157 @@
+"""The canonical form of small documents through msgspec: the params digest's fast path up to 64 KiB.
+
+msgspec parses and encodes in C, faster than the standard library with the hooks the exact path needs, but it is
+not strict or exact in the ways soklet is: it keeps the last of two equal member names, takes ``-0`` as ``0``,
+writes integers as Python writes them (``100``, not the canonical ``1E+2``), sorts member names by code point
+(not UTF-16 code units) and nests past 256. So it is only trusted where each of those can be proved harmless on
+the document at hand, and anything else, including every error it raises, sends the document back to the exact
+path (:func:`.canonical.load_canonical_tree`), whose refusal reasons and byte offsets stay the only ones given:
+
+* numbers with a fraction or exponent reach a hook as their token text; the hook checks the token's limits and
+  hands back its canonical spelling as ``msgspec.Raw``, which the encoder writes as it is (no fences, no pass over
+  the output);
+* integers arrive as ``int``; one walk over the decoded data respells those with trailing zeros (``1E+2``) and
+  sends back those past the token length limit, and counts the members;
+* duplicate members: every ``:`` byte of the input separates a member or sits inside a string (a member name or a
+  string value). The decoded data holds every member but the ones a duplicate replaced (with everything inside
+  them), so its members never outnumber the input's ``:`` bytes, and equal them only when nothing was dropped.
+  Otherwise the encoded data, which writes every ``:`` of a string raw, must hold exactly as many ``:`` as the
+  input: a dropped member takes at least its own separator away. An escaped ``\\u003a`` would add a ``:`` the
+  input does not have, so such a document goes to the exact path;
+* documents whose member names hold a supplementary character (UTF-16 order differs from code point order there)
+  are sent back; so is anything the structure check (depth, node count) doubts.
+
+Strings need nothing: msgspec writes them exactly as the canonical form does (only ``"``, ``\\`` and U+0000–U+001F
+escaped, ``\\b \\t \\n \\f \\r`` short, else ``\\u00xx`` lowercase; everything else raw UTF-8), and refuses
+unescaped control characters, invalid UTF-8, and lone surrogates raw or escaped (the differential tests in
+``tests/json/test_json_msgspec_canonical.py`` hold it to that against the exact path).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+import msgspec
+
+from .canonical import _CANONICAL_TOKEN
+from .codec import structure_within_limits
+from .errors import JsonError
+from .limits import MAX_NUMBER_TOKEN_CHARS
+from .numbers import canonical_number_text
+
+__all__ = ["SMALL_DOCUMENT_BYTES", "encode_canonical", "load_small"]
+
+#: Documents up to this many bytes try the msgspec path first (larger ones stream through the exact path).
+SMALL_DOCUMENT_BYTES: Final = 64 * 1024
+
+Raw: Final = msgspec.Raw
+
+# A token of n digits (n + 1 characters when negative) stays within the length limit.
+_POSITIVE_BOUND: Final = 10**MAX_NUMBER_TOKEN_CHARS
+_NEGATIVE_BOUND: Final = -(10 ** (MAX_NUMBER_TOKEN_CHARS - 1))
+# An escaped supplementary character in a member name starts with an escaped high surrogate.
+_ESCAPED_HIGH_SURROGATE: Final = re.compile(rb"\\u[dD][89abAB]")
+
+
+class _Doubt(Exception):
+    """The document needs the exact path."""
+
+
+def _number(token: str) -> msgspec.Raw:
+    # Every token with a fraction or an exponent part: checked and spelled canonically (JsonError otherwise).
+    if _CANONICAL_TOKEN.fullmatch(token) is None:
+        token = canonical_number_text(token)
+    return Raw(token)
+
+
+_DECODER: Final = msgspec.json.Decoder(float_hook=_number)
+_ENCODER: Final = msgspec.json.Encoder(order="sorted")
+
+
+def _integer(value: int) -> msgspec.Raw:
+    if not _NEGATIVE_BOUND < value < _POSITIVE_BOUND:
+        raise _Doubt
+    return Raw(canonical_number_text(str(value)))
+
+
+def _walk(node: Any) -> int:
+    """Respell and check the integers inside ``node`` (a container) in place; return its member count."""
+    count = 0
+    if type(node) is dict:
+        count = len(node)
+        for name, item in node.items():
+            kind = type(item)
+            if kind is int:
+                if item % 10 == 0 or not _NEGATIVE_BOUND < item < _POSITIVE_BOUND:
+                    node[name] = _integer(item)
+            elif kind is dict or kind is list:
+                count += _walk(item)
+    else:
+        for index, item in enumerate(node):
+            kind = type(item)
+            if kind is int:
+                if item % 10 == 0 or not _NEGATIVE_BOUND < item < _POSITIVE_BOUND:
+                    node[index] = _integer(item)
+            elif kind is dict or kind is list:
+                count += _walk(item)
+    return count
+
+
+def _names_in_bmp(node: Any) -> bool:
+    """Whether every member name inside ``node`` is free of supplementary characters."""
+    kind = type(node)
+    if kind is dict:
+        names = "".join(node)
+        if not names.isascii() and max(names) > "\uffff":
+            return False
+        return all(map(_names_in_bmp, node.values()))
+    if kind is list:
+        return all(map(_names_in_bmp, node))
+    return True
+
+
+def _may_name_supplementary(raw: bytes) -> bool:
+    if not raw.isascii() and (b"\xf0" in raw or b"\xf1" in raw or b"\xf2" in raw or b"\xf3" in raw or b"\xf4" in raw):
+        return True
+    return b"\\u" in raw and _ESCAPED_HIGH_SURROGATE.search(raw) is not None
+
+
+def load_small(raw: bytes) -> Any | None:
+    """Strictly parse ``raw`` (UTF-8, at most :data:`SMALL_DOCUMENT_BYTES`) into canonical-ready data, or None.
+
+    The data is plain ``dict``/``list``/``str``/``bool``/``None``, with every number either an ``int`` already in
+    canonical spelling or ``msgspec.Raw`` holding it; :func:`encode_canonical` writes its canonical bytes. None
+    says the exact path must decide: the document may be refused, or need what only that path does.
+    """
+    try:
+        root = _DECODER.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError, JsonError, RecursionError, ValueError):
+        return None
+    kind = type(root)
+    if kind is dict or kind is list:
+        if not structure_within_limits(raw):
+            return None
+        try:
+            members = _walk(root)
+        except _Doubt:
+            return None
+        separators = raw.count(b":")
+        # The decoded data never holds more members and string colons than the input has ":" bytes (an escaped
+        # colon aside), so members alone equal to them prove there is no duplicate; else the encoded data (which
+        # writes every ":" of a string raw) must hold as many.
+        if members != separators and (
+            b"\\u003a" in raw or b"\\u003A" in raw or _ENCODER.encode(root).count(b":") != separators
+        ):
+            return None
+        if _may_name_supplementary(raw) and not _names_in_bmp(root):
+            return None
+    elif kind is int and not _NEGATIVE_BOUND < root < _POSITIVE_BOUND:
+        # A bare integer is never encoded (params must be structured), but its length is still checked.
+        return None
+    return root
+
+
+def encode_canonical(node: Any) -> bytes:
+    """The canonical bytes of data from :func:`load_small` (or any part of it)."""
+    return _ENCODER.encode(node)
