@@ -11,7 +11,7 @@ Numbers are exact :class:`decimal.Decimal` values. Equality and hashing follow n
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
 from decimal import Decimal
 from typing import Any, Final, NoReturn, TypeAlias, TypeVar, Union, overload
 
@@ -42,6 +42,8 @@ _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 #: number limit (their exponent is below their length) without a check.
 _PLAIN_INT_BOUND: Final = 10 ** (MAX_NUMBER_TOKEN_CHARS - 1)
 _T = TypeVar("_T", bound="JsonValue")
+#: The type of a default given to :meth:`JsonObject.get`.
+_D = TypeVar("_D")
 
 
 def _immutable(self: object, *_: object) -> NoReturn:
@@ -302,6 +304,29 @@ class JsonObject(JsonValue, Mapping[str, JsonValue]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._members
+
+    # The Mapping mixins would go through __getitem__ and __iter__ (a Python frame per call or per member); the
+    # server reads members this way on every request, so each is the members dict's own C method. Its views are
+    # read-only, so the object stays immutable.
+    @overload
+    def get(self, name: str, /) -> JsonValue | None: ...
+    @overload
+    def get(self, name: str, /, default: JsonValue | _D) -> JsonValue | _D: ...
+    def get(self, name: str, /, default: object = None) -> object:
+        """The member ``name``, or ``default`` (None unless given) when there is none."""
+        return self._members.get(name, default)
+
+    def keys(self) -> KeysView[str]:
+        """The member names, in member order."""
+        return self._members.keys()
+
+    def values(self) -> ValuesView[JsonValue]:
+        """The member values, in member order."""
+        return self._members.values()
+
+    def items(self) -> ItemsView[str, JsonValue]:
+        """The ``(name, value)`` pairs, in member order."""
+        return self._members.items()
 
     def to_python(self) -> dict[str, Any]:
         return {name: value.to_python() for name, value in self._members.items()}

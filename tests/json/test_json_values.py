@@ -329,6 +329,30 @@ def test_mapping_and_sequence_behaviour() -> None:
         obj["z"]
 
 
+def test_object_reads_members_as_a_mapping_does() -> None:
+    """get, keys, values and items are the members dict's own (for speed): the Mapping contract must still hold."""
+    obj = parse(b'{"b":1,"a":[2],"c":null}')
+    assert isinstance(obj, JsonObject)
+    one = JsonNumber.from_value(1)
+    assert obj.get("b") == one
+    assert obj.get("z") is None
+    assert obj.get("z", one) is one
+    assert obj.get("z", default=None) is None
+    assert list(obj.keys()) == ["b", "a", "c"]
+    assert list(obj.values()) == [obj["b"], obj["a"], obj["c"]]
+    assert list(obj.items()) == [("b", obj["b"]), ("a", obj["a"]), ("c", obj["c"])]
+    assert obj.keys() == {"a", "b", "c"}
+    assert ("b", one) in obj.items()
+    assert dict(obj) == dict(obj.items())
+    # The views cannot reach the members dict to change it.
+    view = obj.keys()
+    with pytest.raises(TypeError):
+        view.mapping["d"] = one  # type: ignore[index]
+    assert "d" not in obj
+    with pytest.raises(TypeError):
+        obj.get([])  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("doc", [b'{"a":[1.50,"\xc3\xa9",true,null,{"b":{}}],"c":-0}', b"3.50", b'"\\u0000"', b"[]"])
 def test_values_pickle_with_scale_and_kind(doc: bytes) -> None:
     value = parse(doc)
