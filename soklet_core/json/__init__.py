@@ -32,6 +32,7 @@ from .values import (
     JsonValue,
     PythonJson,
 )
+from .wire import WirePlain, encode_wire
 
 __all__ = [
     "DEFAULT_REQUEST_BODY_BYTES",
@@ -57,9 +58,11 @@ __all__ = [
     "JsonValue",
     "ParamsDigest",
     "PythonJson",
+    "WirePlain",
     "canonical_bytes",
     "canonical_decimal_text",
     "canonical_text",
+    "encode_wire",
     "params_digest",
     "parse",
     "serialize",
