@@ -7,7 +7,9 @@ best-of-N time of each contender and its ratio to ``json.loads`` measured in the
 traced memory of the 10 MiB digest against ``json.loads(..., parse_float=Decimal, parse_int=Decimal)``.
 Targets (issue 10): 10 MiB digest ≤ 3×, 1 KiB digest ≤ 3×, digest peak ≤ the Decimal-loads peak. The
 "cooperative" line is the digest the server takes of a body over 64 KiB (in a worker thread, a Python-level number
-hook so the event loop gets the GIL). The "floor" line (C decode, C sorted re-encode, SHA-256; lossy on numbers,
+hook so the event loop gets the GIL). Up to 64 KiB ``params_digest`` goes through msgspec
+(``soklet_core/json/msgspec_canonical.py``); the "exact path only" line is the path every larger document, and
+every doubtful one, takes. The "floor" line (C decode, C sorted re-encode, SHA-256; lossy on numbers,
 no strictness) shows what no stdlib-based exact digest can undercut.
 """
 
@@ -25,6 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from soklet_core.json import params_digest, parse
+from soklet_core.json.canonical import load_canonical_tree
 
 MIB = 1024 * 1024
 
@@ -168,6 +171,7 @@ def measure(label: str, data: bytes, repeat: int, number: int, *, with_naive: bo
         "json.loads": lambda: json.loads(data),
         "soklet parse (strict, value model)": lambda: parse(data),
         "soklet params_digest": lambda: params_digest(data),
+        "soklet params_digest, exact path only": lambda: params_digest(load_canonical_tree(data)),
         "soklet params_digest, cooperative": lambda: params_digest(data, cooperative=True),
         "floor: loads + sorted C encode + SHA-256": lambda: floor_digest(data),
     }

@@ -74,9 +74,9 @@ from soklet_core.json import (
     JsonString,
     JsonValue,
     ParamsDigest,
+    encode_wire,
     params_digest,
     parse,
-    serialize,
 )
 from soklet_core.protection import (
     BoundRequest,
@@ -508,7 +508,7 @@ class Dispatcher:
             {SERVER_INFO_META_KEY: {"name": server_name, "version": server_version}}
         )
         # Every result ends with the same _meta member: encoded once, spliced in before the closing brace.
-        self._meta_tail = b',"_meta":' + serialize(self._server_meta).encode("utf-8") + b"}"
+        self._meta_tail = b',"_meta":' + encode_wire(self._server_meta) + b"}"
         # Only framework-protected operations bind a state to the params digest.
         self._digests = any(
             item.request_state_mode is RequestStateMode.FRAMEWORK_PROTECTED for item in self._operations()
@@ -575,11 +575,11 @@ class Dispatcher:
                 "resourceTemplates", (t.to_wire() for t in registry.resource_templates)
             ),
         }
-        return {method: self._encode(serialize(result)) for method, result in results.items()}
+        return {method: self._encode(encode_wire(result)) for method, result in results.items()}
 
-    def _encode(self, result: str) -> bytes:
+    def _encode(self, result: bytes) -> bytes:
         """An encoded result object (never empty: it has ``resultType``) with the server's ``_meta`` appended."""
-        return result[:-1].encode("utf-8") + self._meta_tail
+        return result[:-1] + self._meta_tail
 
     # ------------------------------------------------------------------------------------------------ entry
 
@@ -847,7 +847,7 @@ class Dispatcher:
             raise _invalid_params("Invalid params: completion reference", "completion-params")
         registration = self._registry.find_completion(ref_type.value, ref_name.value, argument_name.value)
         if registration is None:
-            return self._encode(serialize(CompleteResult.empty().to_wire()))
+            return self._encode(encode_wire(CompleteResult.empty().to_wire()))
         known: dict[str, str] = {}
         context_value = params.get("context")
         if isinstance(context_value, JsonObject) and isinstance(context_value.get("arguments"), JsonObject):
@@ -926,16 +926,16 @@ class Dispatcher:
         result = await self._invoke(target, context, arguments, invocation)
         if isinstance(result, InputRequiredResult) and operation is not None:
             sealed = await self._emit(request, operation, result, bound, opened)
-            return self._encode(result.encode(sealed))
+            return self._encode(result.encode(sealed).encode("utf-8"))
         if not isinstance(result, target.expected):
             raise _internal("handler-result-type")
         if isinstance(result, ReadResourceResult):
             retry = bool(responses) or "requestState" in params
-            return self._encode(serialize(result.to_wire(cache_hint=CacheHint.uncached() if retry else None)))
+            return self._encode(encode_wire(result.to_wire(cache_hint=CacheHint.uncached() if retry else None)))
         if isinstance(result, CallToolResult):
-            return self._encode(result.encode())
+            return self._encode(result.encode().encode("utf-8"))
         assert isinstance(result, GetPromptResult | CompleteResult)
-        return self._encode(serialize(result.to_wire()))
+        return self._encode(encode_wire(result.to_wire()))
 
     async def _emit(
         self,
@@ -1109,7 +1109,9 @@ def _release(slots: asyncio.Semaphore, done: asyncio.Future[Any]) -> None:
 
 def _digest_or_error(body: bytes) -> ParamsDigest | JsonError:
     try:
-        # Cooperative for large bodies: they are digested in a worker thread, beside the event loop.
+        # From the bytes even though the body is parsed already: up to 64 KiB msgspec digests them faster than the
+        # value model can be walked (1 KiB request: 19 us against 26 us). Cooperative for large bodies: they are
+        # digested in a worker thread, beside the event loop.
         return params_digest(body, whole_request=True, cooperative=len(body) > INLINE_BODY_BYTES)
     except JsonError as error:
         return error

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from soklet_core.json import JsonNull, JsonNumber, JsonObject, JsonString, JsonValue, serialize
+from soklet_core.json import JsonNull, JsonNumber, JsonObject, JsonValue, encode_wire
 from soklet_core.protection import RequestStateProtectionException
 
 __all__ = [
@@ -171,7 +171,7 @@ def encode_id(request_id: JsonValue | None) -> bytes:
         return _NULL_ID
     if type(request_id) is JsonNumber:
         return str(request_id.value).encode("ascii")
-    return serialize(request_id).encode("utf-8")
+    return encode_wire(request_id)
 
 
 def encode_result(request_id: JsonValue, result: bytes) -> bytes:
@@ -182,9 +182,10 @@ def encode_result(request_id: JsonValue, result: bytes) -> bytes:
 def encode_error(request_id: JsonValue | None, code: int, message: str, data: JsonValue | None = None) -> bytes:
     """``{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…[,"data":…]}}`` (id null when unknown)."""
     parts = [_HEAD, encode_id(request_id), _ERROR_CODE, str(code).encode("ascii"), _MESSAGE]
-    parts.append(serialize(JsonString.from_value(message)).encode("utf-8"))
+    # A message with a lone surrogate is refused (JsonError), as JsonString.from_value refuses it.
+    parts.append(encode_wire(message))
     if data is not None:
-        parts += (_DATA, serialize(data).encode("utf-8"))
+        parts += (_DATA, encode_wire(data))
     parts.append(b"}}")
     return b"".join(parts)
 
