@@ -1,7 +1,8 @@
 """msgspec and orjson against the standard library, where soklet's JSON rules could let them in.
 
-Run: ``.venv/bin/python benchmarks/json_libraries.py`` with ``msgspec`` and ``orjson`` installed beside soklet
-(neither is a dependency; a missing one is reported and skipped). ``--quick`` for a short run.
+Run: ``.venv/bin/python benchmarks/json_libraries.py`` (``--quick`` for a short run). ``msgspec`` is a dependency
+of soklet since this comparison (the digest of small documents and the wire encoding use it, behind differential
+tests: ``docs/json.md``); ``orjson`` is not, and is reported and skipped when it is not installed.
 
 Three parts, all in one run:
 
