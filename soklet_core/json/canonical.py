@@ -26,8 +26,9 @@ from typing import Any, Final
 
 from .codec import NUMBER_CLOSE, NUMBER_OPEN, decode_text, load_raw, locate, strict_decoder
 from .errors import JsonError, JsonErrorReason
-from .limits import MAX_DEPTH, MAX_NUMBER_TOKEN_CHARS
-from .numbers import canonical_decimal_text, canonical_number_text
+from .limits import MAX_DEPTH
+from .msgspec_canonical import encode_value
+from .numbers import CANONICAL_SPELLING, CANONICAL_TOKEN, canonical_decimal_text, canonical_number_text
 from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue
 
 __all__ = [
@@ -79,17 +80,10 @@ def _needs_utf16_order(text: str, raw: bytes) -> bool:
 
 # "%" formatting is a C call like str.format but skips parsing a replacement field: measurably cheaper per number.
 _FENCE: Final = (NUMBER_OPEN + "%s" + NUMBER_CLOSE).__mod__
-# Fence contents are tokens the JSON grammar accepted, so a token is already in canonical spelling exactly when it
-# is 0, or has no exponent part, does not end in 0 and is not 0.0000001 or smaller (a seventh zero switches to
-# 1E-7); the bounded run keeps it within the 1,024-character limit (anything longer is respelled, so checked).
-_CANONICAL_SPELLING: Final = rf"(?:0|-?(?!0\.000000)[0-9.]{{0,{MAX_NUMBER_TOKEN_CHARS - 2}}}[1-9])"
-_CANONICAL_TOKEN: Final = re.compile(_CANONICAL_SPELLING)
 # Every other token is respelled (and so checked) one by one. This runs on UTF-8 bytes, with the fences passed
 # through as surrogates (three bytes each), where splitting the fences off afterwards is cheapest.
 _NEEDS_SPELLING: Final = re.compile(
-    f'"{NUMBER_OPEN}(?!{_CANONICAL_SPELLING}{NUMBER_CLOSE})([-+.0-9eE]*){NUMBER_CLOSE}"'.encode(
-        "utf-8", "surrogatepass"
-    )
+    f'"{NUMBER_OPEN}(?!{CANONICAL_SPELLING}{NUMBER_CLOSE})([-+.0-9eE]*){NUMBER_CLOSE}"'.encode("utf-8", "surrogatepass")
 )
 _OPEN_BYTES: Final = ('"' + NUMBER_OPEN).encode("utf-8", "surrogatepass")
 _CLOSE_BYTES: Final = (NUMBER_CLOSE + '"').encode("utf-8", "surrogatepass")
@@ -152,7 +146,7 @@ def _cooperative_decoder(presorted: bool) -> json.JSONDecoder:
     def fence(token: str) -> str:
         fenced = shared.get(token)
         if fenced is None:
-            fenced = _FENCE(token if _CANONICAL_TOKEN.fullmatch(token) else canonical_number_text(token))
+            fenced = _FENCE(token if CANONICAL_TOKEN.fullmatch(token) else canonical_number_text(token))
             if len(shared) < _SHARED_TOKENS:
                 shared[token] = fenced
         return fenced
@@ -291,7 +285,7 @@ def check_numbers(tree: CanonicalTree, node: Any) -> None:
         return
     if kind is str:
         # One number (a request id, say): its token alone, without an encoder call.
-        if node.startswith(NUMBER_OPEN) and _CANONICAL_TOKEN.fullmatch(node, 1, len(node) - 1) is None:
+        if node.startswith(NUMBER_OPEN) and CANONICAL_TOKEN.fullmatch(node, 1, len(node) - 1) is None:
             _finish(_SORTED(node), tree)
     elif kind is dict or kind is list:
         _finish((_IN_ORDER if tree.presorted else _SORTED)(node), tree)
@@ -310,7 +304,14 @@ def feed_canonical(tree: CanonicalTree, sink: Callable[[bytes], object], *, limi
 
 def canonical_bytes(value: JsonValue | bytes | bytearray | memoryview | str) -> bytes:
     """The canonical form of a value, or of a JSON document given as bytes or text (parsed strictly)."""
-    tree = tree_from_value(value) if isinstance(value, JsonValue) else load_canonical_tree(value)
+    if isinstance(value, JsonValue):
+        # Sealed states: msgspec writes them in C where it can (see msgspec_canonical.encode_value).
+        encoded = encode_value(value)
+        if encoded is not None:
+            return encoded
+        tree = tree_from_value(value)
+    else:
+        tree = load_canonical_tree(value)
     return b"".join(canonical_chunks(tree))
 
 

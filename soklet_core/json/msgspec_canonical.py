@@ -30,17 +30,18 @@ unescaped control characters, invalid UTF-8, and lone surrogates raw or escaped 
 from __future__ import annotations
 
 import re
+from operator import attrgetter
 from typing import Any, Final
 
 import msgspec
 
-from .canonical import _CANONICAL_TOKEN
 from .codec import structure_within_limits
 from .errors import JsonError
 from .limits import MAX_NUMBER_TOKEN_CHARS
-from .numbers import canonical_number_text
+from .numbers import CANONICAL_TOKEN, canonical_decimal_text, canonical_number_text
+from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue
 
-__all__ = ["SMALL_DOCUMENT_BYTES", "encode_canonical", "load_small"]
+__all__ = ["SMALL_DOCUMENT_BYTES", "encode_canonical", "encode_value", "load_small"]
 
 #: Documents up to this many bytes try the msgspec path first (larger ones stream through the exact path).
 SMALL_DOCUMENT_BYTES: Final = 64 * 1024
@@ -60,7 +61,7 @@ class _Doubt(Exception):
 
 def _number(token: str) -> msgspec.Raw:
     # Every token with a fraction or an exponent part: checked and spelled canonically (JsonError otherwise).
-    if _CANONICAL_TOKEN.fullmatch(token) is None:
+    if CANONICAL_TOKEN.fullmatch(token) is None:
         token = canonical_number_text(token)
     return Raw(token)
 
@@ -155,3 +156,55 @@ def load_small(raw: bytes) -> Any | None:
 def encode_canonical(node: Any) -> bytes:
     """The canonical bytes of data from :func:`load_small` (or any part of it)."""
     return _ENCODER.encode(node)
+
+
+# --- values of the model ---------------------------------------------------------------------------------------
+
+
+def _members_in_bmp(value: JsonObject) -> dict[str, JsonValue]:
+    members: dict[str, JsonValue] = value._members
+    names = "".join(members)
+    if not names.isascii() and max(names) > "\uffff":
+        raise _Doubt
+    return members
+
+
+def _canonical_number(value: JsonNumber) -> msgspec.Raw:
+    return Raw(canonical_decimal_text(value._value))
+
+
+def _null(_: JsonNull) -> None:
+    return None
+
+
+# The model is closed: its six classes are all there is. Each value reaches the hook one level at a time.
+_PLAIN_OF: Final[dict[type, Any]] = {
+    JsonObject: _members_in_bmp,
+    JsonArray: attrgetter("_items"),
+    JsonString: attrgetter("_value"),
+    JsonBoolean: attrgetter("_value"),
+    JsonNumber: _canonical_number,
+    JsonNull: _null,
+}
+
+
+def _plain(value: object) -> Any:
+    return _PLAIN_OF[type(value)](value)
+
+
+_VALUE_ENCODER: Final = msgspec.json.Encoder(enc_hook=_plain, order="sorted")
+
+
+def encode_value(value: JsonValue) -> bytes | None:
+    """The canonical bytes of a value of the model, or None when the exact path must write them.
+
+    Member names are sorted by msgspec (code point order, UTF-16 order for every name in the Basic Multilingual
+    Plane: an object with a supplementary character in a name sends the value back), numbers are written in their
+    canonical spelling, and the output is held to the depth limit by the structure check of the parser (the model
+    can nest values built apart deeper than a parse allows; the exact path refuses those).
+    """
+    try:
+        encoded = _VALUE_ENCODER.encode(value)
+    except (_Doubt, RecursionError):
+        return None
+    return encoded if structure_within_limits(encoded) else None

@@ -9,13 +9,29 @@ with trailing zeros stripped and zero spelled ``0``: ``100`` → ``1E+2``, ``1.5
 from __future__ import annotations
 
 import decimal
+import re
 from decimal import Decimal
 from typing import Final
 
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_EXPONENT_MAGNITUDE, MAX_NUMBER_TOKEN_CHARS
 
-__all__ = ["EXACT", "canonical_decimal_text", "canonical_number_text", "check_decimal", "decimal_from_token"]
+__all__ = [
+    "CANONICAL_SPELLING",
+    "CANONICAL_TOKEN",
+    "EXACT",
+    "canonical_decimal_text",
+    "canonical_number_text",
+    "check_decimal",
+    "decimal_from_token",
+]
+
+#: A token the JSON grammar accepted is already in canonical spelling exactly when it is 0, or has no exponent
+#: part, does not end in 0 and is not 0.0000001 or smaller (a seventh zero switches to 1E-7); the bounded run keeps
+#: it within the 1,024-character limit (anything longer is respelled, so checked). The pattern's text, for larger
+#: patterns, and the pattern.
+CANONICAL_SPELLING: Final = rf"(?:0|-?(?!0\.000000)[0-9.]{{0,{MAX_NUMBER_TOKEN_CHARS - 2}}}[1-9])"
+CANONICAL_TOKEN: Final = re.compile(CANONICAL_SPELLING)
 
 #: A context that never rounds, clamps or traps inexactness: for normalizing exact values.
 EXACT: Final = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])

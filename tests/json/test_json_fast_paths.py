@@ -39,9 +39,14 @@ from soklet_core.json import (
     parse,
     stable_params,
 )
-from soklet_core.json.canonical import _CANONICAL_TOKEN
 from soklet_core.json.codec import structure_within_limits
-from soklet_core.json.numbers import canonical_decimal_text, canonical_number_text, check_decimal, decimal_from_token
+from soklet_core.json.numbers import (
+    CANONICAL_TOKEN,
+    canonical_decimal_text,
+    canonical_number_text,
+    check_decimal,
+    decimal_from_token,
+)
 from soklet_core.json.scanner import locate_refusal
 
 SETTINGS = settings(
@@ -113,7 +118,7 @@ def test_number_respelled_as_text_matches_the_decimal_route(token: str) -> None:
 @example("1" * (MAX_NUMBER_TOKEN_CHARS - 1) + "2")
 def test_a_token_passed_as_canonical_is_canonical(token: str) -> None:
     """The encoder output keeps a token the one-pass test calls canonical: it must be its own canonical form."""
-    if _CANONICAL_TOKEN.fullmatch(token) is not None:
+    if CANONICAL_TOKEN.fullmatch(token) is not None:
         assert _reference_number(token) == token
 
 

@@ -24,12 +24,18 @@ from soklet_core.json import (
     MAX_DEPTH,
     MAX_EXPONENT_MAGNITUDE,
     MAX_NUMBER_TOKEN_CHARS,
+    JsonArray,
     JsonError,
     JsonErrorReason,
+    JsonNumber,
+    JsonObject,
+    JsonValue,
+    canonical_bytes,
     params_digest,
+    parse,
 )
-from soklet_core.json.canonical import load_canonical_tree
-from soklet_core.json.msgspec_canonical import SMALL_DOCUMENT_BYTES, encode_canonical, load_small
+from soklet_core.json.canonical import canonical_chunks, load_canonical_tree, tree_from_value
+from soklet_core.json.msgspec_canonical import SMALL_DOCUMENT_BYTES, encode_canonical, encode_value, load_small
 
 SETTINGS = settings(
     max_examples=400,
@@ -285,3 +291,49 @@ def test_escaped_names_keep_their_canonical_escapes() -> None:
     loaded = load_small(data)
     assert loaded is not None
     assert encode_canonical(loaded) == oracle_canonical(oracle_load(data))
+
+
+# --- values of the model ----------------------------------------------------------------------------------------
+
+
+def _exact_value_bytes(value: JsonValue) -> Any:
+    try:
+        return b"".join(canonical_chunks(tree_from_value(value)))
+    except JsonError as error:
+        return error.reason, error.offset
+
+
+def _value_bytes(value: JsonValue) -> Any:
+    try:
+        return canonical_bytes(value)
+    except JsonError as error:
+        return error.reason, error.offset
+
+
+@SETTINGS
+@given(params_trees(), rngs)
+@example({"a": [Decimal("-0"), Decimal("1.0E+2"), Decimal("9" * 60), Decimal("1E-7")]}, random.Random(0))
+@example({"\uffff": 1, "\U00010000": {"\U0010ffff": 2, "\ue000": 3}}, random.Random(0))
+def test_a_value_is_written_as_the_exact_path_writes_it(params: dict[str, Any], rng: random.Random) -> None:
+    value = parse(render(params, rng))
+    expected = _exact_value_bytes(value)
+    assert _value_bytes(value) == expected
+    assert expected == oracle_canonical(oracle_load(render(params, rng)))
+    if not any(ord(char) > 0xFFFF for char in _names(params)):
+        assert encode_value(value) == expected
+
+
+def _nested(depth: int, leaf: JsonValue) -> JsonValue:
+    value = leaf
+    for level in range(depth):
+        value = JsonArray.of(value) if level % 2 else JsonObject.builder().put("k", value).build()
+    return value
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 3 * MAX_DEPTH, 5000])
+def test_values_nested_past_the_depth_limit_are_refused_as_the_exact_path_refuses(depth: int) -> None:
+    # Values built apart can nest deeper than any parse allows.
+    value = _nested(depth, JsonNumber.from_value(Decimal("1.50")))
+    expected = _exact_value_bytes(value)
+    assert _value_bytes(value) == expected
+    assert (expected[0] is JsonErrorReason.DEPTH_EXCEEDED) is (depth > MAX_DEPTH)
