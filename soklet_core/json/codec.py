@@ -13,13 +13,14 @@ import json
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from itertools import accumulate
 from typing import Any, Final, NoReturn
 
 from .errors import JsonError, JsonErrorReason
-from .limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_TOKEN_CHARS
+from .limits import MAX_DEPTH, MAX_NUMBER_TOKEN_CHARS
+from .msgspec_parse import SMALL_DOCUMENT_BYTES, parse_small
 from .numbers import decimal_from_token
 from .scanner import locate_refusal
+from .structure import structure_within_limits
 from .values import (
     JsonArray,
     JsonBoolean,
@@ -47,10 +48,6 @@ _BOM: Final = b"\xef\xbb\xbf"
 # An escaped surrogate pair, and any escaped surrogate; what is left after removing pairs is a lone one.
 _ESCAPED_PAIR: Final = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _ESCAPED_SURROGATE: Final = re.compile(r"\\u[dD][89a-fA-F]")
-_KEEP_STRUCTURAL_AND_QUOTES: Final = bytes(b for b in range(256) if b not in b'[]{},"')
-_DEPTH_DELTA: Final = [0] * 256
-_DEPTH_DELTA[ord("[")] = _DEPTH_DELTA[ord("{")] = 1
-_DEPTH_DELTA[ord("]")] = _DEPTH_DELTA[ord("}")] = -1
 
 
 class _Doubt(Exception):
@@ -91,54 +88,6 @@ def _may_hold_lone_surrogate(text: str, raw: bytes) -> bool:
     # character that is no backslash (so its neighbours cannot join into a false pair), every remaining backslash
     # starts an escape of its own.
     return _ESCAPED_SURROGATE.search(_ESCAPED_PAIR.sub("", text.replace("\\\\", "."))) is not None
-
-
-#: Documents up to this size first try counting their brackets, strings included: few are deep enough to fail.
-_COUNT_FIRST_BYTES: Final = 16 * 1024
-#: Rounds of peeling empty containers before the depth is counted bracket by bracket.
-_PEEL_ROUNDS: Final = 8
-
-
-def structure_within_limits(raw: bytes) -> bool:
-    """Whether a document that the grammar accepted is within the depth and node limits.
-
-    Only for grammatical input: string contents are removed by pairing quotes and escapes, which is exact then.
-    """
-    # Every value takes at least one byte and every level of nesting two, so small documents need no counting.
-    size = len(raw)
-    if size <= 2 * MAX_DEPTH + 1:
-        return True
-    if size <= _COUNT_FIRST_BYTES and raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
-        return True
-    if b"\\" in raw:
-        # Escapes go first (they pair left to right as a parser reads them).
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    # What remains of quotes then fences exactly the strings, whose contents are dropped with every byte that is
-    # not structural.
-    bare = raw.translate(None, _KEEP_STRUCTURAL_AND_QUOTES)
-    # Contents are gone, so most strings are now '""'. When pairing quotes left to right leaves none over, every
-    # string is empty here and the quotes are harmless; else dropping those pairs cannot shift the quote parity.
-    quotes = bare.count(b'"')
-    if quotes != 2 * bare.count(b'""'):
-        bare = bare.replace(b'""', b"")
-        bare = b"".join(bare.split(b'"')[::2])
-    opened = bare.count(b"[") + bare.count(b"{")
-    if size > MAX_NODES:
-        # Values = the root + one per comma + one for the first item of each non-empty container.
-        nodes = 1 + bare.count(b",") + opened - bare.count(b"[]") - bare.count(b"{}")
-        if nodes > MAX_NODES:
-            return False
-    if opened <= MAX_DEPTH:
-        return True
-    brackets = bare.translate(None, b'",')
-    # Each pass drops only innermost (empty) containers, so it lowers the depth by at most one: when a few passes
-    # leave nothing, the depth is at most their number. Real documents are shallow and get here.
-    peeled = brackets
-    for _ in range(_PEEL_ROUNDS):
-        peeled = peeled.replace(b"[]", b"").replace(b"{}", b"")
-        if not peeled:
-            return True
-    return max(accumulate(map(_DEPTH_DELTA.__getitem__, brackets))) <= MAX_DEPTH
 
 
 def _refuse_constant(_: str) -> NoReturn:
@@ -276,6 +225,11 @@ def parse(data: bytes | bytearray | memoryview | str, *, max_bytes: int | None =
     content, number tokens over 1,024 characters, exponents beyond ±10,000 (token or canonical), nesting deeper
     than 256, more than ``MAX_NODES`` values, and input over ``max_bytes`` when given.
     """
+    if type(data) is bytes and len(data) <= SMALL_DOCUMENT_BYTES and (max_bytes is None or len(data) <= max_bytes):
+        # Request bodies and sealed states: msgspec, where it can prove the document (see msgspec_parse).
+        value = parse_small(data)
+        if value is not None:
+            return value
     text, raw = decode_text(data, max_bytes=max_bytes)
     decoder = _VALUE_DECODER if len(raw) <= _SHARING_FROM_BYTES else _sharing_decoder()
     return _wrap(load_raw(text, raw, decoder))

@@ -30,18 +30,19 @@ unescaped control characters, invalid UTF-8, and lone surrogates raw or escaped 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, Final
 
 import msgspec
 
-from .codec import structure_within_limits
 from .errors import JsonError
 from .limits import MAX_NUMBER_TOKEN_CHARS
 from .numbers import CANONICAL_TOKEN, canonical_decimal_text, canonical_number_text
+from .structure import structure_within_limits
 from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue
 
-__all__ = ["SMALL_DOCUMENT_BYTES", "encode_canonical", "encode_value", "load_small"]
+__all__ = ["SMALL_DOCUMENT_BYTES", "encode_canonical", "encode_value", "load_small", "no_member_dropped"]
 
 #: Documents up to this many bytes try the msgspec path first (larger ones stream through the exact path).
 SMALL_DOCUMENT_BYTES: Final = 64 * 1024
@@ -118,6 +119,21 @@ def _may_name_supplementary(raw: bytes) -> bool:
     return b"\\u" in raw and _ESCAPED_HIGH_SURROGATE.search(raw) is not None
 
 
+def no_member_dropped(raw: bytes, members: int, encode: Callable[[], bytes]) -> bool:
+    """Whether msgspec's data of ``raw``, holding ``members`` members, kept every member (no name repeated).
+
+    ``encode`` writes that data as JSON with every ``:`` of a string raw. The data never hold more members and
+    string colons than the input has ``:`` bytes (an escaped colon aside), so members alone equal to them prove
+    it; else the encoded data must hold as many. A document with an escaped colon is not proved.
+    """
+    separators = raw.count(b":")
+    if members == separators:
+        return True
+    if b"\\u003a" in raw or b"\\u003A" in raw:
+        return False
+    return encode().count(b":") == separators
+
+
 def load_small(raw: bytes) -> Any | None:
     """Strictly parse ``raw`` (UTF-8, at most :data:`SMALL_DOCUMENT_BYTES`) into canonical-ready data, or None.
 
@@ -137,13 +153,7 @@ def load_small(raw: bytes) -> Any | None:
             members = _walk(root)
         except _Doubt:
             return None
-        separators = raw.count(b":")
-        # The decoded data never holds more members and string colons than the input has ":" bytes (an escaped
-        # colon aside), so members alone equal to them prove there is no duplicate; else the encoded data (which
-        # writes every ":" of a string raw) must hold as many.
-        if members != separators and (
-            b"\\u003a" in raw or b"\\u003A" in raw or _ENCODER.encode(root).count(b":") != separators
-        ):
+        if not no_member_dropped(raw, members, lambda: _ENCODER.encode(root)):
             return None
         if _may_name_supplementary(raw) and not _names_in_bmp(root):
             return None

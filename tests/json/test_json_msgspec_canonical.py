@@ -154,7 +154,7 @@ def request_text(params: dict[str, Any], rng: random.Random, defect: str | None,
     return '{"jsonrpc":"2.0","id":' + request_id + ',"method":"tools/call"' + extra + ',"params":' + inner + "}}"
 
 
-def _encoded(text: str) -> bytes:
+def encoded_text(text: str) -> bytes:
     # A raw lone surrogate cannot be UTF-8; it travels as the three bytes the codec refuses (ED A0 80).
     data = text.encode("utf-8", "surrogatepass")
     for marker, bad in BAD_BYTES.items():
@@ -172,7 +172,7 @@ def _encoded(text: str) -> bytes:
 def test_the_msgspec_digest_answers_what_the_exact_path_answers(
     params: dict[str, Any], rng: random.Random, defect: str | None, place: str
 ) -> None:
-    data = _encoded(request_text(params, rng, defect, place))
+    data = encoded_text(request_text(params, rng, defect, place))
     if len(data) > SMALL_DOCUMENT_BYTES:
         return
     expected = reference(data)
@@ -201,7 +201,7 @@ def test_the_msgspec_digest_answers_what_the_exact_path_answers(
 @example('{"jsonrpc":"2.0","method":"x"}', None)
 @example("1" * (_LIMIT + 1), None)
 def test_bare_values_and_unstructured_params_answer_alike(text: str, whole_request: bool | None) -> None:
-    data = _encoded(text)
+    data = encoded_text(text)
     assert answer(data, whole_request) == reference(data, whole_request)
 
 
