@@ -18,7 +18,7 @@ from typing import Any, Final, TypeVar
 from .canonical import CanonicalTree, check_numbers, feed_canonical, load_canonical_tree, tree_from_value
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_CANONICAL_PARAMS_BYTES
-from .msgspec_canonical import SMALL_DOCUMENT_BYTES, encode_canonical, load_small
+from .msgspec_canonical import DIGEST_DOCUMENT_BYTES, encode_canonical, load_canonical_data
 from .values import JsonArray, JsonObject, JsonValue, new_object
 
 __all__ = ["EXCLUDED_META_MEMBERS", "EXCLUDED_PARAMS_MEMBERS", "ParamsDigest", "params_digest", "stable_params"]
@@ -148,9 +148,9 @@ def _small_digest(
             return None
     else:
         raw = bytes(data)
-    if len(raw) > SMALL_DOCUMENT_BYTES or (max_bytes is not None and len(raw) > max_bytes):
+    if len(raw) > DIGEST_DOCUMENT_BYTES or (max_bytes is not None and len(raw) > max_bytes):
         return None
-    root = load_small(raw)
+    root = load_canonical_data(raw)
     if root is None:
         return None
     # Every number of the document was checked while loading: the parts left out need nothing more.
@@ -180,7 +180,7 @@ def params_digest(
     if (
         not cooperative
         and isinstance(source, (bytes, bytearray, memoryview, str))
-        and len(source) <= SMALL_DOCUMENT_BYTES
+        and len(source) <= DIGEST_DOCUMENT_BYTES
     ):
         small = _small_digest(source, whole_request, max_bytes)
         if small is not None:

@@ -1,4 +1,4 @@
-"""The canonical form of small documents through msgspec: the params digest's fast path up to 64 KiB.
+"""The canonical form through msgspec: the params digest's fast path, and canonical bytes of model values.
 
 msgspec parses and encodes in C, faster than the standard library with the hooks the exact path needs, but it is
 not strict or exact in the ways soklet is: it keeps the last of two equal member names, takes ``-0`` as ``0``,
@@ -37,15 +37,26 @@ from typing import Any, Final
 import msgspec
 
 from .errors import JsonError
-from .limits import MAX_NUMBER_TOKEN_CHARS
+from .limits import MAX_NUMBER_TOKEN_CHARS, MAX_REQUEST_BODY_BYTES
 from .numbers import CANONICAL_TOKEN, canonical_decimal_text, canonical_number_text
 from .structure import structure_within_limits
 from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue
 
-__all__ = ["SMALL_DOCUMENT_BYTES", "encode_canonical", "encode_value", "load_small", "no_member_dropped"]
+__all__ = [
+    "DIGEST_DOCUMENT_BYTES",
+    "SMALL_DOCUMENT_BYTES",
+    "encode_canonical",
+    "encode_value",
+    "load_canonical_data",
+    "no_member_dropped",
+]
 
-#: Documents up to this many bytes try the msgspec path first (larger ones stream through the exact path).
+#: Bytes up to this many are parsed into the value model through msgspec first (larger ones share equal numbers).
 SMALL_DOCUMENT_BYTES: Final = 64 * 1024
+#: A digest that is not cooperative tries msgspec first up to the largest request body; larger documents stream
+#: through the exact path. A cooperative one (a worker thread beside the event loop) never does: msgspec keeps the
+#: GIL through every stretch of a document without a number.
+DIGEST_DOCUMENT_BYTES: Final = MAX_REQUEST_BODY_BYTES
 
 Raw: Final = msgspec.Raw
 
@@ -134,8 +145,8 @@ def no_member_dropped(raw: bytes, members: int, encode: Callable[[], bytes]) -> 
     return encode().count(b":") == separators
 
 
-def load_small(raw: bytes) -> Any | None:
-    """Strictly parse ``raw`` (UTF-8, at most :data:`SMALL_DOCUMENT_BYTES`) into canonical-ready data, or None.
+def load_canonical_data(raw: bytes) -> Any | None:
+    """Strictly parse ``raw`` (UTF-8, at most :data:`DIGEST_DOCUMENT_BYTES`) into canonical-ready data, or None.
 
     The data is plain ``dict``/``list``/``str``/``bool``/``None``, with every number either an ``int`` already in
     canonical spelling or ``msgspec.Raw`` holding it; :func:`encode_canonical` writes its canonical bytes. None
@@ -164,7 +175,7 @@ def load_small(raw: bytes) -> Any | None:
 
 
 def encode_canonical(node: Any) -> bytes:
-    """The canonical bytes of data from :func:`load_small` (or any part of it)."""
+    """The canonical bytes of data from :func:`load_canonical_data` (or any part of it)."""
     return _ENCODER.encode(node)
 
 

@@ -1,4 +1,4 @@
-"""The msgspec path of the params digest (documents up to 64 KiB) against the exact path, on generated input.
+"""The msgspec path of the params digest against the exact path, on generated input.
 
 The reference is the exact path itself: the document parsed by :func:`load_canonical_tree` and digested from that
 tree, which never goes near msgspec; a refusal is compared with its reason *and* byte offset. Generated requests
@@ -35,7 +35,13 @@ from soklet_core.json import (
     parse,
 )
 from soklet_core.json.canonical import canonical_chunks, load_canonical_tree, tree_from_value
-from soklet_core.json.msgspec_canonical import SMALL_DOCUMENT_BYTES, encode_canonical, encode_value, load_small
+from soklet_core.json.msgspec_canonical import (
+    DIGEST_DOCUMENT_BYTES,
+    SMALL_DOCUMENT_BYTES,
+    encode_canonical,
+    encode_value,
+    load_canonical_data,
+)
 
 SETTINGS = settings(
     max_examples=400,
@@ -128,7 +134,7 @@ def reference(data: bytes, whole_request: bool | None = None) -> Any:
 
 
 def answer(data: bytes | str, whole_request: bool | None = None) -> Any:
-    """What ``params_digest`` answers (through msgspec for documents up to 64 KiB)."""
+    """What ``params_digest`` answers (through msgspec first, when not cooperative)."""
     try:
         return params_digest(data, whole_request=whole_request).text
     except JsonError as error:
@@ -213,7 +219,7 @@ def test_valid_documents_mostly_take_the_msgspec_path_and_encode_canonically(
 ) -> None:
     text = render(params, rng)
     raw = text.encode("utf-8")
-    loaded = load_small(raw)
+    loaded = load_canonical_data(raw)
     names_need_utf16 = any(ord(char) > 0xFFFF for char in _names(oracle_load(text)))
     if loaded is None:
         # Only a document the msgspec path cannot prove (supplementary names, an escaped colon) may fall back.
@@ -235,7 +241,7 @@ def _names(tree: Any) -> str:
 )
 def test_duplicates_are_refused_with_the_exact_offset(text: str) -> None:
     data = text.encode("utf-8")
-    assert load_small(data) is None
+    assert load_canonical_data(data) is None
     outcome = answer(data)
     assert outcome == reference(data)
     assert outcome[0] is JsonErrorReason.DUPLICATE_MEMBER
@@ -245,20 +251,34 @@ def test_duplicates_are_refused_with_the_exact_offset(text: str) -> None:
 @pytest.mark.parametrize("shape", [b"[1,%s]", b'{"a":%s}', b'{"jsonrpc":"2.0","method":"m","id":%s,"params":{}}'])
 def test_bytes_that_are_not_utf8_are_refused_as_the_exact_path_refuses(bad: bytes, shape: bytes) -> None:
     data = shape % bad
-    assert load_small(data) is None
+    assert load_canonical_data(data) is None
     outcome = answer(data)
     assert outcome == reference(data)
     assert outcome[0] in (JsonErrorReason.INVALID_UTF8, JsonErrorReason.LONE_SURROGATE)
 
 
-def test_a_document_over_the_small_size_takes_the_exact_path_and_agrees() -> None:
-    row = '{"a":"x:y","b":100,"c":1.50},'
-    data = ('{"rows":[' + row * (SMALL_DOCUMENT_BYTES // len(row) + 1) + '{}],"rows":1}').encode("utf-8")
-    assert len(data) > SMALL_DOCUMENT_BYTES
-    outcome = answer(data)
-    assert outcome == reference(data)
+@pytest.mark.parametrize("rows", [10, 3000, 60_000])
+def test_larger_documents_take_the_msgspec_path_and_agree(rows: int) -> None:
+    row = '{"a":"x:y","b":100,"c":1.50,"d":-12e3,"e":"\\u00e9\\ud83d\\ude00"},'
+    valid = ('{"rows":[' + row * rows + '{}],"_meta":{"progressToken":1}}').encode("utf-8")
+    assert load_canonical_data(valid) is not None
+    assert answer(valid) == reference(valid)
+    # A duplicate at the very end, after every row: refused with the exact path's offset.
+    repeated = valid[:-1] + b',"rows":1}'
+    assert load_canonical_data(repeated) is None
+    outcome = answer(repeated)
+    assert outcome == reference(repeated)
     assert outcome[0] is JsonErrorReason.DUPLICATE_MEMBER
-    assert answer(data[: -len(',"rows":1}')] + b"}") == reference(data[: -len(',"rows":1}')] + b"}")
+
+
+def test_past_the_largest_body_and_when_cooperative_the_exact_path_answers() -> None:
+    row = b'{"a":[100,1.50,"x"]},'
+    data = b'{"rows":[' + row * (DIGEST_DOCUMENT_BYTES // len(row) + 1) + b"{}]}"
+    assert len(data) > DIGEST_DOCUMENT_BYTES
+    digest = params_digest(data)
+    assert digest == params_digest(load_canonical_tree(data))
+    small = b'{"rows":[' + row * 40 + b"{}]}"
+    assert params_digest(small, cooperative=True) == params_digest(small)
 
 
 def test_str_input_with_a_lone_surrogate_is_refused_as_the_exact_path_refuses() -> None:
@@ -282,13 +302,13 @@ def test_the_supplementary_name_order_is_utf16_on_the_small_path() -> None:
     text = '{"\uffff":1,"\U00010000":2,"\\ud800\\udc01":3,"a":"\U0001f600"}'
     assert answer(text) == reference(text.encode("utf-8"))
     # Supplementary characters in string values only: the msgspec path keeps the document.
-    assert load_small('{"b":"\U0001f600","a":"\\ud83d\\ude00"}'.encode()) is not None
+    assert load_canonical_data('{"b":"\U0001f600","a":"\\ud83d\\ude00"}'.encode()) is not None
 
 
 def test_escaped_names_keep_their_canonical_escapes() -> None:
     text = spell_string('a"\\/\x01\u2028', random.Random(3), ascii_only=True)
     data = ("{" + text + ":1}").encode("utf-8")
-    loaded = load_small(data)
+    loaded = load_canonical_data(data)
     assert loaded is not None
     assert encode_canonical(loaded) == oracle_canonical(oracle_load(data))
 
