@@ -7,9 +7,9 @@ best-of-N time of each contender and its ratio to ``json.loads`` measured in the
 traced memory of the 10 MiB digest against ``json.loads(..., parse_float=Decimal, parse_int=Decimal)``.
 Targets (issue 10): 10 MiB digest ≤ 3×, 1 KiB digest ≤ 3×, digest peak ≤ the Decimal-loads peak. The
 "cooperative" line is the digest the server takes of a body over 64 KiB (in a worker thread, a Python-level number
-hook so the event loop gets the GIL). Up to 64 KiB ``params_digest`` goes through msgspec
-(``soklet_core/json/msgspec_canonical.py``); the "exact path only" line is the path every larger document, and
-every doubtful one, takes. The "floor" line (C decode, C sorted re-encode, SHA-256; lossy on numbers,
+hook so the event loop gets the GIL). Up to 16 MiB a digest that is not cooperative goes through msgspec
+(``soklet_core/json/msgspec_canonical.py``); the "exact path only" line is the path the cooperative digest, every
+larger document and every doubtful one take. The "floor" line (C decode, C sorted re-encode, SHA-256; lossy on numbers,
 no strictness) shows what no stdlib-based exact digest can undercut.
 """
 
