@@ -1,8 +1,8 @@
-"""Wire shapes written once, read two ways: as a :class:`~soklet_core.json.JsonObject` or as encoded JSON text.
+"""Wire shapes written once, read two ways: as a :class:`~soklet_core.json.JsonObject` or as encoded JSON bytes.
 
 A model type describes its wire object once, as an ordered list of ``(member, value)`` pairs (:data:`Members`;
 ``None`` values are left out). :func:`to_object` builds the value model from it (``to_wire()``), and
-:func:`encode_bytes` writes the same members straight to compact JSON (:func:`encode` as text), byte for byte
+:func:`encode_bytes` writes the same members straight to compact UTF-8 JSON, byte for byte
 what :func:`soklet_core.json.serialize` writes for that object, without building the model first: the response
 path's encoding, done in C by :func:`soklet_core.json.encode_wire`. Values are ``str``, ``bool``, ``int``, any
 :class:`~soklet_core.json.JsonValue` (written as ``serialize`` writes it), nested :class:`Members`, or tuples of
@@ -15,7 +15,7 @@ from typing import TypeAlias, cast
 
 from soklet_core.json import JsonArray, JsonObject, JsonValue, WirePlain, encode_wire
 
-__all__ = ["Members", "WireValue", "encode", "encode_bytes", "to_object"]
+__all__ = ["Members", "WireValue", "encode_bytes", "to_object"]
 
 #: One member's value; ``None`` leaves the member out.
 WireValue: TypeAlias = "str | bool | int | JsonValue | Members | tuple[WireValue, ...] | None"
@@ -57,8 +57,3 @@ def _plain(value: WireValue) -> WirePlain:
 def encode_bytes(members: Members) -> bytes:
     """Compact JSON of ``members`` as UTF-8: what ``serialize(to_object(members))`` writes (in C, by msgspec)."""
     return encode_wire(_plain(members))
-
-
-def encode(members: Members) -> str:
-    """Compact JSON text of ``members``: what ``serialize(to_object(members))`` writes."""
-    return encode_bytes(members).decode("utf-8")

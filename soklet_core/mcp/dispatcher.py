@@ -926,14 +926,14 @@ class Dispatcher:
         result = await self._invoke(target, context, arguments, invocation)
         if isinstance(result, InputRequiredResult) and operation is not None:
             sealed = await self._emit(request, operation, result, bound, opened)
-            return self._encode(result.encode(sealed).encode("utf-8"))
+            return self._encode(result.encode(sealed))
         if not isinstance(result, target.expected):
             raise _internal("handler-result-type")
         if isinstance(result, ReadResourceResult):
             retry = bool(responses) or "requestState" in params
             return self._encode(encode_wire(result.to_wire(cache_hint=CacheHint.uncached() if retry else None)))
         if isinstance(result, CallToolResult):
-            return self._encode(result.encode().encode("utf-8"))
+            return self._encode(result.encode())
         assert isinstance(result, GetPromptResult | CompleteResult)
         return self._encode(encode_wire(result.to_wire()))
 

@@ -24,7 +24,7 @@ from typing import Any, Final
 from soklet_core.json import JsonObject, JsonString, JsonValue
 
 from ._frozen import new_frozen
-from ._wire import Members, encode, to_object
+from ._wire import Members, encode_bytes, to_object
 from .capabilities import ClientCapabilities
 from .errors import InputRequiredResultError, McpModelErrorReason
 from .input_requests import InputRequest
@@ -120,10 +120,10 @@ class InputRequiredResult:
         """
         return to_object([*self._members(sealed_request_state), ("_meta", meta)])
 
-    def encode(self, sealed_request_state: str | None = None) -> str:
-        """The wire result without ``_meta``, as compact JSON text (what ``serialize(self.to_wire(…))`` writes);
+    def encode(self, sealed_request_state: str | None = None) -> bytes:
+        """The wire result without ``_meta``, as compact UTF-8 JSON (``serialize(self.to_wire(…))``, encoded);
         ``sealed_request_state`` as in :meth:`to_wire`."""
-        return encode(self._members(sealed_request_state))
+        return encode_bytes(self._members(sealed_request_state))
 
     def _members(self, sealed_request_state: str | None) -> Members:
         if (sealed_request_state is not None) != (self.framework_request_state is not None):

@@ -25,7 +25,7 @@ from typing import ClassVar, Final, Self, TypeAlias
 
 from soklet_core.json import JsonArray, JsonObject, JsonValue
 
-from ._wire import Members, WireValue, encode, to_object
+from ._wire import Members, WireValue, encode_bytes, to_object
 from .errors import McpModelErrorReason, ResultError
 from .uris import is_absolute_uri
 
@@ -350,9 +350,9 @@ class CallToolResult:
         """``{"resultType":"complete","content":[…],"structuredContent"?,"isError"?:true,"_meta"?}``."""
         return to_object([*self._members(), *_meta_member(meta)])
 
-    def encode(self) -> str:
-        """The wire result without ``_meta``, as compact JSON text (what ``serialize(self.to_wire())`` writes)."""
-        return encode(self._members())
+    def encode(self) -> bytes:
+        """The wire result without ``_meta``, as compact UTF-8 JSON (``serialize(self.to_wire())``, encoded)."""
+        return encode_bytes(self._members())
 
     def _members(self) -> Members:
         return [

@@ -42,7 +42,7 @@ from soklet_core.json import (
     RESPONSE_OUTPUT_CEILING_BYTES,
     JsonObject,
     JsonValue,
-    serialize,
+    encode_wire,
 )
 from soklet_core.protection import normalize_endpoint_path
 from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
@@ -184,7 +184,7 @@ _SSE_END: Final = b"\n\n"
 
 
 def _sse_frame(message: JsonValue) -> bytes:
-    return _SSE_DATA + serialize(message).encode("utf-8") + _SSE_END
+    return _SSE_DATA + encode_wire(message) + _SSE_END
 
 
 class McpAsgiApp:

@@ -76,7 +76,7 @@ def test_call_tool_result_encoding_is_the_serialized_model(
     result = CallToolResult.of(
         blocks, is_error=is_error, structured_content=None if structured is None else _object(structured)
     )
-    assert result.encode() == serialize(result.to_wire())
+    assert result.encode() == serialize(result.to_wire()).encode("utf-8")
 
 
 @settings(max_examples=200, deadline=None)
@@ -106,7 +106,7 @@ def test_input_required_result_encoding_is_the_serialized_model(
     if not keys and state is None:
         builder.application_request_state("app:only")
     result = builder.build()
-    assert result.encode(sealed) == serialize(result.to_wire(sealed))
+    assert result.encode(sealed) == serialize(result.to_wire(sealed)).encode("utf-8")
 
 
 def test_a_sealed_state_must_match_the_framework_state_when_encoding() -> None:
