@@ -44,8 +44,6 @@ from .envelope import (
     derive_aead_key,
 )
 from .errors import (
-    OPENING_CLIENT_MESSAGE,
-    SEALING_CLIENT_MESSAGE,
     BindingField,
     ProtectionError,
     ProtectionUsageError,
@@ -87,9 +85,7 @@ __all__ = [
     "HKDF_INFO",
     "MAX_ENDPOINT_PATH_CHARS",
     "NONCE_BYTES",
-    "OPENING_CLIENT_MESSAGE",
     "PARTITION_DIGEST_LABEL",
-    "SEALING_CLIENT_MESSAGE",
     "TAG_BYTES",
     "BindingField",
     "BoundRequest",

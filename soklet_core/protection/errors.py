@@ -3,9 +3,9 @@
 Two kinds of failure, one hierarchy (:class:`ProtectionError`):
 
 * :class:`RequestStateProtectionException` — a sealed state that will not open, or a state that cannot be
-  sealed. Its :class:`Reason` is a closed enum; the client only ever sees one fixed message per direction
-  (:data:`OPENING_CLIENT_MESSAGE`, :data:`SEALING_CLIENT_MESSAGE`), the reason goes to the operator log and to
-  ``soklet inspect-state``.
+  sealed. Its :class:`Reason` is a closed enum; the reason goes to the operator log and to ``soklet
+  inspect-state``. What a client is told is the MCP layer's business (``soklet_core.mcp.jsonrpc``): it depends
+  only on the direction (:attr:`Reason.is_sealing`), so clients cannot tell reasons apart.
 * :class:`ProtectionUsageError` — a configuration or an argument the caller got wrong (a non-positive limit, an
   endpoint path that is not a path, a request id that is neither string nor number).
 
@@ -19,8 +19,6 @@ import enum
 from typing import Any, ClassVar, Final
 
 __all__ = [
-    "OPENING_CLIENT_MESSAGE",
-    "SEALING_CLIENT_MESSAGE",
     "BindingField",
     "ProtectionError",
     "ProtectionUsageError",
@@ -29,11 +27,6 @@ __all__ = [
     "RequestStateProtectionException",
     "RequestStateProtectionReason",
 ]
-
-#: The one message a client sees for any opening failure (HTTP 400, JSON-RPC -32602), before the handler runs.
-OPENING_CLIENT_MESSAGE: Final = "Invalid or expired request state"
-#: The one message a client sees for any sealing failure (JSON-RPC -32603, HTTP 200 when still uncommitted).
-SEALING_CLIENT_MESSAGE: Final = "Internal error"
 
 
 class BindingField(enum.Enum):
@@ -101,7 +94,7 @@ class RequestStateProtectionReason(enum.Enum):
 
     @property
     def is_sealing(self) -> bool:
-        """True for the reasons a seal fails with (the client gets -32603), False for opening reasons."""
+        """True for the reasons a seal fails with (after the handler ran), False for opening reasons (before)."""
         return self in _SEALING
 
     @property
@@ -164,9 +157,8 @@ class ProtectionError(Exception):
 class RequestStateProtectionException(ProtectionError):
     """A state that did not open or could not be sealed, with a bounded :class:`Reason`.
 
-    ``str()`` is ``"<reason>: <description>"`` and nothing else. The client-facing side (:attr:`client_message`,
-    :attr:`json_rpc_code`, :attr:`http_status`) depends only on the direction, so clients cannot tell reasons
-    apart.
+    ``str()`` is ``"<reason>: <description>"`` and nothing else. It carries no wire code or client message: the
+    MCP layer maps it to one.
     """
 
     __slots__ = ("reason",)
@@ -184,21 +176,6 @@ class RequestStateProtectionException(ProtectionError):
     def binding_field(self) -> BindingField | None:
         """The binding field that differed, for ``BINDING_*`` reasons."""
         return self.reason.binding_field
-
-    @property
-    def client_message(self) -> str:
-        """The fixed, sanitized message for the client."""
-        return SEALING_CLIENT_MESSAGE if self.reason.is_sealing else OPENING_CLIENT_MESSAGE
-
-    @property
-    def json_rpc_code(self) -> int:
-        """-32602 (invalid params) for opening failures, -32603 (internal error) for sealing failures."""
-        return -32603 if self.reason.is_sealing else -32602
-
-    @property
-    def http_status(self) -> int:
-        """400 for opening failures (before the handler), 200 for sealing failures (response uncommitted)."""
-        return 200 if self.reason.is_sealing else 400
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (type(self), (self.reason,))
