@@ -79,8 +79,9 @@ def _partition_digest(partition: str) -> str:
 class RequestStateBinding:
     """The request a state is bound to, as sealed: every field a plain string.
 
-    Build it with :meth:`of` (which normalizes the path and digests the partition) or :meth:`for_request`; the
-    constructor takes the fields exactly as they appear in the plaintext and only checks their types.
+    Build it with :meth:`of` (which normalizes the path and digests the partition), or bind a whole request with
+    :func:`bind_request`; the constructor takes the fields exactly as they appear in the plaintext and only checks
+    their types.
     """
 
     method: str
@@ -120,21 +121,6 @@ class RequestStateBinding:
         if not isinstance(method, str) or not isinstance(protocol_version, str):
             raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING)
         return cls(method, normalize_endpoint_path(path), protocol_version, partition_digest(partition), digest)
-
-    @classmethod
-    def for_request(
-        cls,
-        request: JsonValue | bytes,
-        *,
-        path: str,
-        partition: str,
-        protocol_version: str | None = None,
-    ) -> RequestStateBinding:
-        """The binding of a JSON-RPC request (a parsed object or its JSON bytes).
-
-        ``protocol_version`` defaults as in :func:`bind_request`, which this calls and which says what it raises.
-        """
-        return bind_request(request, path=path, partition=partition, protocol_version=protocol_version).binding
 
     def mismatches(self, other: RequestStateBinding) -> tuple[BindingField, ...]:
         """The fields in which ``other`` differs, in comparison order (method, path, version, partition, params)."""
@@ -195,18 +181,6 @@ class BoundRequest:
         if not isinstance(self.binding, RequestStateBinding):
             raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING)
         object.__setattr__(self, "request_id", _check_request_id(self.request_id))
-
-    @classmethod
-    def of(
-        cls,
-        request: JsonValue | bytes,
-        *,
-        path: str,
-        partition: str,
-        protocol_version: str | None = None,
-    ) -> BoundRequest:
-        """Binding and id of a JSON-RPC request: :func:`bind_request`."""
-        return bind_request(request, path=path, partition=partition, protocol_version=protocol_version)
 
 
 def bind_request(
