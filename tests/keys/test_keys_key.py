@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import hmac
+import itertools
 import pickle
+import string
 
 import pytest
 
@@ -157,3 +160,28 @@ def test_base64url_is_strict(text: str, ok: bool) -> None:
         with pytest.raises(ValueError, match="base64url") as caught:
             decode_base64url(text)
         assert text not in str(caught.value) or not text
+
+
+def test_base64url_accepts_exactly_the_canonical_spellings_of_short_texts() -> None:
+    # Every text of up to three characters, and every four-to-six-character text over a sample alphabet that
+    # reaches each trailing-bit pattern, against the whole-text rule: decode, write again, compare.
+    full = string.ascii_letters + string.digits + "-_"
+    sample = "AQgw_-9z"
+
+    def canonical(text: str) -> bool:
+        if len(text) % 4 == 1:
+            return False
+        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii") == text
+
+    texts = itertools.chain(
+        ("".join(chars) for size in range(4) for chars in itertools.product(full, repeat=size)),
+        ("".join(chars) for size in range(4, 7) for chars in itertools.product(sample, repeat=size)),
+    )
+    for text in texts:
+        try:
+            decode_base64url(text)
+            accepted = True
+        except ValueError:
+            accepted = False
+        assert accepted == canonical(text), text
