@@ -143,6 +143,7 @@ COMMANDS: dict[str, dict[str, Option]] = {
         "--protocol-version": Option(texts),
         "--at": Option(times),
         "--max-rounds": Option(integers),
+        "--lifetime": Option(durations),
         **keyring_options(),
     },
     "seal-state": {
