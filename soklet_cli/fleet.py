@@ -332,9 +332,12 @@ async def _run(
             console.print(_render(report, None))
         return report, checks
     if not live:
-        while report.status is not FleetStatus.CONVERGED and time.monotonic() < deadline:
+        # Not converged yet (checked above): check again until it is or the deadline passes.
+        while time.monotonic() < deadline:
             await asyncio.sleep(min(WAIT_INTERVAL_SECONDS, max(deadline - time.monotonic(), 0)))
             report = await once()
+            if report.status is FleetStatus.CONVERGED:
+                break
         return report, checks
     # People watch the table change in place (as kubectl rollout status gates a deploy); a log or pipe gets
     # the final table only.
