@@ -416,14 +416,26 @@ def _busy_refusal() -> McpError:
     )
 
 
-_PARSE_REFUSAL: Final = McpError(PARSE_ERROR, "Parse error")
-_ENVELOPE_REFUSAL: Final = McpError(INVALID_REQUEST, "Invalid Request", log_reason="envelope")
-_METHOD_REFUSAL: Final = McpError(METHOD_NOT_FOUND, "Method not found")
-_META_MISSING: Final = McpError(
-    INVALID_PARAMS,
-    f"Invalid params: _meta must carry {PROTOCOL_VERSION_META_KEY} and {CLIENT_CAPABILITIES_META_KEY}",
-    log_reason="meta-missing",
-)
+# The fixed refusals are made anew for each request: a raised exception keeps the frames of its last raise (and
+# so that request's body) alive through its traceback, and one shared instance would do so for any request.
+def _parse_refusal() -> McpError:
+    return McpError(PARSE_ERROR, "Parse error")
+
+
+def _envelope_refusal() -> McpError:
+    return McpError(INVALID_REQUEST, "Invalid Request", log_reason="envelope")
+
+
+def _method_refusal() -> McpError:
+    return McpError(METHOD_NOT_FOUND, "Method not found")
+
+
+def _meta_missing() -> McpError:
+    return McpError(
+        INVALID_PARAMS,
+        f"Invalid params: _meta must carry {PROTOCOL_VERSION_META_KEY} and {CLIENT_CAPABILITIES_META_KEY}",
+        log_reason="meta-missing",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -594,7 +606,7 @@ class Dispatcher:
             return DispatchResult(202, None, reason="notification")
         message, request_id, method = envelope
         if method is None:
-            return DispatchResult.refused(_ENVELOPE_REFUSAL, request_id)
+            return DispatchResult.refused(_envelope_refusal(), request_id)
         entry = _METHODS.get(method)
         logged_method = method if entry is not None else None
         operation: str | None = None
@@ -618,7 +630,7 @@ class Dispatcher:
             return None
         message, request_id, method = envelope
         if method is None:
-            raise _ENVELOPE_REFUSAL
+            raise _envelope_refusal()
         return self._validate(request, message, request_id, method, _METHODS.get(method), digest)
 
     def _answer(self, validated: ValidatedRequest, result: bytes) -> DispatchResult:
@@ -635,7 +647,7 @@ class Dispatcher:
                 return parse(body), _Digest(body)
             message, taken = await self._off_loop(lambda: _read_large_body(body, digest=self._digests))
         except JsonError:
-            raise _PARSE_REFUSAL from None
+            raise _parse_refusal() from None
         except _Busy:
             raise _busy_refusal() from None
         if taken is not None:
@@ -686,7 +698,7 @@ class Dispatcher:
         headers = request.headers
         params, meta, version, capabilities = self._version_and_meta(headers, message)  # steps 2-5
         if entry is None:
-            raise _METHOD_REFUSAL  # step 6
+            raise _method_refusal()  # step 6
         tool = self._routing_headers(headers, method, entry, params, meta)  # step 7
         try:  # step 8
             admission = self._admission.admit(AdmissionRequest(request.path, headers))
@@ -730,7 +742,7 @@ class Dispatcher:
             or PROTOCOL_VERSION_META_KEY not in meta
             or CLIENT_CAPABILITIES_META_KEY not in meta
         ):
-            raise _META_MISSING
+            raise _meta_missing()
         assert params is not None
         version = meta[PROTOCOL_VERSION_META_KEY]
         if not isinstance(version, JsonString):
@@ -1063,15 +1075,15 @@ def _envelope(message: JsonValue) -> tuple[JsonObject, RequestId, str | None] | 
     """Step 1's envelope: (id, method) of a request (method ``None``: not a string, refused with the id),
     ``None`` for a notification; raises ``McpError`` for anything else."""
     if not isinstance(message, JsonObject) or message.get("jsonrpc") != _JSONRPC:
-        raise _ENVELOPE_REFUSAL
+        raise _envelope_refusal()
     method = message.get("method")
     if "id" not in message:
         if isinstance(method, JsonString):
             return None
-        raise _ENVELOPE_REFUSAL
+        raise _envelope_refusal()
     request_id = message["id"]
     if not isinstance(request_id, JsonString | JsonNumber):
-        raise _ENVELOPE_REFUSAL
+        raise _envelope_refusal()
     # A request whose id is known but whose method is not a string is refused with that id.
     return message, request_id, method.value if isinstance(method, JsonString) else None
 
