@@ -168,9 +168,12 @@ def main() -> None:
     parser.add_argument("--real", type=int, default=16, help="how many are whole soklet serve processes")
     parser.add_argument("--repeat", type=int, default=5, help="runs per point (median reported)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--quick", action="store_true", help="a short smoke run (10 instances, 2 real, 1 run)")
     parser.add_argument("--host", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.quick:
+        options.instances, options.real, options.repeat = 10, 2, 1
     if options.host is not None:
         _host(options.folder, options.host)
         return

@@ -1,6 +1,6 @@
 """Where a server round trip's microseconds go: the demo's input-required flow through the ASGI app, in process.
 
-Run: ``.venv/bin/python benchmarks/server_profile.py [--round-trips N] [--top N]``.
+Run: ``.venv/bin/python benchmarks/server_profile.py [--quick] [--round-trips N] [--top N]``.
 
 One round trip is the flow ``benchmarks/server_round_trips.py`` measures over HTTP (``catalog.continue``: call →
 ``input_required`` with a sealed state → retry with the answer and the state → complete), driven straight into
@@ -146,8 +146,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--round-trips", type=int, default=2000, help="round trips per measurement (default 2000)")
     parser.add_argument("--top", type=int, default=15, help="costliest functions to list (default 15)")
+    parser.add_argument("--quick", action="store_true", help="a short smoke run (200 round trips)")
     arguments = parser.parse_args()
-    count = max(1, min(arguments.round_trips, 100_000))
+    count = 200 if arguments.quick else max(1, min(arguments.round_trips, 100_000))
 
     driver = Driver()
     asyncio.run(driver.round_trips(200))  # warm up: caches, lazily built tables
