@@ -51,11 +51,15 @@ def small_request() -> bytes:
                 "history": [{"at": 1764480000000, "event": "created"}, {"at": 1764480123456, "event": "priced"}],
             },
             "_meta": {
-                "protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
                 "progressToken": "tok-7f3a",
                 "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-                "clientCapabilities": {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}},
-                "clientInfo": {"name": "bench-client", "version": "1.0.0"},
+                "io.modelcontextprotocol/clientCapabilities": {
+                    "elicitation": {"form": {}, "url": {}},
+                    "sampling": {},
+                    "roots": {},
+                },
+                "io.modelcontextprotocol/clientInfo": {"name": "bench-client", "version": "1.0.0"},
             },
         },
     }
@@ -108,7 +112,7 @@ def large_params(target: int, *, dense: bool = False, seed: int = 7) -> bytes:
     document = (
         '{"name":"catalog.import","arguments":{"rows":['
         + ",".join(rows)
-        + ']},"_meta":{"protocolVersion":"2026-07-28"}}'
+        + ']},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}'
     )
     return document.encode("utf-8")
 

@@ -28,10 +28,10 @@ PARAMS = (
     b'{"name":"catalog.continue","arguments":{"sku":"A-100","quantity":100,"price":3.50,"note":"caf\xc3\xa9"},'
     b'"requestState":"opaque","inputResponses":{"q":{"action":"accept"}},'
     b'"_meta":{"progressToken":"p1","traceparent":"00-ab-cd-01","tracestate":"x=1","baggage":"k=v",'
-    b'"protocolVersion":"2026-07-28"}}'
+    b'"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}'
 )
 PARAMS_CANONICAL = (
-    b'{"_meta":{"protocolVersion":"2026-07-28"},'
+    b'{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},'
     b'"arguments":{"note":"caf\xc3\xa9","price":3.5,"quantity":1E+2,"sku":"A-100"},'
     b'"name":"catalog.continue"}'
 )
