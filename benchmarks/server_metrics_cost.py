@@ -20,8 +20,9 @@ def serve(variant: str) -> None:
     """Serve one variant on a free loopback port; print its URL first (the client reads it)."""
     from soklet_cli.apps import demo
     from soklet_core.keys import ProtectionKey, ProtectionKeyring
-    from soklet_core.mcp import McpServer, uvicorn_config, uvicorn_server_class
-    from soklet_core.mcp.metrics import ServerMetrics
+    from soklet_core.mcp import McpServer
+    from soklet_core.mcp.server import uvicorn_config, uvicorn_server_class
+    from soklet_core.mcp.server.metrics import ServerMetrics
     from soklet_core.protection import ProtectionConfig
 
     ring = ProtectionKeyring.with_active_key(ProtectionKey.generate("bench")).build()

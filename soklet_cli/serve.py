@@ -27,25 +27,22 @@ from soklet_core.files import KeyringDocument, KeyringFileError, write_keyring_f
 from soklet_core.files.fleet_file import check_instance_name, is_environment_name
 from soklet_core.keys import ProtectionKey
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION
-from soklet_core.mcp import (
+from soklet_core.mcp import HttpLimits, McpServer, Registry, RegistryBuilder
+from soklet_core.mcp.server import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HEAD_BYTES,
     AdminApp,
     AdminTokenError,
     AdminTokens,
-    HttpLimits,
     KeyringFileWatcher,
     LiveKeyring,
-    McpServer,
-    Registry,
-    RegistryBuilder,
     limited_uvicorn_config,
     read_admin_tokens,
     run_together,
     uvicorn_config,
     uvicorn_server_class,
 )
-from soklet_core.mcp.http_server import (
+from soklet_core.mcp.server.http_runner import (
     DEFAULT_BODY_TIMEOUT_SECONDS,
     DEFAULT_HEADER_TIMEOUT_SECONDS,
     DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,
@@ -54,8 +51,8 @@ from soklet_core.mcp.http_server import (
     MAX_TIMEOUT_SECONDS,
     MIN_HEAD_BYTES,
 )
-from soklet_core.mcp.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
-from soklet_core.mcp.metrics import ServerMetrics
+from soklet_core.mcp.server.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
+from soklet_core.mcp.server.metrics import ServerMetrics
 from soklet_core.protection import ProtectionConfig
 from soklet_core.protocol import (
     CLIENT_CAPABILITIES_META_KEY,

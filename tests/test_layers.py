@@ -14,7 +14,7 @@ import pytest
 
 CORE = Path(__file__).resolve().parent.parent / "soklet_core"
 #: Bottom first: each layer may import the ones before it.
-LAYERS = ("protocol", "json", "keys", "files", "protection", "mcp", "fleet")
+LAYERS = ("protocol", "errors", "json", "keys", "files", "protection", "mcp", "fleet")
 FORBIDDEN_IN_CORE = ("typer", "rich", "soklet_cli")
 
 

@@ -24,9 +24,9 @@ COMPUTED: dict[tuple[str, str], str] = {
     # The application's own pattern for a form text field (text_field(pattern=...)), written by the server's
     # author, never by a client. Auditing it is the application's job (this checker could do it at
     # registration: reported, not done here).
-    ("soklet_core/mcp/elicitation.py", "pattern"): "application-written form-field pattern",
+    ("soklet_core/mcp/model/elicitation.py", "pattern"): "application-written form-field pattern",
     # An alternation of re.escape'd literal stems: no repetition at all, so nothing to backtrack over.
-    ("soklet_core/mcp/form_policy.py", "'|'.join(map(re.escape, ordered))"): "escaped literals, no repeat",
+    ("soklet_core/mcp/model/form_policy.py", "'|'.join(map(re.escape, ordered))"): "escaped literals, no repeat",
     # A test oracle: the URI-template regex of before issue 8 ((.+?)/(.+?)/...), which the matcher must agree
     # with; it runs on inputs of at most a few dozen characters, where its backtracking costs nothing.
     ("tests/mcp/test_mcp_uri_matching.py", "pattern + re.escape(parts[-1][0])"): "oracle, short inputs only",
@@ -205,7 +205,7 @@ def test_uri_template_matchers(template: str) -> None:
     # a walk over the template's parts now, with no regex: long URIs, matching or failing late, finish fast.
     import time
 
-    from soklet_core.mcp.uris import UriTemplate
+    from soklet_core.mcp.model.uri_templates import UriTemplate
 
     parsed = UriTemplate.parse(template)
     for uri in ("file:///" + "/" * 3992, "file:///" + "a/" * 1995 + "ax", "test://template/" + "a" * 3984 + "/data"):

@@ -13,7 +13,7 @@ import pytest
 from soklet_cli.keys import DEFAULT_STATE_LIFETIME
 from soklet_cli.serve import serve
 from soklet_core.files import DEFAULT_FLEET_TIMEOUT_SECONDS, MAX_FLEET_TIMEOUT_SECONDS
-from soklet_core.mcp.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
+from soklet_core.mcp.server.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
 from soklet_core.protocol import (
     DEFAULT_ENDPOINT_PATH,
     DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,

@@ -19,7 +19,7 @@ from soklet_core.mcp import (
     RequestContextError,
     ResultError,
 )
-from soklet_core.mcp.errors import safe_subject
+from soklet_core.mcp.model.errors import safe_subject
 
 
 def test_every_reason_has_a_description() -> None:

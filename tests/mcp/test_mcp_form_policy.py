@@ -16,7 +16,7 @@ from soklet_core.mcp import (
     SecretConcept,
     check_form_schema,
 )
-from soklet_core.mcp.form_policy import normalized_words
+from soklet_core.mcp.model.form_policy import normalized_words
 
 C = SecretConcept
 

@@ -22,8 +22,6 @@ from soklet_core.json import JsonObject, parse
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import (
     CallToolResult,
-    DispatchResult,
-    HttpRequest,
     InputRequestDeclaration,
     InputRequiredResult,
     InputRequirement,
@@ -33,11 +31,12 @@ from soklet_core.mcp import (
     Registry,
     RequestContext,
     RequestStateMode,
-    methods,
     tool,
 )
-from soklet_core.mcp.dispatcher import _METHODS, ValidatedRequest
-from soklet_core.mcp.jsonrpc import (
+from soklet_core.mcp.model import methods
+from soklet_core.mcp.server import DispatchResult, HttpRequest
+from soklet_core.mcp.server.dispatcher import _METHODS, ValidatedRequest
+from soklet_core.mcp.server.jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INTERNAL_ERROR_MESSAGE,

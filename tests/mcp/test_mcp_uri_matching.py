@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from soklet_core.mcp import InputRequestError, McpModelErrorReason, check_elicitation_url
-from soklet_core.mcp.errors import RegistrationError
-from soklet_core.mcp.uris import MAX_MATCHED_URI_CHARS, UriTemplate
+from soklet_core.mcp.model.errors import RegistrationError
+from soklet_core.mcp.model.uri_templates import MAX_MATCHED_URI_CHARS, UriTemplate
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import uvicorn
 
-from soklet_core.mcp import McpServer, uvicorn_config, uvicorn_server_class
+from soklet_core.mcp import McpServer
+from soklet_core.mcp.server import uvicorn_config, uvicorn_server_class
 
 VERSION = "2026-07-28"
 PV = "io.modelcontextprotocol/protocolVersion"

@@ -16,17 +16,17 @@ from admin_harness import TOKEN, file_roles, write_keyring
 
 from soklet_core.files import KeyringFileError, KeyringFileErrorReason, read_keyring_file
 from soklet_core.keys import KeyInUse, KeyringManager, ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import (
+from soklet_core.mcp import HttpLimits
+from soklet_core.mcp.server import (
     MAX_ADMIN_BODY_BYTES,
     AdminApp,
     AdminTokenError,
     AdminTokens,
-    HttpLimits,
     LiveKeyring,
     limited_uvicorn_config,
     uvicorn_server_class,
 )
-from soklet_core.mcp.admin import (
+from soklet_core.mcp.server.admin import (
     MAX_ADMIN_TOKEN_CHARS,
     MAX_ADMIN_TOKEN_FILE_BYTES,
     MAX_ADMIN_TOKENS,

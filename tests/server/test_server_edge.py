@@ -22,15 +22,10 @@ from servertest_harness import CAPS, PV, VERSION, Client, running
 from soklet_cli.apps import conformance
 from soklet_cli.serve import EXAMPLE_END
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import (
-    DEFAULT_MAX_HEAD_BYTES,
-    HttpLimits,
-    McpServer,
-    parse_authority,
-    parse_origin,
-)
-from soklet_core.mcp.http_server import MAX_HEAD_BYTES_CEILING, MAX_TIMEOUT_SECONDS, MIN_HEAD_BYTES
-from soklet_core.mcp.transport import MalformedAuthority
+from soklet_core.mcp import HttpLimits, McpServer
+from soklet_core.mcp.server import DEFAULT_MAX_HEAD_BYTES, parse_authority, parse_origin
+from soklet_core.mcp.server.http_runner import MAX_HEAD_BYTES_CEILING, MAX_TIMEOUT_SECONDS, MIN_HEAD_BYTES
+from soklet_core.mcp.server.transport import MalformedAuthority
 from soklet_core.protection import ProtectionConfig
 
 KEYRING = ProtectionKeyring.with_active_key(ProtectionKey.generate("edge")).build()
@@ -537,7 +532,7 @@ def test_dev_key_tokens_can_be_inspected_and_the_key_is_logged(processes: list[s
 
 def test_limits_table_matches_the_constants() -> None:
     from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, MAX_REQUEST_BODY_BYTES, RESPONSE_OUTPUT_CEILING_BYTES
-    from soklet_core.mcp import http_server
+    from soklet_core.mcp.server import http_runner as http_server
     from soklet_core.protection import MAX_ENDPOINT_PATH_CHARS
 
     doc = (HERE.parents[1] / "docs" / "server.md").read_text()

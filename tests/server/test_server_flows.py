@@ -15,7 +15,7 @@ from soklet_cli.apps import demo
 from soklet_cli.serve import _combine
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import BearerTokenAdmission, McpServer
-from soklet_core.mcp.jsonrpc import INTERNAL_ERROR_MESSAGE, INVALID_STATE_MESSAGE
+from soklet_core.mcp.server.jsonrpc import INTERNAL_ERROR_MESSAGE, INVALID_STATE_MESSAGE
 from soklet_core.protection import ProtectionConfig
 
 KEYRING = ProtectionKeyring.with_active_key(ProtectionKey.generate("test-key")).build()

@@ -11,7 +11,7 @@ from servertest_harness import FORM_CAPS, Client, Entries, build_test_registry, 
 
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import McpServer
-from soklet_core.mcp.metrics import ServerMetrics
+from soklet_core.mcp.server.metrics import ServerMetrics
 from soklet_core.protection import ProtectionConfig
 
 KEYRING = ProtectionKeyring.with_active_key(ProtectionKey.generate("metrics-key")).build()

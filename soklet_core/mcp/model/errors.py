@@ -186,7 +186,7 @@ class InputRequestError(McpModelError):
 class FormPolicyViolation(InputRequestError):
     """A form field looks secret-bearing under the form-schema policy.
 
-    ``concept`` is the :class:`~soklet_core.mcp.form_policy.SecretConcept` value that matched and ``where`` the
+    ``concept`` is the :class:`~soklet_core.mcp.model.form_policy.SecretConcept` value that matched and ``where`` the
     part of the property that matched it (``name``, ``title``, ``description`` or ``format``).
     """
 

@@ -28,9 +28,9 @@ from soklet_core.json import JsonArray, JsonNumber, JsonObject, JsonString, Json
 from ._frozen import new_frozen
 from ._wire import Members, to_object
 from .capabilities import ClientCapabilities
+from .client_results import matches_input_response
 from .errors import InputRequestError, McpModelErrorReason
 from .form_policy import DEFAULT_FORM_POLICY, FormSchemaPolicy, check_form_schema
-from .input_response_union import matches_input_response
 from .methods import ELICITATION_CREATE, ROOTS_LIST, SAMPLING_CREATE_MESSAGE
 from .url_policy import check_elicitation_url
 
@@ -228,7 +228,7 @@ class InputRequest:
     """One embedded client request of an ``input_required`` result: a declaration and its params.
 
     A final immutable value with a private constructor: build it with :meth:`from_declaration` (or the helpers
-    ``form_request`` / ``url_request`` of :mod:`soklet_core.mcp.elicitation`). ``params`` is kept exactly as
+    ``form_request`` / ``url_request`` of :mod:`soklet_core.mcp.model.elicitation`). ``params`` is kept exactly as
     given; ``None`` only for a ``roots/list`` request without params.
     """
 
@@ -254,7 +254,7 @@ class InputRequest:
           flat primitive shape that passes ``form_policy`` (secret-bearing fields are refused here, before the
           request exists);
         * URL elicitation: ``mode: "url"``, a string ``message``, and a ``url`` passing
-          :func:`~soklet_core.mcp.url_policy.check_elicitation_url` (``development`` allows loopback HTTP);
+          :func:`~soklet_core.mcp.model.url_policy.check_elicitation_url` (``development`` allows loopback HTTP);
         * sampling: a non-empty ``messages`` array and a positive integer ``maxTokens``;
         * roots/list: no params, or an object (normally ``{}`` or only ``_meta``).
 

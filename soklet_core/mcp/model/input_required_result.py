@@ -26,8 +26,8 @@ from soklet_core.json import JsonObject, JsonString, JsonValue
 from ._frozen import new_frozen
 from ._wire import Members, encode_bytes, to_object
 from .capabilities import ClientCapabilities
+from .client_requests import InputRequest
 from .errors import InputRequiredResultError, McpModelErrorReason
-from .input_requests import InputRequest
 
 __all__ = [
     "INPUT_REQUIRED_RESULT_TYPE",

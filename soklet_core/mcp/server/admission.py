@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
-from .context import Identity
+from soklet_core.mcp.model.context import Identity
+from soklet_core.protection import ANONYMOUS_PARTITION
 
 __all__ = [
     "ANONYMOUS_PARTITION",
@@ -38,9 +39,6 @@ __all__ = [
     "BearerTokenAdmission",
     "BearerTokenEntry",
 ]
-
-#: The partition of the anonymous caller.
-ANONYMOUS_PARTITION: Final = "anonymous"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,8 @@ from typing import Self
 from soklet_core import __version__
 from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, MAX_REQUEST_BODY_BYTES, RESPONSE_OUTPUT_CEILING_BYTES
 from soklet_core.keys import KeyringManager
+from soklet_core.mcp.model.registry import Registry
+from soklet_core.mcp.model.results import CacheHint
 from soklet_core.protection import ProtectionConfig, RequestStateSealer
 from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 
@@ -33,10 +35,8 @@ from .dispatcher import (
     Interceptor,
     LifecycleCallback,
 )
-from .http_server import HttpLimits
+from .http_runner import HttpLimits
 from .metrics import ServerMetrics
-from .registry import Registry
-from .results import CacheHint
 from .transport import McpAsgiApp
 
 __all__ = ["DEFAULT_ENDPOINT_PATH", "McpServer", "McpServerBuilder"]

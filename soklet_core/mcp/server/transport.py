@@ -48,7 +48,7 @@ from soklet_core.protection import normalize_endpoint_path
 from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 
 from .dispatcher import Dispatcher, DispatchResult, HttpRequest
-from .http_server import SHUTDOWN_MARGIN_SECONDS, HttpLimits
+from .http_runner import SHUTDOWN_MARGIN_SECONDS, HttpLimits
 from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, encode_error
 from .metrics import request_outcome
 

@@ -43,12 +43,12 @@ from soklet_core.json import JsonObject, JsonString, JsonValue, parse
 
 from ._frozen import new_frozen
 from .capabilities import ClientCapabilities
+from .client_requests import InputRequestDeclaration, InputRequestType, InputRequirement
 from .context import RequestContext
 from .errors import ArgumentsError, McpModelErrorReason, RegistrationError
-from .input_requests import InputRequestDeclaration, InputRequestType, InputRequirement
-from .input_required import InputRequiredResult, RequestStateMode
+from .input_required_result import InputRequiredResult, RequestStateMode
 from .results import CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult
-from .uris import UriTemplate, is_absolute_uri
+from .uri_templates import UriTemplate, is_absolute_uri
 
 __all__ = [
     "MAX_NAME_CHARS",

@@ -13,7 +13,7 @@ A retry's ``params.inputResponses`` maps each key to a bare client result (no ``
 Like every MCP ``Result``, a response may carry ``_meta`` (an object) and further members, which are kept and not
 interpreted. The check is structural only: it does **not** enforce the form schema that was requested. The
 application must still check the expected fields, exact values, lengths and business rules (see
-:func:`soklet_core.mcp.elicitation.expect_accept`).
+:func:`soklet_core.mcp.model.elicitation.expect_accept`).
 """
 
 from __future__ import annotations

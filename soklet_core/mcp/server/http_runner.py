@@ -46,7 +46,7 @@ from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, encode_error
 if TYPE_CHECKING:
     import uvicorn
 
-    from .server import McpServer
+    from .app import McpServer
     from .transport import McpAsgiApp
 
 __all__ = [

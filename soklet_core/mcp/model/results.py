@@ -27,7 +27,7 @@ from soklet_core.json import JsonArray, JsonObject, JsonValue
 
 from ._wire import Members, WireValue, encode_bytes, to_object
 from .errors import McpModelErrorReason, ResultError
-from .uris import is_absolute_uri
+from .uri_templates import is_absolute_uri
 
 __all__ = [
     "COMPLETE_RESULT_TYPE",

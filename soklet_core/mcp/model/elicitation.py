@@ -37,10 +37,10 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from soklet_core.json import JsonArray, JsonBoolean, JsonNumber, JsonObject, JsonString, JsonValue
 
+from .client_requests import InputRequest, InputRequestDeclaration, InputRequestType
+from .client_results import ElicitationAction, ElicitationResponse, matches_input_response
 from .errors import InputRequestError, McpModelErrorReason
 from .form_policy import DEFAULT_FORM_POLICY, FormSchemaPolicy
-from .input_requests import InputRequest, InputRequestDeclaration, InputRequestType
-from .input_response_union import ElicitationAction, ElicitationResponse, matches_input_response
 from .methods import ELICITATION_CREATE
 
 __all__ = [
@@ -69,7 +69,7 @@ def form_request(
     """A form-mode ``elicitation/create`` request of ``declaration`` (which must be a form declaration).
 
     ``requested_schema`` must have the flat primitive shape and pass ``policy``: a secret-bearing field raises
-    :class:`~soklet_core.mcp.errors.FormPolicyViolation` before any request exists.
+    :class:`~soklet_core.mcp.model.errors.FormPolicyViolation` before any request exists.
     """
     if declaration.input_request_type is not InputRequestType.ELICITATION_FORM:
         raise InputRequestError(McpModelErrorReason.DECLARATION_MISMATCH, detail="declared form mode")
@@ -88,9 +88,9 @@ def url_request(
 ) -> InputRequest:
     """A URL-mode ``elicitation/create`` request of ``declaration`` (which must be a URL declaration).
 
-    ``url`` must pass :func:`~soklet_core.mcp.url_policy.check_elicitation_url`: HTTPS (plain HTTP to a
+    ``url`` must pass :func:`~soklet_core.mcp.model.url_policy.check_elicitation_url`: HTTPS (plain HTTP to a
     loopback host only with ``development=True``), no userinfo, no query, no fragment. Carry the workflow in an
-    opaque path handle (:func:`~soklet_core.mcp.url_policy.url_with_handle`).
+    opaque path handle (:func:`~soklet_core.mcp.model.url_policy.url_with_handle`).
     """
     if declaration.input_request_type is not InputRequestType.ELICITATION_URL:
         raise InputRequestError(McpModelErrorReason.DECLARATION_MISMATCH, detail="declared url mode")

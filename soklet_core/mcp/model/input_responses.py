@@ -1,6 +1,6 @@
 """``InputResponses``: the verified, keyed answers a retry carried in ``params.inputResponses``.
 
-Every value is in the protocol union (see :mod:`soklet_core.mcp.input_response_union`) and is kept exactly as
+Every value is in the protocol union (see :mod:`soklet_core.mcp.model.client_results`) and is kept exactly as
 received, including keys the operation never asked for. Typed lookup is *conversion, not policy*: it does not
 correlate a key with the request that was issued, re-request a missing answer, branch on accept/decline/cancel
 or validate accepted content — the application does all of that.
@@ -21,8 +21,8 @@ from typing import Any, Final, TypeVar, overload
 from soklet_core.json import JsonArray, JsonBoolean, JsonNumber, JsonObject, JsonString, JsonValue
 
 from ._frozen import new_frozen
+from .client_results import ElicitationResponse, matches_input_response
 from .errors import InputResponseError, McpModelErrorReason
-from .input_response_union import ElicitationResponse, matches_input_response
 
 __all__ = ["InputResponses", "InputResponsesBuilder"]
 
@@ -153,7 +153,7 @@ class InputResponses:
 
         ``None`` when the key is absent, the answer carries no content (decline, cancel, an accepted URL
         elicitation) or the field is absent — so branch on the action first (``find(key, ElicitationResponse)``
-        or :func:`~soklet_core.mcp.elicitation.expect_accept`). A response that is not an elicitation result
+        or :func:`~soklet_core.mcp.model.elicitation.expect_accept`). A response that is not an elicitation result
         raises ``conversion-failed``.
         """
         response = self.find(key, ElicitationResponse)

@@ -78,6 +78,35 @@ from soklet_core.json import (
     params_digest,
     parse,
 )
+from soklet_core.mcp.model import methods
+from soklet_core.mcp.model.capabilities import ClientCapabilities
+from soklet_core.mcp.model.client_requests import InputRequirement
+from soklet_core.mcp.model.context import RequestContext, RequestId
+from soklet_core.mcp.model.errors import McpModelError
+from soklet_core.mcp.model.input_required_result import (
+    InputRequiredResult,
+    RequestStateMode,
+    check_application_request_state,
+)
+from soklet_core.mcp.model.input_responses import InputResponses
+from soklet_core.mcp.model.registry import (
+    CompletionArguments,
+    CompletionRegistration,
+    PromptRegistration,
+    Registry,
+    ResourceArguments,
+    ResourceRegistration,
+    ResourceTemplateRegistration,
+    ToolRegistration,
+)
+from soklet_core.mcp.model.results import (
+    CacheHint,
+    CacheScope,
+    CallToolResult,
+    CompleteResult,
+    GetPromptResult,
+    ReadResourceResult,
+)
 from soklet_core.protection import (
     BoundRequest,
     OpenedRequestState,
@@ -95,14 +124,7 @@ from soklet_core.protocol import (
     SUPPORTED_PROTOCOL_VERSIONS,
 )
 
-from . import methods
 from .admission import Admission, AdmissionPolicy, AdmissionRefused, AdmissionRequest, AnonymousAdmission
-from .capabilities import ClientCapabilities
-from .context import RequestContext, RequestId
-from .errors import McpModelError
-from .input_requests import InputRequirement
-from .input_required import InputRequiredResult, RequestStateMode, check_application_request_state
-from .input_responses import InputResponses
 from .jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -118,17 +140,6 @@ from .jsonrpc import (
     error_response,
     state_refusal,
 )
-from .registry import (
-    CompletionArguments,
-    CompletionRegistration,
-    PromptRegistration,
-    Registry,
-    ResourceArguments,
-    ResourceRegistration,
-    ResourceTemplateRegistration,
-    ToolRegistration,
-)
-from .results import CacheHint, CacheScope, CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult
 
 if TYPE_CHECKING:
     from .metrics import ServerMetrics

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Final, Protocol, TypeAlias, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from soklet_core.json import JsonNumber, JsonObject, JsonString, JsonValue
+from soklet_core.protection import RequestId
 
 from .capabilities import ClientCapabilities
 from .errors import McpModelErrorReason, RequestContextError
-from .input_required import RequestStateMode, check_application_request_state
+from .input_required_result import RequestStateMode, check_application_request_state
 from .input_responses import InputResponses
 
 __all__ = [
@@ -30,9 +31,6 @@ __all__ = [
     "RequestContext",
     "RequestId",
 ]
-
-#: A JSON-RPC request id: a JSON string or a JSON number.
-RequestId: TypeAlias = JsonString | JsonNumber
 
 
 @runtime_checkable

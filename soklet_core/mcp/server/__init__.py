@@ -1,0 +1,118 @@
+"""The server machinery: the dispatcher pipeline, the JSON-RPC wire, admission, the ASGI transport, the
+hardened uvicorn runner, the admin listener, live keyrings and metrics.
+
+An application usually needs only :class:`McpServer` (also exported by :mod:`soklet_core.mcp`); the rest is here
+for embedding and for tests.
+"""
+
+from .admin import (
+    MAX_ADMIN_BODY_BYTES,
+    AdminApp,
+    AdminTokenError,
+    AdminTokens,
+    read_admin_tokens,
+)
+from .admission import (
+    ANONYMOUS_PARTITION,
+    Admission,
+    AdmissionPolicy,
+    AdmissionRefused,
+    AdmissionRefusedReason,
+    AdmissionRequest,
+    AnonymousAdmission,
+    BearerTokenAdmission,
+    BearerTokenEntry,
+)
+from .app import (
+    DEFAULT_ENDPOINT_PATH,
+    McpServer,
+    McpServerBuilder,
+)
+from .dispatcher import (
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    SUPPORTED_PROTOCOL_VERSIONS,
+    Dispatcher,
+    DispatchResult,
+    HttpRequest,
+    Interceptor,
+    LifecycleCallback,
+    ProgressChannel,
+)
+from .http_runner import (
+    DEFAULT_BODY_TIMEOUT_SECONDS,
+    DEFAULT_HEADER_TIMEOUT_SECONDS,
+    DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEAD_BYTES,
+    DEFAULT_SHUTDOWN_GRACE_SECONDS,
+    HttpLimits,
+    limited_uvicorn_config,
+    run_together,
+    uvicorn_config,
+    uvicorn_server_class,
+)
+from .jsonrpc import (
+    McpError,
+)
+from .live_keyring import (
+    KeyringFileWatcher,
+    LiveKeyring,
+    LiveKeyringError,
+    LiveKeyringRefusal,
+)
+from .transport import (
+    LOCAL_HOSTS,
+    McpAsgiApp,
+    parse_authority,
+    parse_origin,
+)
+
+__all__ = [
+    "ANONYMOUS_PARTITION",
+    "DEFAULT_BODY_TIMEOUT_SECONDS",
+    "DEFAULT_ENDPOINT_PATH",
+    "DEFAULT_HEADER_TIMEOUT_SECONDS",
+    "DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_HEAD_BYTES",
+    "DEFAULT_SHUTDOWN_GRACE_SECONDS",
+    "LOCAL_HOSTS",
+    "MAX_ADMIN_BODY_BYTES",
+    "PROTOCOL_VERSION_META_KEY",
+    "SERVER_INFO_META_KEY",
+    "SUPPORTED_PROTOCOL_VERSIONS",
+    "AdminApp",
+    "AdminTokenError",
+    "AdminTokens",
+    "Admission",
+    "AdmissionPolicy",
+    "AdmissionRefused",
+    "AdmissionRefusedReason",
+    "AdmissionRequest",
+    "AnonymousAdmission",
+    "BearerTokenAdmission",
+    "BearerTokenEntry",
+    "DispatchResult",
+    "Dispatcher",
+    "HttpLimits",
+    "HttpRequest",
+    "Interceptor",
+    "KeyringFileWatcher",
+    "LifecycleCallback",
+    "LiveKeyring",
+    "LiveKeyringError",
+    "LiveKeyringRefusal",
+    "McpAsgiApp",
+    "McpError",
+    "McpServer",
+    "McpServerBuilder",
+    "ProgressChannel",
+    "limited_uvicorn_config",
+    "parse_authority",
+    "parse_origin",
+    "read_admin_tokens",
+    "run_together",
+    "uvicorn_config",
+    "uvicorn_server_class",
+]
