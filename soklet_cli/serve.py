@@ -75,7 +75,7 @@ from ._common import (
     parse_rounds,
     shown_path,
 )
-from .apps import conformance, demo
+from soklet_apps import conformance, demo
 from .exit_codes import ExitCode
 from .keyring_path import InsecureOption, load_document
 from .output import emit_json, fail

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from soklet_cli.apps import demo
+from soklet_apps import demo
 from soklet_core.files import read_keyring_file
 from soklet_core.mcp import McpServer
 from soklet_core.protection import ProtectionConfig

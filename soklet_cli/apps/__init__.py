@@ -1,2 +1,0 @@
-"""Applications bundled with ``soklet serve``: the demo (:mod:`.demo`) and the conformance fixtures
-(:mod:`.conformance`)."""
