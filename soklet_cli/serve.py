@@ -23,6 +23,7 @@ from typing import Annotated, Any, Final
 
 import typer
 
+from soklet_apps import conformance, demo
 from soklet_core.files import KeyringDocument, KeyringFileError, write_keyring_file
 from soklet_core.files.fleet_file import check_instance_name, is_environment_name
 from soklet_core.keys import ProtectionKey
@@ -75,7 +76,6 @@ from ._common import (
     parse_rounds,
     shown_path,
 )
-from soklet_apps import conformance, demo
 from .exit_codes import ExitCode
 from .keyring_path import InsecureOption, load_document
 from .output import emit_json, fail
