@@ -26,7 +26,6 @@ from .admission import (
 from .app import (
     DEFAULT_ENDPOINT_PATH,
     McpServer,
-    McpServerBuilder,
 )
 from .dispatcher import (
     PROTOCOL_VERSION_META_KEY,
@@ -106,7 +105,6 @@ __all__ = [
     "McpAsgiApp",
     "McpError",
     "McpServer",
-    "McpServerBuilder",
     "ProgressChannel",
     "limited_uvicorn_config",
     "parse_authority",
