@@ -1,7 +1,7 @@
 """Protection keys, keyrings, the live keyring manager, secret-free snapshots and fingerprints.
 
 >>> from soklet_core.keys import KeyringManager, ProtectionKey, ProtectionKeyring
->>> manager = KeyringManager(ProtectionKeyring.with_active_key(ProtectionKey.generate("2026-08")).build())
+>>> manager = KeyringManager(ProtectionKeyring(ProtectionKey.generate("2026-08")))
 >>> manager.rotate_active_key(ProtectionKey.generate("2026-09")).active_key_id
 '2026-09'
 >>> manager.current().verification_keys[0].id
@@ -26,7 +26,7 @@ from .key import (
     ProtectionKey,
     is_valid_key_id,
 )
-from .keyring import ProtectionKeyring, ProtectionKeyringBuilder
+from .keyring import ProtectionKeyring
 from .manager import KeyringManager, SealingReservation
 from .material_shape import (
     MATERIAL_HEX_RUN_CHARS,
@@ -60,7 +60,6 @@ __all__ = [
     "KeyringSnapshot",
     "ProtectionKey",
     "ProtectionKeyring",
-    "ProtectionKeyringBuilder",
     "SealingReservation",
     "compare",
     "decode_base64url",

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from .base64url import decode_base64url, encode_base64url
 from .errors import KeyringError, KeyringErrorReason
+from .key import ProtectionKey
 from .profile import PROTECTION_PROFILE
-
-if TYPE_CHECKING:
-    from .keyring import ProtectionKeyring
 
 __all__ = [
     "CURRENT_FINGERPRINT_VERSION",
@@ -57,24 +55,6 @@ class Fingerprint:
     version: int
     profile: str
     value: str
-
-    @classmethod
-    def of(cls, keyring: ProtectionKeyring, version: int = CURRENT_FINGERPRINT_VERSION) -> Fingerprint:
-        """The fingerprint of ``keyring`` in encoding ``version`` (1 or 2)."""
-        if version == 2:
-            fields = [
-                PROTECTION_PROFILE.encode(),
-                keyring.active_key.id.encode(),
-                keyring.active_key.check_value,
-            ]
-            for key in keyring.verification_keys:
-                fields += [key.id.encode(), key.check_value]
-        elif version == 1:
-            fields = [PROTECTION_PROFILE.encode(), keyring.active_key.id.encode()]
-            fields += [key.id.encode() for key in keyring.verification_keys]
-        else:
-            raise ValueError(f"unknown fingerprint version {version}; known: {FINGERPRINT_VERSIONS}")
-        return cls(version, PROTECTION_PROFILE, encode_base64url(_digest(fields)))
 
     @classmethod
     def from_json(cls, document: Mapping[str, object]) -> Fingerprint:
@@ -116,6 +96,27 @@ def compare(first: Fingerprint, second: Fingerprint) -> FingerprintComparison:
     if first.profile == second.profile and first.value == second.value:
         return FingerprintComparison.EQUAL
     return FingerprintComparison.DIFFERENT
+
+
+def fingerprint_of_keys(
+    active: ProtectionKey, verification: Sequence[ProtectionKey], version: int = CURRENT_FINGERPRINT_VERSION
+) -> Fingerprint:
+    """The fingerprint of a keyring's ``active`` key and ``verification`` keys (in id order), in encoding
+    ``version`` (1 or 2).
+
+    What :meth:`ProtectionKeyring.fingerprint <soklet_core.keys.ProtectionKeyring.fingerprint>` returns; ask the
+    keyring, which passes its keys in the order the encoding needs.
+    """
+    if version == 2:
+        fields = [PROTECTION_PROFILE.encode(), active.id.encode(), active.check_value]
+        for key in verification:
+            fields += [key.id.encode(), key.check_value]
+    elif version == 1:
+        fields = [PROTECTION_PROFILE.encode(), active.id.encode()]
+        fields += [key.id.encode() for key in verification]
+    else:
+        raise ValueError(f"unknown fingerprint version {version}; known: {FINGERPRINT_VERSIONS}")
+    return Fingerprint(version, PROTECTION_PROFILE, encode_base64url(_digest(fields)))
 
 
 def _digest(fields: Iterable[bytes]) -> bytes:

@@ -9,65 +9,51 @@ here once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import NoReturn
 
 from .errors import KeyringError, KeyringErrorReason
-from .fingerprint import Fingerprint
+from .fingerprint import CURRENT_FINGERPRINT_VERSION, Fingerprint, fingerprint_of_keys
 from .key import ProtectionKey, is_valid_key_id
 
-__all__ = ["ProtectionKeyring", "ProtectionKeyringBuilder"]
+__all__ = ["ProtectionKeyring"]
 
 
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ProtectionKeyring:
     """An immutable keyring: exactly one active key (seals and opens) and verification keys (open only).
 
-    Build one with ``ProtectionKeyring.with_active_key(key).verification_key(k2).build()``; ids are unique.
-    Equality compares every id and (in constant time) every key's material and role.
+    ``ProtectionKeyring(active_key, verification_keys=[k2, k3])``; ids are unique (``duplicate-key-id``
+    otherwise), and :attr:`verification_keys` is kept ordered by id. Equality compares every id and (in constant
+    time) every key's material and role.
     """
 
-    __slots__ = ("_active", "_by_id", "_verification")
+    active_key: ProtectionKey
+    verification_keys: Sequence[ProtectionKey] = ()
+    _by_id: Mapping[str, ProtectionKey] = field(init=False)
 
-    _active: ProtectionKey
-    _verification: tuple[ProtectionKey, ...]
-    _by_id: dict[str, ProtectionKey]
-
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use ProtectionKeyring.with_active_key(key)...build()")
-
-    @classmethod
-    def _create(cls, active: ProtectionKey, verification: Iterable[ProtectionKey]) -> ProtectionKeyring:
-        ordered = tuple(sorted(verification, key=lambda key: key.id))
-        by_id: dict[str, ProtectionKey] = {active.id: active}
+    def __post_init__(self) -> None:
+        if not isinstance(self.active_key, ProtectionKey):
+            raise TypeError("the active key must be a ProtectionKey")
+        ordered = tuple(sorted(self.verification_keys, key=_key_id))
+        by_id: dict[str, ProtectionKey] = {self.active_key.id: self.active_key}
         for key in ordered:
             if key.id in by_id:
                 raise KeyringError(KeyringErrorReason.DUPLICATE_KEY_ID, key.id)
             by_id[key.id] = key
-        keyring = object.__new__(cls)
-        object.__setattr__(keyring, "_active", active)
-        object.__setattr__(keyring, "_verification", ordered)
-        object.__setattr__(keyring, "_by_id", by_id)
-        return keyring
+        object.__setattr__(self, "verification_keys", ordered)
+        object.__setattr__(self, "_by_id", by_id)
 
-    @staticmethod
-    def with_active_key(key: ProtectionKey) -> ProtectionKeyringBuilder:
-        """Start a keyring whose active key is ``key``."""
-        return ProtectionKeyringBuilder._start(key)
-
-    @property
-    def active_key(self) -> ProtectionKey:
-        """The key that seals new state (and opens it)."""
-        return self._active
-
-    @property
-    def verification_keys(self) -> tuple[ProtectionKey, ...]:
-        """The keys that only open state, ordered by id."""
-        return self._verification
+    @classmethod
+    def with_active_key(cls, key: ProtectionKey, verification_keys: Sequence[ProtectionKey] = ()) -> ProtectionKeyring:
+        """The spec's name (``McpProtectionKeyring.withActiveKey``) for ``ProtectionKeyring(key, ...)``."""
+        return cls(key, verification_keys)
 
     @property
     def keys(self) -> tuple[ProtectionKey, ...]:
         """Every key: the active one first, then the verification keys by id."""
-        return (self._active, *self._verification)
+        return (self.active_key, *self.verification_keys)
 
     @property
     def key_ids(self) -> tuple[str, ...]:
@@ -80,11 +66,12 @@ class ProtectionKeyring:
 
     def is_active(self, key_id: str) -> bool:
         """Whether ``key_id`` is the active key's id."""
-        return self._active.id == key_id
+        return self.active_key.id == key_id
 
-    def fingerprint(self, version: int = 2) -> Fingerprint:
-        """The keyring's fingerprint (v2 by default; v1 is the legacy ids-only form)."""
-        return Fingerprint.of(self, version=version)
+    def fingerprint(self, version: int = CURRENT_FINGERPRINT_VERSION) -> Fingerprint:
+        """The keyring's fingerprint (v2 by default; v1 is the legacy ids-only form); raises ``ValueError`` for
+        another version."""
+        return fingerprint_of_keys(self.active_key, self.verification_keys, version)
 
     def with_staged(self, key: ProtectionKey) -> ProtectionKeyring:
         """This keyring plus ``key`` as a verification key.
@@ -97,28 +84,28 @@ class ProtectionKeyring:
             if present.same_material(key):
                 return self
             raise KeyringError(KeyringErrorReason.CONFLICTING_MATERIAL, key.id)
-        return ProtectionKeyring._create(self._active, (*self._verification, key))
+        return ProtectionKeyring(self.active_key, (*self.verification_keys, key))
 
     def with_activated(self, key_id: str) -> ProtectionKeyring:
         """This keyring with ``key_id`` active and the former active key kept for verification only.
 
         Activating the active key is a no-op; an id not in the keyring is refused (``unknown-key``).
         """
-        if self._active.id == key_id:
+        if self.active_key.id == key_id:
             return self
         chosen = self._by_id.get(key_id)
         if chosen is None:
             raise KeyringError(KeyringErrorReason.UNKNOWN_KEY, _printable(key_id))
-        rest = [key for key in self._verification if key.id != key_id]
-        return ProtectionKeyring._create(chosen, (*rest, self._active))
+        rest = [key for key in self.verification_keys if key.id != key_id]
+        return ProtectionKeyring(chosen, (*rest, self.active_key))
 
     def without(self, key_id: str) -> ProtectionKeyring:
         """This keyring less the verification key ``key_id``. The active key and unknown ids are refused."""
-        if self._active.id == key_id:
+        if self.active_key.id == key_id:
             raise KeyringError(KeyringErrorReason.ACTIVE_KEY_REMOVAL, key_id)
         if key_id not in self._by_id:
             raise KeyringError(KeyringErrorReason.UNKNOWN_KEY, _printable(key_id))
-        return ProtectionKeyring._create(self._active, (key for key in self._verification if key.id != key_id))
+        return ProtectionKeyring(self.active_key, tuple(key for key in self.verification_keys if key.id != key_id))
 
     def with_rotated(self, key: ProtectionKey) -> ProtectionKeyring:
         """Stage ``key`` and activate it in one change; repeating it with the same key is a no-op."""
@@ -137,8 +124,8 @@ class ProtectionKeyring:
         if not isinstance(other, ProtectionKeyring):
             return NotImplemented
         # Every comparison runs, so the time taken does not reveal which key differed.
-        same = self._active == other._active and len(self._verification) == len(other._verification)
-        for mine, theirs in zip(self._verification, other._verification, strict=False):
+        same = self.active_key == other.active_key and len(self.verification_keys) == len(other.verification_keys)
+        for mine, theirs in zip(self.verification_keys, other.verification_keys, strict=False):
             same = (mine == theirs) and same
         return same
 
@@ -146,55 +133,17 @@ class ProtectionKeyring:
         return hash((ProtectionKeyring, self.key_ids))
 
     def __repr__(self) -> str:
-        verification = tuple(key.id for key in self._verification)
-        return f"ProtectionKeyring(active={self._active.id!r}, verification={verification!r})"
-
-    def __setattr__(self, name: str, value: object) -> NoReturn:
-        raise AttributeError("ProtectionKeyring is immutable")
-
-    def __delattr__(self, name: str) -> NoReturn:
-        raise AttributeError("ProtectionKeyring is immutable")
+        verification = tuple(key.id for key in self.verification_keys)
+        return f"ProtectionKeyring(active={self.active_key.id!r}, verification={verification!r})"
 
     def __reduce__(self) -> NoReturn:
         raise TypeError("ProtectionKeyring cannot be pickled: it holds key material")
 
 
-class ProtectionKeyringBuilder:
-    """Collects an active key and verification keys; :meth:`build` checks the ids and freezes them."""
-
-    __slots__ = ("_active", "_verification")
-
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use ProtectionKeyring.with_active_key(key)")
-
-    @classmethod
-    def _start(cls, active: ProtectionKey) -> ProtectionKeyringBuilder:
-        if not isinstance(active, ProtectionKey):
-            raise TypeError("the active key must be a ProtectionKey")
-        builder = object.__new__(cls)
-        builder._active = active
-        builder._verification = []
-        return builder
-
-    _active: ProtectionKey
-    _verification: list[ProtectionKey]
-
-    def verification_key(self, key: ProtectionKey) -> ProtectionKeyringBuilder:
-        """Add a verification-only key; returns the builder for chaining."""
-        if not isinstance(key, ProtectionKey):
-            raise TypeError("a verification key must be a ProtectionKey")
-        self._verification.append(key)
-        return self
-
-    def verification_keys(self, keys: Iterable[ProtectionKey]) -> ProtectionKeyringBuilder:
-        """Add several verification-only keys; returns the builder for chaining."""
-        for key in keys:
-            self.verification_key(key)
-        return self
-
-    def build(self) -> ProtectionKeyring:
-        """The keyring. Raises ``KeyringError`` (``duplicate-key-id``) when two keys share an id."""
-        return ProtectionKeyring._create(self._active, self._verification)
+def _key_id(key: ProtectionKey) -> str:
+    if not isinstance(key, ProtectionKey):
+        raise TypeError("a verification key must be a ProtectionKey")
+    return key.id
 
 
 def _printable(key_id: str) -> str | None:

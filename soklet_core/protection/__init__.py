@@ -2,8 +2,8 @@
 
 >>> from soklet_core.json import JsonValue
 >>> from soklet_core.keys import ProtectionKey, ProtectionKeyring
->>> keyring = ProtectionKeyring.with_active_key(ProtectionKey.generate("2026-08")).build()
->>> sealer = RequestStateSealer.for_server(ProtectionConfig.with_keyring(keyring).build())
+>>> keyring = ProtectionKeyring(ProtectionKey.generate("2026-08"))
+>>> sealer = RequestStateSealer(ProtectionConfig(keyring=keyring))
 >>> first = bind_request(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}',
 ...                      path="/mcp", partition=ANONYMOUS_PARTITION)
 >>> token = sealer.seal(JsonValue.from_python({"step": 100}), first)
@@ -31,7 +31,6 @@ from .config import (
     DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,
     DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     ProtectionConfig,
-    ProtectionConfigBuilder,
 )
 from .envelope import (
     AEAD_KEY_BYTES,
@@ -99,7 +98,6 @@ __all__ = [
     "OpeningDiagnosis",
     "OpeningStep",
     "ProtectionConfig",
-    "ProtectionConfigBuilder",
     "ProtectionError",
     "ProtectionUsageError",
     "ProtectionUsageReason",

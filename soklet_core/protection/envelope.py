@@ -114,32 +114,20 @@ class EnvelopeProtector:
 
     Sealing holds a reservation on the active key (so a rotation cannot remove the key mid-seal) and always
     seals under the active key; opening accepts any key of the current keyring, active or verification-only.
-    Build one with :meth:`over`.
+    ``nonce_source`` (default ``os.urandom``) is for deterministic tests.
     """
 
     __slots__ = ("_aeads", "_lock", "_manager", "_nonce_source")
 
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use EnvelopeProtector.over(manager)")
-
-    @classmethod
-    def over(cls, manager: KeyringManager, *, nonce_source: NonceSource | None = None) -> EnvelopeProtector:
-        """A protector over ``manager``; ``nonce_source`` (default ``os.urandom``) is for deterministic tests."""
+    def __init__(self, manager: KeyringManager, *, nonce_source: NonceSource | None = None) -> None:
         if not isinstance(manager, KeyringManager):
             raise ProtectionUsageError(ProtectionUsageReason.INVALID_PROVIDER)
-        protector = object.__new__(cls)
-        protector._manager = manager
-        protector._nonce_source = nonce_source if nonce_source is not None else os.urandom
+        self._manager = manager
+        self._nonce_source: NonceSource = nonce_source if nonce_source is not None else os.urandom
         # (key id, check value) → (AESGCM, envelope header). The check value tells keys with one id but other
         # material apart without keeping the material itself as a dictionary key.
-        protector._aeads = {}
-        protector._lock = threading.Lock()
-        return protector
-
-    _manager: KeyringManager
-    _nonce_source: NonceSource
-    _aeads: dict[tuple[str, bytes], tuple[AESGCM, bytes]]
-    _lock: threading.Lock
+        self._aeads: dict[tuple[str, bytes], tuple[AESGCM, bytes]] = {}
+        self._lock = threading.Lock()
 
     @property
     def keyring_manager(self) -> KeyringManager:

@@ -419,52 +419,35 @@ def _encoded_size(token: str) -> int:
 class RequestStateSealer:
     """Seals and opens framework-protected state for one server. Thread-safe.
 
-    Build it with :meth:`for_server`, which copies a keyring config into a live :class:`KeyringManager` of its
-    own (see :attr:`keyring_manager`).
+    ``RequestStateSealer(config)`` copies a keyring config into a live :class:`KeyringManager` of its own (see
+    :attr:`keyring_manager`). ``clock`` (default :func:`system_clock_ms`) and ``nonce_source`` (default
+    ``os.urandom``; only the built-in protector uses it) are injectable so tests and test vectors are
+    deterministic.
     """
 
     __slots__ = ("_clock", "_config", "_context", "_lifetime_ms", "_manager", "_protector")
 
-    _config: ProtectionConfig
-    _manager: KeyringManager | None
-    _protector: RequestStateProtector
-    _clock: Clock
-    _lifetime_ms: int
-    _context: RequestStateProtectionContext
-
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use RequestStateSealer.for_server(config)")
-
-    @classmethod
-    def for_server(
-        cls,
+    def __init__(
+        self,
         config: ProtectionConfig,
         *,
         clock: Clock | None = None,
         nonce_source: NonceSource | None = None,
-    ) -> RequestStateSealer:
-        """A sealer for one server.
-
-        ``clock`` (default :func:`system_clock_ms`) and ``nonce_source`` (default ``os.urandom``; only the
-        built-in protector uses it) are injectable so tests and test vectors are deterministic.
-        """
+    ) -> None:
         if not isinstance(config, ProtectionConfig):
             raise ProtectionUsageError(ProtectionUsageReason.INVALID_PROVIDER)
-        sealer = object.__new__(cls)
+        self._manager: KeyringManager | None = None
+        self._protector: RequestStateProtector
         if config.keyring is not None:
-            manager: KeyringManager | None = KeyringManager(config.keyring)
-            assert manager is not None
-            protector: RequestStateProtector = EnvelopeProtector.over(manager, nonce_source=nonce_source)
+            self._manager = KeyringManager(config.keyring)
+            self._protector = EnvelopeProtector(self._manager, nonce_source=nonce_source)
         else:
             assert config.protector is not None
-            manager, protector = None, config.protector
-        sealer._config = config
-        sealer._manager = manager
-        sealer._protector = protector
-        sealer._clock = clock if clock is not None else system_clock_ms
-        sealer._lifetime_ms = config.lifetime_ms
-        sealer._context = RequestStateProtectionContext.framework()
-        return sealer
+            self._protector = config.protector
+        self._config = config
+        self._clock: Clock = clock if clock is not None else system_clock_ms
+        self._lifetime_ms = config.lifetime_ms
+        self._context = RequestStateProtectionContext.framework()
 
     @property
     def config(self) -> ProtectionConfig:

@@ -26,10 +26,8 @@ materials = st.binary(min_size=32, max_size=40)
 
 
 def ring(active: tuple[str, bytes], *verification: tuple[str, bytes]) -> ProtectionKeyring:
-    builder = ProtectionKeyring.with_active_key(ProtectionKey.from_id_and_bytes(*active))
-    for key_id, material in verification:
-        builder.verification_key(ProtectionKey.from_id_and_bytes(key_id, material))
-    return builder.build()
+    others = [ProtectionKey.from_id_and_bytes(key_id, material) for key_id, material in verification]
+    return ProtectionKeyring(ProtectionKey.from_id_and_bytes(*active), others)
 
 
 def by_hand(version: int, active: tuple[str, bytes], verification: list[tuple[str, bytes]]) -> str:

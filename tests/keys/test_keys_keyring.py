@@ -12,7 +12,7 @@ def key(key_id: str, fill: int = 1) -> ProtectionKey:
 
 
 def test_builder_orders_verification_keys_by_id() -> None:
-    ring = ProtectionKeyring.with_active_key(key("b")).verification_key(key("z")).verification_key(key("a")).build()
+    ring = ProtectionKeyring(key("b"), [key("z"), key("a")])
     assert ring.active_key.id == "b"
     assert [k.id for k in ring.verification_keys] == ["a", "z"]
     assert ring.key_ids == ("b", "a", "z")
@@ -25,26 +25,28 @@ def test_builder_orders_verification_keys_by_id() -> None:
 
 
 @pytest.mark.parametrize("dup", ["a", "b"])
-def test_builder_refuses_duplicate_ids(dup: str) -> None:
-    builder = ProtectionKeyring.with_active_key(key("a")).verification_key(key("b"))
+def test_constructor_refuses_duplicate_ids(dup: str) -> None:
     with pytest.raises(KeyringError) as caught:
-        builder.verification_key(key(dup, 2)).build()
+        ProtectionKeyring(key("a"), [key("b"), key(dup, 2)])
     assert caught.value.reason is KeyringErrorReason.DUPLICATE_KEY_ID
     assert caught.value.key_id == dup
 
 
-def test_no_public_constructor_and_immutable() -> None:
+def test_constructor_checks_types_and_the_keyring_is_immutable() -> None:
     with pytest.raises(TypeError):
-        ProtectionKeyring()
-    ring = ProtectionKeyring.with_active_key(key("a")).build()
+        ProtectionKeyring()  # type: ignore[call-arg]
+    ring = ProtectionKeyring(key("a"))
     with pytest.raises(AttributeError):
-        ring._active = key("b")  # type: ignore[misc]
+        ring.active_key = key("b")  # type: ignore[misc]
     with pytest.raises(TypeError):
-        ProtectionKeyring.with_active_key("a")  # type: ignore[arg-type]
+        ProtectionKeyring("a")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        ProtectionKeyring(key("a"), ["b"])  # type: ignore[list-item]
+    assert ProtectionKeyring.with_active_key(key("a"), [key("b")]) == ProtectionKeyring(key("a"), [key("b")])
 
 
 def test_stage_adds_a_verification_key_without_touching_the_original() -> None:
-    ring = ProtectionKeyring.with_active_key(key("a")).build()
+    ring = ProtectionKeyring(key("a"))
     staged = ring.with_staged(key("b", 2))
     assert ring.key_ids == ("a",)
     assert staged.key_ids == ("a", "b")
@@ -52,21 +54,21 @@ def test_stage_adds_a_verification_key_without_touching_the_original() -> None:
 
 
 def test_identical_restage_is_a_noop_in_either_role() -> None:
-    ring = ProtectionKeyring.with_active_key(key("a")).verification_key(key("b", 2)).build()
+    ring = ProtectionKeyring(key("a"), [key("b", 2)])
     assert ring.with_staged(key("b", 2)) is ring
     assert ring.with_staged(key("a")) is ring
 
 
 @pytest.mark.parametrize("key_id", ["a", "b"])
 def test_same_id_other_bytes_is_refused(key_id: str) -> None:
-    ring = ProtectionKeyring.with_active_key(key("a")).verification_key(key("b", 2)).build()
+    ring = ProtectionKeyring(key("a"), [key("b", 2)])
     with pytest.raises(KeyringError) as caught:
         ring.with_staged(key(key_id, 9))
     assert caught.value.reason is KeyringErrorReason.CONFLICTING_MATERIAL
 
 
 def test_activate_demotes_the_former_active_key() -> None:
-    ring = ProtectionKeyring.with_active_key(key("a")).verification_key(key("b", 2)).build()
+    ring = ProtectionKeyring(key("a"), [key("b", 2)])
     activated = ring.with_activated("b")
     assert activated.active_key.id == "b"
     assert [k.id for k in activated.verification_keys] == ["a"]
@@ -77,7 +79,7 @@ def test_activate_demotes_the_former_active_key() -> None:
 
 
 def test_remove_refuses_the_active_key_and_unknown_ids() -> None:
-    ring = ProtectionKeyring.with_active_key(key("a")).verification_key(key("b", 2)).build()
+    ring = ProtectionKeyring(key("a"), [key("b", 2)])
     assert ring.without("b").key_ids == ("a",)
     with pytest.raises(KeyringError) as active:
         ring.without("a")
@@ -91,7 +93,7 @@ def test_remove_refuses_the_active_key_and_unknown_ids() -> None:
 
 
 def test_rotate_is_retry_safe() -> None:
-    ring = ProtectionKeyring.with_active_key(key("a")).build()
+    ring = ProtectionKeyring(key("a"))
     rotated = ring.with_rotated(key("b", 2))
     assert rotated.active_key.id == "b"
     assert rotated.key_ids == ("b", "a")
@@ -101,10 +103,10 @@ def test_rotate_is_retry_safe() -> None:
 
 
 def test_equality_compares_material() -> None:
-    one = ProtectionKeyring.with_active_key(key("a")).verification_key(key("b", 2)).build()
-    same = ProtectionKeyring.with_active_key(key("a")).verification_key(key("b", 2)).build()
-    other = ProtectionKeyring.with_active_key(key("a")).verification_key(key("b", 3)).build()
-    swapped = ProtectionKeyring.with_active_key(key("b", 2)).verification_key(key("a")).build()
+    one = ProtectionKeyring(key("a"), [key("b", 2)])
+    same = ProtectionKeyring(key("a"), [key("b", 2)])
+    other = ProtectionKeyring(key("a"), [key("b", 3)])
+    swapped = ProtectionKeyring(key("b", 2), [key("a")])
     assert one == same
     assert hash(one) == hash(same)
     assert one != other

@@ -24,7 +24,7 @@ def key(key_id: str, fill: int = 1) -> ProtectionKey:
 
 @pytest.fixture
 def manager() -> KeyringManager:
-    return KeyringManager(ProtectionKeyring.with_active_key(key("k1")).build())
+    return KeyringManager(ProtectionKeyring(key("k1")))
 
 
 def assert_consistent(snapshot: KeyringSnapshot) -> None:
@@ -208,7 +208,7 @@ def test_concurrent_changes_keep_every_snapshot_consistent(manager: KeyringManag
 
 
 def test_concurrent_removal_and_reservations() -> None:
-    manager = KeyringManager(ProtectionKeyring.with_active_key(key("old")).build())
+    manager = KeyringManager(ProtectionKeyring(key("old")))
     entered, release = threading.Event(), threading.Event()
 
     def sealer() -> None:

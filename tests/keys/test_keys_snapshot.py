@@ -10,7 +10,7 @@ from soklet_core.keys import PROTECTION_PROFILE, KeyringManager, KeyringSnapshot
 def test_snapshot_fields_and_no_secret() -> None:
     active = ProtectionKey.generate("k2")
     old = ProtectionKey.generate("k1")
-    manager = KeyringManager(ProtectionKeyring.with_active_key(old).build())
+    manager = KeyringManager(ProtectionKeyring(old))
     manager.rotate_active_key(active)
     snapshot = manager.snapshot()
     assert snapshot.profile == PROTECTION_PROFILE

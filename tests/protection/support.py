@@ -39,16 +39,13 @@ def key(key_id: str, fill: int | None = None) -> ProtectionKey:
 
 
 def keyring(active: ProtectionKey, *verification: ProtectionKey) -> ProtectionKeyring:
-    return ProtectionKeyring.with_active_key(active).verification_keys(verification).build()
+    return ProtectionKeyring(active, [*verification])
 
 
 def sealer_for(ring: ProtectionKeyring, clock: Clock | None = None, **limits: Any) -> tuple[RequestStateSealer, Clock]:
-    """A sealer over ``ring`` with a hand clock; ``limits`` are builder calls (name → value)."""
-    builder = ProtectionConfig.with_keyring(ring)
-    for name, value in limits.items():
-        getattr(builder, name)(value)
+    """A sealer over ``ring`` with a hand clock; ``limits`` are :class:`ProtectionConfig` keywords."""
     clock = clock or Clock()
-    return RequestStateSealer.for_server(builder.build(), clock=clock), clock
+    return RequestStateSealer(ProtectionConfig(keyring=ring, **limits), clock=clock), clock
 
 
 def request(

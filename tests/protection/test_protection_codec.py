@@ -59,9 +59,9 @@ PINNED_TOKEN = (
 
 def pinned_sealer() -> RequestStateSealer:
     key = ProtectionKey.from_id_and_bytes("2026-08", bytes(range(32)))
-    config = ProtectionConfig.with_keyring(ProtectionKeyring.with_active_key(key).build()).build()
+    config = ProtectionConfig(keyring=ProtectionKeyring(key))
     nonce = bytes(range(12))
-    return RequestStateSealer.for_server(config, clock=lambda: PINNED_ISSUED_AT, nonce_source=lambda size: nonce)
+    return RequestStateSealer(config, clock=lambda: PINNED_ISSUED_AT, nonce_source=lambda size: nonce)
 
 
 def pinned_contents() -> SealedStateContents:

@@ -69,10 +69,9 @@ def test_no_secret_in_errors_or_logs(caplog, material: bytes, marker: str, extra
         return
     key = ProtectionKey.from_id_and_bytes("k1", material)
     clock = Clock()
-    builder = ProtectionConfig.with_keyring(keyring(key)).maximum_request_state_rounds(1)
-    if scenario == "too-large":
-        builder.maximum_decoded_bytes(120).maximum_encoded_bytes(200)
-    sealer = RequestStateSealer.for_server(builder.build(), clock=clock)
+    sizes = {"maximum_decoded_bytes": 120, "maximum_encoded_bytes": 200} if scenario == "too-large" else {}
+    config = ProtectionConfig(keyring=keyring(key), maximum_request_state_rounds=1, **sizes)
+    sealer = RequestStateSealer(config, clock=clock)
     first, retry = bound(request(1)), bound(request(2))
     token = ""
     plaintext = b""
@@ -88,8 +87,8 @@ def test_no_secret_in_errors_or_logs(caplog, material: bytes, marker: str, extra
         elif scenario == "truncate":
             sealer.open(token[: position % len(token)], retry)
         elif scenario == "wrong-key":
-            other = RequestStateSealer.for_server(
-                ProtectionConfig.with_keyring(keyring(ProtectionKey.from_id_and_bytes("k1", bytes(32)))).build()
+            other = RequestStateSealer(
+                ProtectionConfig(keyring=keyring(ProtectionKey.from_id_and_bytes("k1", bytes(32))))
             )
             other.open(token, retry)
         elif scenario == "expired":
@@ -126,7 +125,7 @@ def test_no_secret_in_errors_or_logs(caplog, material: bytes, marker: str, extra
 @pytest.mark.parametrize("scenario", ["authentication", "json"])
 def test_refusals_are_logged_by_reason_only(caplog, scenario: str) -> None:
     caplog.set_level(logging.DEBUG)
-    sealer = RequestStateSealer.for_server(ProtectionConfig.with_keyring(keyring(ProtectionKey.generate("k1"))).build())
+    sealer = RequestStateSealer(ProtectionConfig(keyring=keyring(ProtectionKey.generate("k1"))))
     token = sealer.seal(state({"s": "PLAINTEXT-MARKER-123"}), bound())
     with pytest.raises(RequestStateProtectionException):
         sealer.open(token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBA"), bound(request(2)))
@@ -137,7 +136,7 @@ def test_refusals_are_logged_by_reason_only(caplog, scenario: str) -> None:
 
 def test_key_and_manager_reprs_hold_no_material() -> None:
     key = ProtectionKey.generate("k1")
-    sealer = RequestStateSealer.for_server(ProtectionConfig.with_keyring(keyring(key)).build())
+    sealer = RequestStateSealer(ProtectionConfig(keyring=keyring(key)))
     everything: list[Any] = [sealer, sealer.config, sealer.protector, sealer.keyring_manager]
     for item in everything:
         for secret in forms(key.material):

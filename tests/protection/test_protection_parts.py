@@ -1,4 +1,4 @@
-"""Endpoint paths, the partition digest, bindings, the config builder and the exception surface."""
+"""Endpoint paths, the partition digest, bindings, the config constructor and the exception surface."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import base64
 import hashlib
 import pickle
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -20,7 +21,6 @@ from soklet_core.protection import (
     DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     BindingField,
     ProtectionConfig,
-    ProtectionConfigBuilder,
     ProtectionUsageError,
     ProtectionUsageReason,
     Reason,
@@ -184,7 +184,7 @@ def test_binding_of_checks_its_inputs() -> None:
 
 
 def test_config_defaults() -> None:
-    config = ProtectionConfig.with_keyring(keyring(key("k1"))).build()
+    config = ProtectionConfig(keyring=keyring(key("k1")))
     assert config.maximum_request_state_lifetime == timedelta(minutes=15) == DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME
     assert config.maximum_request_state_rounds == 10 == DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
     assert config.maximum_encoded_bytes == 65_536 == DEFAULT_MAXIMUM_ENCODED_BYTES
@@ -194,30 +194,31 @@ def test_config_defaults() -> None:
     assert "material" not in repr(config) or "redacted" in repr(config)
 
 
-def test_config_builder_validates_limits() -> None:
-    def builder() -> ProtectionConfigBuilder:
-        return ProtectionConfig.with_keyring(keyring(key("k1")))
+def test_config_constructor_validates_limits() -> None:
+    ring = keyring(key("k1"))
 
-    for method in ("maximum_request_state_rounds", "maximum_encoded_bytes", "maximum_decoded_bytes"):
+    def config(**limits: Any) -> ProtectionConfig:
+        return ProtectionConfig(keyring=ring, **limits)
+
+    for limit in ("maximum_request_state_rounds", "maximum_encoded_bytes", "maximum_decoded_bytes"):
         for bad in (0, -1, True, 1.5, "3"):
             with pytest.raises(ProtectionUsageError) as caught:
-                getattr(builder(), method)(bad)
+                config(**{limit: bad})
             assert caught.value.reason is ProtectionUsageReason.NON_POSITIVE_LIMIT
     for bad_lifetime in (timedelta(0), timedelta(microseconds=999), timedelta(seconds=-1), 900):
         with pytest.raises(ProtectionUsageError):
-            builder().maximum_request_state_lifetime(bad_lifetime)  # type: ignore[arg-type]
+            config(maximum_request_state_lifetime=bad_lifetime)
     # decoded <= encoded: equal passes, one more is refused.
-    assert builder().maximum_encoded_bytes(1000).maximum_decoded_bytes(1000).build().maximum_decoded_bytes == 1000
+    assert config(maximum_encoded_bytes=1000, maximum_decoded_bytes=1000).maximum_decoded_bytes == 1000
     with pytest.raises(ProtectionUsageError) as caught:
-        builder().maximum_encoded_bytes(1000).maximum_decoded_bytes(1001).build()
+        config(maximum_encoded_bytes=1000, maximum_decoded_bytes=1001)
     assert caught.value.reason is ProtectionUsageReason.DECODED_OVER_ENCODED
     with pytest.raises(ProtectionUsageError):
-        builder().maximum_decoded_bytes(DEFAULT_MAXIMUM_ENCODED_BYTES + 1).build()
-    assert builder().maximum_request_state_lifetime(timedelta(milliseconds=1)).build().lifetime_ms == 1
+        config(maximum_decoded_bytes=DEFAULT_MAXIMUM_ENCODED_BYTES + 1)
+    assert config(maximum_request_state_lifetime=timedelta(milliseconds=1)).lifetime_ms == 1
     with pytest.raises(TypeError):
-        ProtectionConfig()  # type: ignore[call-arg]
-    with pytest.raises(TypeError):
-        ProtectionConfigBuilder()
+        ProtectionConfig(ring)  # type: ignore[misc]
+    assert ProtectionConfig.with_keyring(ring, maximum_request_state_rounds=3) == config(maximum_request_state_rounds=3)
 
 
 # ------------------------------------------------------------------------------------------------ exceptions

@@ -379,9 +379,9 @@ def test_same_key_id_with_other_material_does_not_authenticate() -> None:
 
 
 def test_each_server_copies_the_keyring_into_its_own_manager() -> None:
-    config = ProtectionConfig.with_keyring(keyring(key("k1"))).build()
-    one = RequestStateSealer.for_server(config)
-    two = RequestStateSealer.for_server(config)
+    config = ProtectionConfig(keyring=keyring(key("k1")))
+    one = RequestStateSealer(config)
+    two = RequestStateSealer(config)
     assert one.keyring_manager is not two.keyring_manager
     one.keyring_manager.rotate_active_key(key("k2"))  # type: ignore[union-attr]
     assert two.keyring_manager.current().active_key.id == "k1"  # type: ignore[union-attr]
@@ -401,8 +401,8 @@ def test_sealing_holds_a_reservation_on_the_active_key() -> None:
             manager.remove_verification_key("k1")
         return bytes(size)
 
-    config = ProtectionConfig.with_keyring(keyring(key("k1"), key("k2"))).build()
-    sealer = RequestStateSealer.for_server(config, nonce_source=nonce, clock=Clock())
+    config = ProtectionConfig(keyring=keyring(key("k1"), key("k2")))
+    sealer = RequestStateSealer(config, nonce_source=nonce, clock=Clock())
     manager_box.append(sealer.keyring_manager)  # type: ignore[arg-type]
     token = sealer.seal(state(1), bound())
     assert seen == [{"k1": 1}]
@@ -677,9 +677,9 @@ class BrokenProtector:
 
 def test_custom_protector_gets_the_framework_context_and_all_checks_still_apply() -> None:
     protector = XorHmacProtector()
-    config = ProtectionConfig.with_protector(protector).build()
+    config = ProtectionConfig(protector=protector)
     clock = Clock()
-    sealer = RequestStateSealer.for_server(config, clock=clock)
+    sealer = RequestStateSealer(config, clock=clock)
     assert sealer.keyring_manager is None
     token = sealer.seal(state({"a": 1}), bound(request(1)))
     assert sealer.open(token, bound(request(2))).state == state({"a": 1})
@@ -698,7 +698,7 @@ def test_custom_protector_gets_the_framework_context_and_all_checks_still_apply(
 
 
 def test_a_failing_custom_protector_fails_closed_without_its_text(caplog) -> None:
-    sealer = RequestStateSealer.for_server(ProtectionConfig.with_protector(BrokenProtector()).build(), clock=Clock())
+    sealer = RequestStateSealer(ProtectionConfig(protector=BrokenProtector()), clock=Clock())
     with pytest.raises(RequestStateProtectionException) as sealing:
         sealer.seal(state("hush"), bound())
     assert sealing.value.reason is Reason.PROTECTOR_FAILED
@@ -713,19 +713,23 @@ def test_a_failing_custom_protector_fails_closed_without_its_text(caplog) -> Non
 
 def test_config_refuses_what_is_not_a_provider() -> None:
     with pytest.raises(ProtectionUsageError):
-        ProtectionConfig.with_protector(object())  # type: ignore[arg-type]
+        ProtectionConfig(protector=object())  # type: ignore[arg-type]
     with pytest.raises(ProtectionUsageError):
-        ProtectionConfig.with_keyring(XorHmacProtector())  # type: ignore[arg-type]
+        ProtectionConfig(keyring=XorHmacProtector())  # type: ignore[arg-type]
     with pytest.raises(ProtectionUsageError):
-        ProtectionConfig.with_protector(keyring(key("k1")))  # type: ignore[arg-type]
+        ProtectionConfig(protector=keyring(key("k1")))  # type: ignore[arg-type]
+    with pytest.raises(ProtectionUsageError):
+        ProtectionConfig()
+    with pytest.raises(ProtectionUsageError):
+        ProtectionConfig(keyring=keyring(key("k1")), protector=XorHmacProtector())
 
 
 def test_bad_clock_and_nonce_source_are_usage_errors() -> None:
-    config = ProtectionConfig.with_keyring(keyring(key("k1"))).build()
+    config = ProtectionConfig(keyring=keyring(key("k1")))
     with pytest.raises(ProtectionUsageError):
-        RequestStateSealer.for_server(config, clock=lambda: 1.5).seal(state(1), bound())  # type: ignore[arg-type,return-value]
+        RequestStateSealer(config, clock=lambda: 1.5).seal(state(1), bound())  # type: ignore[arg-type,return-value]
     with pytest.raises(ProtectionUsageError):
-        RequestStateSealer.for_server(config, nonce_source=lambda size: bytes(size - 1)).seal(state(1), bound())
+        RequestStateSealer(config, nonce_source=lambda size: bytes(size - 1)).seal(state(1), bound())
     with pytest.raises(TypeError):
         RequestStateSealer()
 

@@ -56,8 +56,8 @@ def test_the_document_embeds_exactly_the_vectors_file() -> None:
 def sealer_for(vector: dict[str, Any], now: int) -> RequestStateSealer:
     key = ProtectionKey.from_id_and_bytes(vector["key_id"], bytes.fromhex(vector["key_material_hex"]))
     nonce = bytes.fromhex(vector["nonce_hex"])
-    config = ProtectionConfig.with_keyring(ProtectionKeyring.with_active_key(key).build()).build()
-    return RequestStateSealer.for_server(config, clock=lambda: now, nonce_source=lambda size: nonce)
+    config = ProtectionConfig(keyring=ProtectionKeyring(key))
+    return RequestStateSealer(config, clock=lambda: now, nonce_source=lambda size: nonce)
 
 
 def bound_for(vector: dict[str, Any], request_text: str | None = None) -> BoundRequest:
