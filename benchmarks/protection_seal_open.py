@@ -162,8 +162,8 @@ def main() -> int:
     state = state_value()
     state_text = canonical_text(state)
 
-    keyring = ProtectionKeyring.with_active_key(ProtectionKey.generate("2026-08")).build()
-    sealer = RequestStateSealer.for_server(ProtectionConfig.with_keyring(keyring).build())
+    keyring = ProtectionKeyring(ProtectionKey.generate("2026-08"))
+    sealer = RequestStateSealer(ProtectionConfig(keyring=keyring))
     first_request, retry_request = parse(first_bytes), parse(retry_bytes)
 
     def bound(data: bytes, request: JsonValue) -> BoundRequest:

@@ -18,22 +18,21 @@ VARIANTS = {"off": "soklet, no metrics", "on": "soklet + metrics"}
 
 def serve(variant: str) -> None:
     """Serve one variant on a free loopback port; print its URL first (the client reads it)."""
-    from soklet_cli.apps import demo
+    from soklet_apps import demo
     from soklet_core.keys import ProtectionKey, ProtectionKeyring
     from soklet_core.mcp import McpServer
     from soklet_core.mcp.server import uvicorn_config, uvicorn_server_class
     from soklet_core.mcp.server.metrics import ServerMetrics
     from soklet_core.protection import ProtectionConfig
 
-    ring = ProtectionKeyring.with_active_key(ProtectionKey.generate("bench")).build()
-    builder = McpServer.builder(demo.build_registry()).protection_config(ProtectionConfig.with_keyring(ring).build())
-    if variant == "on":
-        builder.metrics(ServerMetrics(instance="bench"))
+    ring = ProtectionKeyring(ProtectionKey.generate("bench"))
+    metrics = ServerMetrics(instance="bench") if variant == "on" else None
+    server = McpServer(demo.build_registry(), protection=ProtectionConfig(keyring=ring), metrics=metrics)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
     print(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
-    uvicorn_server_class()(uvicorn_config(builder.build(), log_level="warning")).run(sockets=[sock])
+    uvicorn_server_class()(uvicorn_config(server, log_level="warning")).run(sockets=[sock])
 
 
 def compare(argv: list[str]) -> int:

@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import MutableMapping
 from typing import Any
 
-from soklet_cli.apps.demo import build_registry
+from soklet_apps.demo import build_registry
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import McpServer
 from soklet_core.protection import ProtectionConfig
@@ -51,7 +51,7 @@ PARTS = (
     ("soklet_core/mcp/server/transport.py", "mcp transport (ASGI)"),
     ("soklet_core/mcp/server/dispatcher.py", "mcp dispatcher (validation, state wrapper)"),
     ("soklet_core/mcp/", "mcp model (capabilities, responses, results)"),
-    ("soklet_cli/apps/", "the demo handler"),
+    ("soklet_apps/", "the demo handler"),
     ("asyncio", "asyncio"),
     ("cryptography", "cryptography (AES-GCM)"),
 )
@@ -83,9 +83,9 @@ class Driver:
     """Posts prebuilt bodies into one app and returns the response bodies."""
 
     def __init__(self) -> None:
-        ring = ProtectionKeyring.with_active_key(ProtectionKey.generate("profile")).build()
-        config = ProtectionConfig.with_keyring(ring).build()
-        server = McpServer.builder(build_registry(development=True)).protection_config(config).build()
+        ring = ProtectionKeyring(ProtectionKey.generate("profile"))
+        config = ProtectionConfig(keyring=ring)
+        server = McpServer(build_registry(development=True), protection=config)
         self.app = server.asgi_app()
 
     async def post(self, body: bytes) -> bytes:

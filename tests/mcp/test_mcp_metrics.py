@@ -122,7 +122,7 @@ def test_seal_and_open_count_by_outcome_and_reason_from_the_protection_enum() ->
 
 def test_observe_keyring_publishes_generation_fingerprint_and_last_use() -> None:
     metrics = ServerMetrics(instance="a")
-    keyring = ProtectionKeyring.with_active_key(ACTIVE).build().with_staged(STAGED)
+    keyring = ProtectionKeyring(ACTIVE).with_staged(STAGED)
     snapshot = KeyringSnapshot.of(keyring, 7)
     metrics.observe_keyring(
         snapshot,
@@ -144,7 +144,7 @@ def test_observe_keyring_publishes_generation_fingerprint_and_last_use() -> None
 
 def test_observe_keyring_replaces_the_previous_view() -> None:
     metrics = ServerMetrics(instance="a")
-    before = ProtectionKeyring.with_active_key(ACTIVE).build().with_staged(STAGED)
+    before = ProtectionKeyring(ACTIVE).with_staged(STAGED)
     metrics.observe_keyring(KeyringSnapshot.of(before, 1), last_opened_ms={"k-active": 1000, "k-staged": 2000})
     after = before.with_activated("k-staged").without("k-active")
     metrics.observe_keyring(KeyringSnapshot.of(after, 3), last_opened_ms={"k-staged": 4000})
@@ -160,7 +160,7 @@ def test_observe_keyring_replaces_the_previous_view() -> None:
 
 def test_observe_keyring_with_no_use_maps_has_no_last_use_series() -> None:
     metrics = ServerMetrics(instance="a")
-    metrics.observe_keyring(KeyringSnapshot.of(ProtectionKeyring.with_active_key(ACTIVE).build(), 0))
+    metrics.observe_keyring(KeyringSnapshot.of(ProtectionKeyring(ACTIVE), 0))
     names = {name for name, _ in samples(metrics)}
     assert "soklet_key_last_sealed_timestamp_seconds" not in names
     assert "soklet_keyring_fingerprint_info" in names
@@ -172,7 +172,7 @@ def test_repr_names_nothing() -> None:
 
 def test_watch_keyring_reads_the_source_at_every_render() -> None:
     metrics = ServerMetrics(instance="a")
-    keyrings = [ProtectionKeyring.with_active_key(ACTIVE).build()]
+    keyrings = [ProtectionKeyring(ACTIVE)]
     metrics.watch_keyring(lambda: KeyringSnapshot.of(keyrings[-1], len(keyrings) - 1))
     assert value(metrics, "soklet_keyring_generation") == 0
     keyrings.append(keyrings[-1].with_staged(STAGED))
@@ -186,7 +186,7 @@ def test_every_metric_and_outcome_is_documented_in_fleet_md() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
     metrics = ServerMetrics(instance="a")
     metrics.observe_keyring(
-        KeyringSnapshot.of(ProtectionKeyring.with_active_key(ACTIVE).build(), 0),
+        KeyringSnapshot.of(ProtectionKeyring(ACTIVE), 0),
         last_sealed_ms={"k-active": 1},
         last_opened_ms={"k-active": 1},
     )
@@ -202,7 +202,7 @@ def test_every_metric_and_outcome_is_documented_in_fleet_md() -> None:
 
 def test_observe_keyring_reads_last_use_from_the_snapshot_when_not_given() -> None:
     metrics = ServerMetrics(instance="a")
-    keyring = ProtectionKeyring.with_active_key(ACTIVE).build().with_staged(STAGED)
+    keyring = ProtectionKeyring(ACTIVE).with_staged(STAGED)
     uses = (KeyUse("k-active", 3_000, 4_000), KeyUse("k-staged", None, None), KeyUse("gone", 1, 1))
     metrics.observe_keyring(KeyringSnapshot.of(keyring, 2, key_use=uses))
     assert value(metrics, "soklet_key_last_sealed_timestamp_seconds", key_id="k-active") == 3

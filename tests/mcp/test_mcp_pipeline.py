@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from soklet_cli.apps import demo
+from soklet_apps import demo
 from soklet_core.json import JsonObject, parse
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import (
@@ -53,14 +53,14 @@ from soklet_core.mcp.server.jsonrpc import (
 from soklet_core.protection import ProtectionConfig, RequestStateProtectionException, bind_request
 from soklet_core.protocol import PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 
-KEYRING = ProtectionKeyring.with_active_key(ProtectionKey.generate("pipeline-key")).build()
+KEYRING = ProtectionKeyring(ProtectionKey.generate("pipeline-key"))
 FORM_CAPS: Mapping[str, Any] = {"elicitation": {"form": {}}}
 ACCEPT = {"action": "accept", "content": {}}
 OTHER_VERSION = "2027-01-01"
 
 
 def config(rounds: int = 10) -> ProtectionConfig:
-    return ProtectionConfig.with_keyring(KEYRING).maximum_request_state_rounds(rounds).build()
+    return ProtectionConfig(keyring=KEYRING, maximum_request_state_rounds=rounds)
 
 
 class Calls:
@@ -76,7 +76,7 @@ def counting_registry(calls: Calls) -> Registry:
         name="count.state",
         description="Counts its calls; asks again with a framework state until told to stop.",
         input_schema={"type": "object"},
-        may_request_input=[demo.FORM],
+        input_request_declarations=[demo.FORM],
         request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
         blocking=False,
     )
@@ -97,15 +97,14 @@ def counting_registry(calls: Calls) -> Registry:
         calls.threads.append(threading.get_ident())
         return CallToolResult.from_text("plain")
 
-    return Registry.of(count_state, count_plain)
+    return Registry(count_state, count_plain)
 
 
 def make_server(calls: Calls | None = None, *, rounds: int = 10, versions: tuple[str, ...] = ()) -> McpServer:
     registry = demo.build_registry() if calls is None else counting_registry(calls)
-    builder = McpServer.builder(registry).protection_config(config(rounds))
     if versions:
-        builder.supported_versions(versions)
-    return builder.build()
+        return McpServer(registry, protection=config(rounds), supported_versions=versions)
+    return McpServer(registry, protection=config(rounds))
 
 
 def body(
@@ -225,13 +224,13 @@ def test_a_missing_required_capability_answers_before_the_arguments() -> None:
         name="needs.form",
         description="REQUIRED form elicitation.",
         input_schema={"type": "object"},
-        may_request_input=[InputRequestDeclaration.from_elicitation_form(InputRequirement.REQUIRED)],
+        input_request_declarations=[InputRequestDeclaration.from_elicitation_form(InputRequirement.REQUIRED)],
     )
     def needs_form(context: RequestContext, arguments: JsonObject) -> CallToolResult:
         calls.count += 1
         return CallToolResult.from_text("ran")
 
-    server = McpServer.builder(Registry.of(needs_form)).build()
+    server = McpServer(Registry(needs_form))
     message = body(methods.TOOLS_CALL, {"name": "needs.form", "arguments": 3}, caps={})
     result = asyncio.run(dispatch(server, message, headers(name="needs.form")))
     assert (result.status, result.code, result.operation) == (400, MISSING_CAPABILITY, "needs.form")
@@ -555,7 +554,7 @@ def test_an_mcp_error_raised_by_an_interceptor_is_answered_as_raised() -> None:
     async def quota(context: RequestContext, call_handler: Any) -> object:
         raise McpError(-32001, "Quota exceeded", log_reason="quota")
 
-    server = McpServer.builder(counting_registry(calls)).protection_config(config()).interceptor(quota).build()
+    server = McpServer(counting_registry(calls), protection=config(), interceptor=quota)
     result = asyncio.run(dispatch(server, call("count.plain"), headers(name="count.plain")))
     assert (result.status, result.code, result.reason, result.operation) == (200, -32001, "quota", "count.plain")
     assert reply(result)["error"] == {"code": -32001, "message": "Quota exceeded"}
@@ -567,7 +566,7 @@ def test_any_other_handler_exception_is_one_fixed_internal_error() -> None:
     def boom(context: RequestContext, arguments: JsonObject) -> CallToolResult:
         raise RuntimeError("secret detail")
 
-    server = McpServer.builder(Registry.of(boom)).build()
+    server = McpServer(Registry(boom))
     result = asyncio.run(dispatch(server, call("boom"), headers(name="boom")))
     assert (result.status, result.code, result.reason) == (200, INTERNAL_ERROR, "handler-failed")
     assert reply(result)["error"] == {"code": INTERNAL_ERROR, "message": INTERNAL_ERROR_MESSAGE}

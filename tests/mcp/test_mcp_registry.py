@@ -65,7 +65,7 @@ def resource_handler(context: RequestContext, arguments: ResourceArguments) -> R
 
 
 def make_tool(name: str = "t", **options: Any) -> ToolRegistration:
-    return ToolRegistration.create(
+    return ToolRegistration(
         name=name, description=options.pop("description", "A tool."), input_schema=options.pop("input_schema", OBJECT),
         handler=options.pop("handler", handler), **options,
     )  # fmt: skip
@@ -78,7 +78,7 @@ def make_tool(name: str = "t", **options: Any) -> ToolRegistration:
 def test_valid_names(name: str) -> None:
     assert is_valid_name(name)
     assert make_tool(name).name == name
-    assert PromptRegistration.create(name=name, description="p", handler=prompt_handler).name == name
+    assert PromptRegistration(name=name, description="p", handler=prompt_handler).name == name
 
 
 @pytest.mark.parametrize("name", ["", "x" * 129, "a/b", "a b", "ä", "a:b", "tool!", "\n", None, 5])
@@ -88,9 +88,9 @@ def test_invalid_names(name: Any) -> None:
         make_tool(name)
     assert caught.value.reason is R.INVALID_NAME
     with pytest.raises(RegistrationError):
-        PromptRegistration.create(name=name, description="p", handler=prompt_handler)
+        PromptRegistration(name=name, description="p", handler=prompt_handler)
     with pytest.raises(RegistrationError):
-        ResourceRegistration.create(uri="test://x", name=name, description="r", handler=resource_handler)
+        ResourceRegistration(uri="test://x", name=name, description="r", handler=resource_handler)
 
 
 def test_name_limit_constant() -> None:
@@ -103,11 +103,11 @@ def test_description_required(description: Any) -> None:
         make_tool(description=description)
     assert caught.value.reason is R.MISSING_DESCRIPTION
     with pytest.raises(RegistrationError):
-        PromptRegistration.create(name="p", description=description, handler=prompt_handler)
+        PromptRegistration(name="p", description=description, handler=prompt_handler)
     with pytest.raises(RegistrationError):
-        ResourceRegistration.create(uri="test://x", name="r", description=description, handler=resource_handler)
+        ResourceRegistration(uri="test://x", name="r", description=description, handler=resource_handler)
     with pytest.raises(RegistrationError):
-        ResourceTemplateRegistration.create(
+        ResourceTemplateRegistration(
             uri_template="test://{id}", name="r", description=description, handler=resource_handler
         )
 
@@ -245,9 +245,9 @@ def test_duplicate_declaration_type_refused() -> None:
         lambda: make_tool(title=3),
         lambda: PromptArgument("a", required="yes"),  # type: ignore[arg-type]
         lambda: PromptRegistration(name="p", description="d", handler=prompt_handler, arguments=("a",)),  # type: ignore[arg-type]
-        lambda: ResourceRegistration.create(uri="test://r", name="r", description="d", handler=resource_handler,
+        lambda: ResourceRegistration(uri="test://r", name="r", description="d", handler=resource_handler,
                                             size=-1),
-        lambda: ResourceRegistration.create(uri="test://r", name="r", description="d", handler=resource_handler,
+        lambda: ResourceRegistration(uri="test://r", name="r", description="d", handler=resource_handler,
                                             mime_type=5),  # type: ignore[arg-type]
         lambda: make_tool(meta=[1]),
     ],
@@ -281,7 +281,7 @@ def test_decorator_equals_builder_form() -> None:
         name="catalog.continue",
         description="Continue.",
         input_schema=OBJECT,
-        may_request_input=[
+        input_request_declarations=[
             may_request_input(type=InputRequestType.ELICITATION_FORM, requirement=InputRequirement.CONDITIONAL)
         ],
         request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
@@ -290,7 +290,7 @@ def test_decorator_equals_builder_form() -> None:
         return CallToolResult.from_text("x")
 
     assert isinstance(catalog_continue, ToolRegistration)
-    built = ToolRegistration.create(
+    built = ToolRegistration(
         name="catalog.continue", description="Continue.", input_schema=OBJECT, handler=catalog_continue.handler,
         input_request_declarations=[FORM_C], request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
     )  # fmt: skip
@@ -302,7 +302,7 @@ def test_decorator_equals_builder_form() -> None:
 
 def test_order_is_registration_order_every_time() -> None:
     names = ["zeta", "alpha", "mid.point", "Beta", "_x"]
-    registry = Registry.of(*(make_tool(name) for name in names))
+    registry = Registry(*(make_tool(name) for name in names))
     for _ in range(3):
         assert [item.name for item in registry.tools] == names
         assert [item.to_wire()["name"] for item in registry.tools] == [parse(f'"{n}"') for n in names]
@@ -311,44 +311,52 @@ def test_order_is_registration_order_every_time() -> None:
 
 
 def test_duplicates_refused() -> None:
-    builder = Registry.builder()
-    builder.add(make_tool("t"))
+    tool_t = make_tool("t")
     with pytest.raises(RegistrationError) as caught:
-        builder.add(make_tool("t", description="Another."))
+        Registry(tool_t, make_tool("t", description="Another."))
     assert caught.value.reason is R.DUPLICATE_REGISTRATION
     assert caught.value.subject == "t"
-    builder.add(
-        PromptRegistration.create(name="t", description="A prompt may share a tool's name.", handler=prompt_handler)
-    )
+    prompt_t = PromptRegistration(name="t", description="A prompt may share a tool's name.", handler=prompt_handler)
+    Registry(tool_t, prompt_t)
     with pytest.raises(RegistrationError):
-        builder.add(PromptRegistration.create(name="t", description="again", handler=prompt_handler))
-    builder.add(ResourceRegistration.create(uri="test://a", name="a", description="r", handler=resource_handler))
+        Registry(prompt_t, PromptRegistration(name="t", description="again", handler=prompt_handler))
+    resource_a = ResourceRegistration(uri="test://a", name="a", description="r", handler=resource_handler)
     with pytest.raises(RegistrationError):
-        builder.add(ResourceRegistration.create(uri="test://a", name="b", description="r", handler=resource_handler))
+        Registry(resource_a, ResourceRegistration(uri="test://a", name="b", description="r", handler=resource_handler))
     with pytest.raises(RegistrationError):
-        builder.add(ResourceRegistration.create(uri="test://b", name="a", description="r", handler=resource_handler))
-    builder.add(ResourceTemplateRegistration.create(uri_template="test://t/{id}", name="t1", description="t",
-                                                    handler=resource_handler))  # fmt: skip
+        Registry(resource_a, ResourceRegistration(uri="test://b", name="a", description="r", handler=resource_handler))
+    template = ResourceTemplateRegistration(uri_template="test://t/{id}", name="t1", description="t",
+                                            handler=resource_handler)  # fmt: skip
     with pytest.raises(RegistrationError):
-        builder.add(ResourceTemplateRegistration.create(uri_template="test://t/{id}", name="t2", description="t",
+        Registry(template, ResourceTemplateRegistration(uri_template="test://t/{id}", name="t2", description="t",
                                                         handler=resource_handler))  # fmt: skip
     with pytest.raises(TypeError):
-        builder.add("tool")  # type: ignore[type-var]
+        Registry("tool")  # type: ignore[arg-type]
 
 
-def test_build_is_a_snapshot() -> None:
-    builder = Registry.builder()
-    builder.add(make_tool("a"))
-    first = builder.build()
-    builder.add(make_tool("b"))
-    assert [t.name for t in first.tools] == ["a"]
-    assert [t.name for t in builder.build().tools] == ["a", "b"]
-    with pytest.raises(TypeError):
-        Registry()
+def test_merge_puts_completions_last_and_refuses_duplicates() -> None:
+    @completion(prompt="p", argument="a")
+    def complete_a(context: RequestContext, arguments: CompletionArguments) -> CompleteResult:
+        return CompleteResult.empty()
+
+    prompt_p = PromptRegistration(prompt_handler, name="p", description="d", arguments=[PromptArgument("a")])
+    first = Registry(make_tool("a"))
+    merged = Registry.merge(Registry(make_tool("b")), first, Registry(prompt_p))
+    assert [t.name for t in merged.tools] == ["b", "a"]
+    with pytest.raises(RegistrationError) as caught:
+        Registry(complete_a, prompt_p)
+    assert caught.value.reason is R.UNKNOWN_COMPLETION_TARGET
+    combined = Registry.merge(Registry(make_tool("c")), Registry(prompt_p, complete_a))
+    assert combined.completions == (complete_a,)
+    assert combined.prompts == (prompt_p,)
+    with pytest.raises(RegistrationError) as caught:
+        Registry.merge(first, first)
+    assert caught.value.reason is R.DUPLICATE_REGISTRATION
+    assert Registry.merge() == Registry()
 
 
 def test_prompts() -> None:
-    registration = PromptRegistration.create(
+    registration = PromptRegistration(
         name="greet", description="Greets.", handler=prompt_handler, title="Greeting",
         arguments=[PromptArgument("who", "Who to greet", required=True), PromptArgument("style")],
     )  # fmt: skip
@@ -356,7 +364,7 @@ def test_prompts() -> None:
         '{"name":"greet","title":"Greeting","description":"Greets.","arguments":'
         '[{"name":"who","description":"Who to greet","required":true},{"name":"style"}]}'
     )
-    bare = PromptRegistration.create(name="bare", description="No arguments.", handler=prompt_handler)
+    bare = PromptRegistration(name="bare", description="No arguments.", handler=prompt_handler)
     assert "arguments" not in bare.to_wire()
     assert dict(registration.check_arguments(parse('{"who":"world"}'))) == {"who": "world"}
     assert dict(bare.check_arguments(None)) == {}
@@ -365,7 +373,7 @@ def test_prompts() -> None:
             registration.check_arguments(parse(bad))
         assert caught.value.reason is R.INVALID_PROMPT_ARGUMENTS
     with pytest.raises(RegistrationError):
-        PromptRegistration.create(name="p", description="d", handler=prompt_handler,
+        PromptRegistration(name="p", description="d", handler=prompt_handler,
                                   arguments=[PromptArgument("a"), PromptArgument("a")])  # fmt: skip
     with pytest.raises(RegistrationError):
         PromptArgument("bad name")
@@ -394,7 +402,7 @@ def test_resources_and_templates() -> None:
     assert registry.match_resource_template("test://template/123/other") is None
     assert registry.match_resource_template("test://template//data") is None
     with pytest.raises(RegistrationError) as caught:
-        ResourceRegistration.create(uri="not a uri", name="x", description="d", handler=resource_handler)
+        ResourceRegistration(uri="not a uri", name="x", description="d", handler=resource_handler)
     assert caught.value.reason is R.INVALID_URI
 
 
@@ -445,53 +453,45 @@ def test_completions() -> None:
     assert registry.find_completion("ref/resource", "test://template/{id}/data", "id") is not None
     assert registry.find_completion("ref/prompt", "test_prompt_with_arguments", "arg9") is None
 
-    builder = Registry.builder()
+    def empty(context: RequestContext, arguments: CompletionArguments) -> CompleteResult:
+        return CompleteResult.empty()
+
     with pytest.raises(RegistrationError) as caught:
-        builder.add(CompletionRegistration.for_prompt("missing", "a", lambda c, a: CompleteResult.empty()))
+        Registry(CompletionRegistration(empty, prompt="missing", argument="a"))
     assert caught.value.reason is R.UNKNOWN_COMPLETION_TARGET
-    builder.add(
-        PromptRegistration.create(name="p", description="d", handler=prompt_handler, arguments=[PromptArgument("a")])
-    )
+    p = PromptRegistration(name="p", description="d", handler=prompt_handler, arguments=[PromptArgument("a")])
     with pytest.raises(RegistrationError):
-        builder.add(CompletionRegistration.for_prompt("p", "b", lambda c, a: CompleteResult.empty()))
-    builder.add(CompletionRegistration.for_prompt("p", "a", lambda c, a: CompleteResult.empty()))
+        Registry(p, CompletionRegistration(empty, prompt="p", argument="b"))
+    complete_a = CompletionRegistration(empty, prompt="p", argument="a")
     with pytest.raises(RegistrationError) as caught:
-        builder.add(CompletionRegistration.for_prompt("p", "a", lambda c, a: CompleteResult.empty()))
+        Registry(p, complete_a, CompletionRegistration(empty, prompt="p", argument="a"))
     assert caught.value.reason is R.DUPLICATE_REGISTRATION
     with pytest.raises(RegistrationError):
-        builder.add(
-            CompletionRegistration.for_resource_template("test://{x}", "x", lambda c, a: CompleteResult.empty())
-        )
+        Registry(p, CompletionRegistration(empty, resource_template="test://{x}", argument="x"))
     with pytest.raises(RegistrationError):
-        completion(argument="a")
+        completion(argument="a")(empty)
     with pytest.raises(RegistrationError):
-        completion(argument="a", prompt="p", resource_template="test://{a}")
+        completion(argument="a", prompt="p", resource_template="test://{a}")(empty)
 
 
 def test_decorators_for_every_kind() -> None:
-    builder = Registry.builder()
-
-    @builder.add
     @prompt(name="p", description="d", arguments=[PromptArgument("a", required=True)])
     def p(context: RequestContext, arguments: Mapping[str, str]) -> GetPromptResult:
         return GetPromptResult.of([PromptMessage.user(arguments["a"])])
 
-    @builder.add
     @resource(uri="test://r", name="r", description="d", size=12)
     def r(context: RequestContext, arguments: ResourceArguments) -> ReadResourceResult:
         return ReadResourceResult.of([])
 
-    @builder.add
     @resource_template(uri_template="test://t/{id}", name="t", description="d")
     def t(context: RequestContext, arguments: ResourceArguments) -> ReadResourceResult:
         return ReadResourceResult.of([])
 
-    @builder.add
     @completion(resource_template="test://t/{id}", argument="id")
     def c(context: RequestContext, arguments: CompletionArguments) -> CompleteResult:
         return CompleteResult.of([arguments.value + "1"])
 
-    registry = builder.build()
+    registry = Registry(p, r, t, c)
     assert registry.prompts == (p,)
     assert registry.resources == (r,)
     assert registry.resource_templates == (t,)

@@ -71,7 +71,6 @@ from .input_required_result import (
 )
 from .input_responses import (
     InputResponses,
-    InputResponsesBuilder,
 )
 from .registry import (
     MAX_NAME_CHARS,
@@ -81,7 +80,6 @@ from .registry import (
     PromptRegistration,
     Registration,
     Registry,
-    RegistryBuilder,
     ResourceArguments,
     ResourceRegistration,
     ResourceTemplateRegistration,
@@ -170,7 +168,6 @@ __all__ = [
     "InputRequirement",
     "InputResponseError",
     "InputResponses",
-    "InputResponsesBuilder",
     "InvocationFeatures",
     "McpModelError",
     "McpModelErrorReason",
@@ -182,7 +179,6 @@ __all__ = [
     "Registration",
     "RegistrationError",
     "Registry",
-    "RegistryBuilder",
     "RequestContext",
     "RequestContextError",
     "RequestId",

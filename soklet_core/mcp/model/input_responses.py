@@ -24,7 +24,7 @@ from ._frozen import new_frozen
 from .client_results import ElicitationResponse, matches_input_response
 from .errors import InputResponseError, McpModelErrorReason
 
-__all__ = ["InputResponses", "InputResponsesBuilder"]
+__all__ = ["InputResponses"]
 
 _T = TypeVar("_T")
 
@@ -73,18 +73,31 @@ def _convert(key: str, value: JsonValue, target: Any) -> Any:
     raise _conversion_error(key, getattr(target, "__name__", "list[str]"), value)
 
 
+_NO_RESPONSES: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class InputResponses:
     """An immutable map of input-response keys to exact JSON values, each in the protocol union.
 
-    Build it with :meth:`empty`, :meth:`from_responses` or :meth:`builder` (the transport builds it from a
-    verified retry; applications use these in tests).
+    ``InputResponses({"approval": {...}})`` takes a mapping of key to value (``JsonValue`` or plain Python
+    data) and raises :class:`InputResponseError` (``invalid-input-response``) if any value is outside the
+    protocol union; the message names no key, since keys come from the client. The transport builds one from a
+    verified retry; applications build them in tests.
     """
 
     _responses: Mapping[str, JsonValue]
 
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use InputResponses.empty(), .from_responses(mapping) or .builder()")
+    def __init__(self, responses: Mapping[str, Any] = _NO_RESPONSES) -> None:
+        values: dict[str, JsonValue] = {}
+        for key, response in responses.items():
+            if not isinstance(key, str):
+                raise TypeError("input response keys are str")
+            value = JsonValue.from_python(response)
+            if not matches_input_response(value):
+                raise InputResponseError(McpModelErrorReason.INVALID_INPUT_RESPONSE)
+            values[JsonString.from_value(key).value] = value
+        object.__setattr__(self, "_responses", MappingProxyType(values))
 
     @classmethod
     def empty(cls) -> InputResponses:
@@ -93,15 +106,8 @@ class InputResponses:
 
     @classmethod
     def from_responses(cls, responses: Mapping[str, Any]) -> InputResponses:
-        """Responses from a mapping of key to value (``JsonValue`` or plain Python data), validated.
-
-        Raises :class:`InputResponseError` (``invalid-input-response``) if any value is outside the protocol
-        union; the message names no key, since keys come from the client.
-        """
-        builder = cls.builder()
-        for key, value in responses.items():
-            builder.put(key, value)
-        return builder.build()
+        """The spec's name (``McpInputResponses.fromResponses``) for ``InputResponses(responses)``."""
+        return cls(responses)
 
     @classmethod
     def from_wire(cls, responses: JsonObject) -> InputResponses:
@@ -114,11 +120,6 @@ class InputResponses:
             if not matches_input_response(value):
                 raise InputResponseError(McpModelErrorReason.INVALID_INPUT_RESPONSE)
         return new_frozen(InputResponses, _responses=MappingProxyType(dict(responses.items())))
-
-    @classmethod
-    def builder(cls) -> InputResponsesBuilder:
-        """A builder; ``put`` refuses repeated keys and values outside the union."""
-        return InputResponsesBuilder()
 
     @overload
     def find(self, key: str) -> JsonValue | None: ...
@@ -188,31 +189,6 @@ class InputResponses:
     def __repr__(self) -> str:
         # Keys and values both come from the client: show only how many there are.
         return f"InputResponses(<{len(self._responses)} responses>)"
-
-
-class InputResponsesBuilder:
-    """Collects one :class:`InputResponses`."""
-
-    __slots__ = ("_responses",)
-
-    def __init__(self) -> None:
-        self._responses: dict[str, JsonValue] = {}
-
-    def put(self, key: str, response: Any) -> InputResponsesBuilder:
-        """Add ``response`` under ``key``; raises on a repeated key or a value outside the protocol union."""
-        if not isinstance(key, str):
-            raise TypeError("input response keys are str")
-        value = JsonValue.from_python(response)
-        if key in self._responses:
-            raise InputResponseError(McpModelErrorReason.DUPLICATE_INPUT_RESPONSE_KEY)
-        if not matches_input_response(value):
-            raise InputResponseError(McpModelErrorReason.INVALID_INPUT_RESPONSE)
-        self._responses[JsonString.from_value(key).value] = value
-        return self
-
-    def build(self) -> InputResponses:
-        """The responses."""
-        return new_frozen(InputResponses, _responses=MappingProxyType(dict(self._responses)))
 
 
 _EMPTY: Final = new_frozen(InputResponses, _responses=MappingProxyType({}))

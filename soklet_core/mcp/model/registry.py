@@ -5,20 +5,24 @@ given or parsed to, member order and number spelling included); lists come out i
 name (or URI) is refused. Each tool, prompt, resource and template carries its input-request declarations and its
 request-state mode, and a handler ``handler(context, arguments) -> result`` (sync or async)::
 
-    FORM = InputRequestDeclaration.from_elicitation_form(InputRequirement.CONDITIONAL)
-
     @tool(
         name="catalog.continue",
         description="Continue the catalog workflow after approval.",
         input_schema={"type": "object"},
-        may_request_input=[may_request_input(type=InputRequestType.ELICITATION_FORM,
-                                             requirement=InputRequirement.CONDITIONAL)],
+        input_request_declarations=[may_request_input(type=InputRequestType.ELICITATION_FORM,
+                                                      requirement=InputRequirement.CONDITIONAL)],
         request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
     )
     def catalog_continue(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
         ...
 
-    registry = Registry.of(catalog_continue)      # or: builder = Registry.builder(); builder.add(...)
+    registry = Registry(catalog_continue, ...)    # Registry.merge(first, second) joins registries
+
+Each kind is declared once, as a frozen dataclass: its constructor takes the handler first and every other field
+by keyword, validates them in ``__post_init__`` (a schema may be a ``JsonObject``, plain Python data or JSON text,
+and is kept as the ``JsonObject`` it becomes), and its decorator (:func:`tool`, :func:`prompt`, :func:`resource`,
+:func:`resource_template`, :func:`completion`) takes exactly the constructor's keywords and passes them on.
+Its wire form comes from one table per kind (attribute → wire member, in wire order).
 
 Handler arguments: a tool gets the ``arguments`` object (``{}`` when absent); a prompt gets its string arguments
 (checked by :meth:`PromptRegistration.check_arguments`); a resource or template gets :class:`ResourceArguments`;
@@ -34,14 +38,13 @@ without the thread hop (about half the cost of a small round trip). One blocking
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, Literal, TypeAlias, TypeVar
+from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeAlias, TypeVar
 
 from soklet_core.json import JsonObject, JsonString, JsonValue, parse
 
-from ._frozen import new_frozen
 from .capabilities import ClientCapabilities
 from .client_requests import InputRequestDeclaration, InputRequestType, InputRequirement
 from .context import RequestContext
@@ -55,13 +58,13 @@ __all__ = [
     "CompletionArguments",
     "CompletionHandler",
     "CompletionRegistration",
+    "JsonObjectSource",
     "PromptArgument",
     "PromptHandler",
     "PromptOutcome",
     "PromptRegistration",
     "Registration",
     "Registry",
-    "RegistryBuilder",
     "ResourceArguments",
     "ResourceHandler",
     "ResourceOutcome",
@@ -88,8 +91,11 @@ _PRIMITIVE_TYPES: Final = frozenset({"string", "number", "integer", "boolean"})
 _OBJECT: Final = JsonString.from_value("object")
 
 #: What a schema may be given as: a ``JsonObject``, plain Python data, or JSON text (parsed strictly, so the
-#: number spelling and member order of the text are kept).
+#: number spelling and member order of the text are kept). A registration keeps it as a ``JsonObject``.
 SchemaSource: TypeAlias = JsonValue | Mapping[str, Any] | str | bytes
+#: What ``annotations`` and ``meta`` may be given as: a ``JsonObject`` or plain Python data (kept as a
+#: ``JsonObject``).
+JsonObjectSource: TypeAlias = JsonValue | Mapping[str, Any]
 
 ToolOutcome: TypeAlias = CallToolResult | InputRequiredResult
 PromptOutcome: TypeAlias = GetPromptResult | InputRequiredResult
@@ -146,23 +152,14 @@ def _check_optional_text(value: object, owner: object, what: str = "title") -> N
         raise _field_error(owner, f"{what} must be a str")
 
 
-def _check_optional_object(value: object, owner: object, what: str) -> None:
-    if value is not None and not isinstance(value, JsonObject):
-        raise _field_error(owner, f"{what} must be a JSON object")
-
-
-def _schema(source: SchemaSource, owner: object) -> JsonObject:
+def _schema(source: SchemaSource, owner: object, detail: str | None = None) -> JsonObject:
     value = parse(source) if isinstance(source, str | bytes) else JsonValue.from_python(source)
     if not isinstance(value, JsonObject) or value.get("type") != _OBJECT:
-        raise RegistrationError(McpModelErrorReason.INVALID_INPUT_SCHEMA, owner)
+        raise RegistrationError(McpModelErrorReason.INVALID_INPUT_SCHEMA, owner, detail)
     return value
 
 
-def _optional_schema(source: SchemaSource | None, owner: object) -> JsonObject | None:
-    return None if source is None else _schema(source, owner)
-
-
-def _optional_json_object(value: JsonValue | Mapping[str, Any] | None) -> JsonObject | None:
+def _optional_json_object(value: JsonObjectSource | None) -> JsonObject | None:
     if value is None:
         return None
     converted = JsonValue.from_python(value)
@@ -171,35 +168,47 @@ def _optional_json_object(value: JsonValue | Mapping[str, Any] | None) -> JsonOb
     return converted
 
 
-def _declarations(items: Iterable[InputRequestDeclaration], owner: object) -> tuple[InputRequestDeclaration, ...]:
-    declarations = tuple(items)
-    if not all(isinstance(item, InputRequestDeclaration) for item in declarations):
-        raise _field_error(owner, "declarations must be InputRequestDeclaration values")
-    kinds = [item.input_request_type for item in declarations]
-    if len(set(kinds)) != len(kinds):
-        raise RegistrationError(McpModelErrorReason.DUPLICATE_DECLARATION, owner)
-    return declarations
+def _set(registration: object, name: str, value: object) -> None:
+    # A frozen dataclass keeps, once validated, the normal form of what its constructor was given.
+    object.__setattr__(registration, name, value)
 
 
 def _check_operation(registration: _Operation, owner: object) -> None:
     if not callable(registration.handler):
         raise RegistrationError(McpModelErrorReason.INVALID_HANDLER, owner)
-    object.__setattr__(
-        registration,
-        "input_request_declarations",
-        _declarations(registration.input_request_declarations, owner),
-    )
+    declarations = tuple(registration.input_request_declarations)
+    if not all(isinstance(item, InputRequestDeclaration) for item in declarations):
+        raise _field_error(owner, "declarations must be InputRequestDeclaration values")
+    kinds = [item.input_request_type for item in declarations]
+    if len(set(kinds)) != len(kinds):
+        raise RegistrationError(McpModelErrorReason.DUPLICATE_DECLARATION, owner)
+    _set(registration, "input_request_declarations", declarations)
     if not isinstance(registration.request_state_mode, RequestStateMode):
         raise _field_error(owner, "request_state_mode must be a RequestStateMode")
     if not isinstance(registration.blocking, bool):
         raise _field_error(owner, "blocking must be a bool")
 
 
-def _put(builder: list[tuple[str, JsonValue | str | int | None]]) -> JsonObject:
+#: One kind's wire form: (attribute, wire member) pairs in the order the members are written.
+_WireTable: TypeAlias = tuple[tuple[str, str], ...]
+
+
+def _to_wire(registration: object, table: _WireTable) -> JsonObject:
+    """The wire object of ``registration`` as ``table`` lays it out.
+
+    An absent value (``None``, ``False``, an empty tuple) writes no member; a template writes its text; a tuple
+    of prompt arguments writes their wire objects.
+    """
     out = JsonObject.builder()
-    for name, value in builder:
-        if value is not None:
-            out.put(name, value)
+    for attribute, member in table:
+        value = getattr(registration, attribute)
+        if value is None or value is False or value == ():
+            continue
+        if isinstance(value, UriTemplate):
+            value = value.text
+        elif isinstance(value, tuple):
+            value = JsonValue.from_python([item.to_wire() for item in value])
+        out.put(member, value)
     return out.build()
 
 
@@ -209,7 +218,7 @@ class _Operation:
     __slots__ = ()
 
     handler: Callable[..., object]
-    input_request_declarations: tuple[InputRequestDeclaration, ...]
+    input_request_declarations: Sequence[InputRequestDeclaration]
     request_state_mode: RequestStateMode
     blocking: bool
 
@@ -262,89 +271,65 @@ def _header_parameters(schema: JsonObject, owner: object) -> Mapping[str, str]:
     return MappingProxyType(found)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_TOOL_WIRE: Final[_WireTable] = (
+    ("name", "name"),
+    ("title", "title"),
+    ("description", "description"),
+    ("input_schema", "inputSchema"),
+    ("output_schema", "outputSchema"),
+    ("annotations", "annotations"),
+    ("meta", "_meta"),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolRegistration(_Operation):
-    """A tool. Build it with :meth:`create` or the :func:`tool` decorator.
+    """A tool: ``ToolRegistration(handler, name=..., description=..., input_schema=...)`` or the :func:`tool`
+    decorator.
 
     ``input_schema`` (and ``output_schema``) are JSON objects whose ``type`` is ``"object"``, kept exactly as
     written; ``to_wire()`` gives them back unchanged. ``header_parameters`` maps each ``x-mcp-header`` name of a
     top-level property to the property (for ``Mcp-Param-{Name}`` validation).
     """
 
+    handler: ToolHandler
+    _: KW_ONLY
     name: str
     description: str
-    input_schema: JsonObject
-    handler: ToolHandler
+    input_schema: SchemaSource
     title: str | None = None
-    output_schema: JsonObject | None = None
-    annotations: JsonObject | None = None
-    meta: JsonObject | None = None
-    input_request_declarations: tuple[InputRequestDeclaration, ...] = ()
+    output_schema: SchemaSource | None = None
+    annotations: JsonObjectSource | None = None
+    meta: JsonObjectSource | None = None
+    input_request_declarations: Sequence[InputRequestDeclaration] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
     blocking: bool = True
     header_parameters: Mapping[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        schema = _schema(self.input_schema, self.name)
+        _set(self, "input_schema", schema)
+        if self.output_schema is not None:
+            _set(self, "output_schema", _schema(self.output_schema, self.name, "output schema"))
+        _set(self, "annotations", _optional_json_object(self.annotations))
+        _set(self, "meta", _optional_json_object(self.meta))
         _check_name(self.name)
         _check_description(self.description, self.name)
         _check_optional_text(self.title, self.name)
-        if not isinstance(self.input_schema, JsonObject) or self.input_schema.get("type") != JsonString.from_value(
-            "object"
-        ):
-            raise RegistrationError(McpModelErrorReason.INVALID_INPUT_SCHEMA, self.name)
-        if self.output_schema is not None and (
-            not isinstance(self.output_schema, JsonObject) or self.output_schema.get("type") != _OBJECT
-        ):
-            raise RegistrationError(McpModelErrorReason.INVALID_INPUT_SCHEMA, self.name, "output schema")
-        _check_optional_object(self.annotations, self.name, "annotations")
-        _check_optional_object(self.meta, self.name, "meta")
         _check_operation(self, self.name)
-        object.__setattr__(self, "header_parameters", _header_parameters(self.input_schema, self.name))
-
-    @classmethod
-    def create(
-        cls,
-        *,
-        name: str,
-        description: str,
-        input_schema: SchemaSource,
-        handler: ToolHandler,
-        title: str | None = None,
-        output_schema: SchemaSource | None = None,
-        annotations: JsonValue | Mapping[str, Any] | None = None,
-        meta: JsonValue | Mapping[str, Any] | None = None,
-        input_request_declarations: Iterable[InputRequestDeclaration] = (),
-        request_state_mode: RequestStateMode = RequestStateMode.NONE,
-        blocking: bool = True,
-    ) -> ToolRegistration:
-        """A tool registration; schemas may be ``JsonObject``, plain Python data or JSON text."""
-        return cls(
-            name=name,
-            description=description,
-            input_schema=_schema(input_schema, name),
-            handler=handler,
-            title=title,
-            output_schema=_optional_schema(output_schema, name),
-            annotations=_optional_json_object(annotations),
-            meta=_optional_json_object(meta),
-            input_request_declarations=tuple(input_request_declarations),
-            request_state_mode=request_state_mode,
-            blocking=blocking,
-        )
+        _set(self, "header_parameters", _header_parameters(schema, self.name))
 
     def to_wire(self) -> JsonObject:
         """``{"name","title"?,"description","inputSchema","outputSchema"?,"annotations"?,"_meta"?}``."""
-        return _put(
-            [
-                ("name", self.name),
-                ("title", self.title),
-                ("description", self.description),
-                ("inputSchema", self.input_schema),
-                ("outputSchema", self.output_schema),
-                ("annotations", self.annotations),
-                ("_meta", self.meta),
-            ]
-        )
+        return _to_wire(self, _TOOL_WIRE)
+
+
+_PROMPT_ARGUMENT_WIRE: Final[_WireTable] = (
+    ("name", "name"),
+    ("title", "title"),
+    ("description", "description"),
+    ("required", "required"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,31 +352,36 @@ class PromptArgument:
 
     def to_wire(self) -> JsonObject:
         """``{"name","title"?,"description"?,"required"?}`` (``required`` written only when true)."""
-        return _put(
-            [
-                ("name", self.name),
-                ("title", self.title),
-                ("description", self.description),
-                ("required", True if self.required else None),
-            ]
-        )
+        return _to_wire(self, _PROMPT_ARGUMENT_WIRE)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_PROMPT_WIRE: Final[_WireTable] = (
+    ("name", "name"),
+    ("title", "title"),
+    ("description", "description"),
+    ("arguments", "arguments"),
+    ("meta", "_meta"),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class PromptRegistration(_Operation):
-    """A prompt. Build it with :meth:`create` or the :func:`prompt` decorator."""
+    """A prompt: ``PromptRegistration(handler, name=..., description=..., arguments=[...])`` or the
+    :func:`prompt` decorator."""
 
+    handler: PromptHandler
+    _: KW_ONLY
     name: str
     description: str
-    handler: PromptHandler
-    arguments: tuple[PromptArgument, ...] = ()
+    arguments: Sequence[PromptArgument] = ()
     title: str | None = None
-    meta: JsonObject | None = None
-    input_request_declarations: tuple[InputRequestDeclaration, ...] = ()
+    meta: JsonObjectSource | None = None
+    input_request_declarations: Sequence[InputRequestDeclaration] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
     blocking: bool = True
 
     def __post_init__(self) -> None:
+        _set(self, "meta", _optional_json_object(self.meta))
         _check_name(self.name)
         _check_description(self.description, self.name)
         _check_optional_text(self.title, self.name)
@@ -401,36 +391,8 @@ class PromptRegistration(_Operation):
         names = [item.name for item in arguments]
         if len(set(names)) != len(names):
             raise RegistrationError(McpModelErrorReason.DUPLICATE_REGISTRATION, self.name, "argument names")
-        object.__setattr__(self, "arguments", arguments)
-        _check_optional_object(self.meta, self.name, "meta")
+        _set(self, "arguments", arguments)
         _check_operation(self, self.name)
-
-    @classmethod
-    def create(
-        cls,
-        *,
-        name: str,
-        description: str,
-        handler: PromptHandler,
-        arguments: Iterable[PromptArgument] = (),
-        title: str | None = None,
-        meta: JsonValue | Mapping[str, Any] | None = None,
-        input_request_declarations: Iterable[InputRequestDeclaration] = (),
-        request_state_mode: RequestStateMode = RequestStateMode.NONE,
-        blocking: bool = True,
-    ) -> PromptRegistration:
-        """A prompt registration."""
-        return cls(
-            name=name,
-            description=description,
-            handler=handler,
-            arguments=tuple(arguments),
-            title=title,
-            meta=_optional_json_object(meta),
-            input_request_declarations=tuple(input_request_declarations),
-            request_state_mode=request_state_mode,
-            blocking=blocking,
-        )
 
     def check_arguments(self, arguments: JsonValue | None) -> Mapping[str, str]:
         """The client's ``params.arguments`` as a read-only ``{name: str}`` mapping, or :class:`ArgumentsError`
@@ -453,36 +415,43 @@ class PromptRegistration(_Operation):
 
     def to_wire(self) -> JsonObject:
         """``{"name","title"?,"description","arguments"?,"_meta"?}`` (``arguments`` omitted when none)."""
-        arguments = [item.to_wire() for item in self.arguments]
-        return _put(
-            [
-                ("name", self.name),
-                ("title", self.title),
-                ("description", self.description),
-                ("arguments", JsonValue.from_python(arguments) if arguments else None),
-                ("_meta", self.meta),
-            ]
-        )
+        return _to_wire(self, _PROMPT_WIRE)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_RESOURCE_WIRE: Final[_WireTable] = (
+    ("uri", "uri"),
+    ("name", "name"),
+    ("title", "title"),
+    ("description", "description"),
+    ("mime_type", "mimeType"),
+    ("size", "size"),
+    ("annotations", "annotations"),
+    ("meta", "_meta"),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceRegistration(_Operation):
-    """A fixed resource at one absolute ``uri``. Build it with :meth:`create` or the :func:`resource` decorator."""
+    """A fixed resource at one absolute ``uri``: ``ResourceRegistration(handler, uri=..., name=...,
+    description=...)`` or the :func:`resource` decorator."""
 
+    handler: ResourceHandler
+    _: KW_ONLY
     uri: str
     name: str
     description: str
-    handler: ResourceHandler
     title: str | None = None
     mime_type: str | None = None
     size: int | None = None
-    annotations: JsonObject | None = None
-    meta: JsonObject | None = None
-    input_request_declarations: tuple[InputRequestDeclaration, ...] = ()
+    annotations: JsonObjectSource | None = None
+    meta: JsonObjectSource | None = None
+    input_request_declarations: Sequence[InputRequestDeclaration] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
     blocking: bool = True
 
     def __post_init__(self) -> None:
+        _set(self, "annotations", _optional_json_object(self.annotations))
+        _set(self, "meta", _optional_json_object(self.meta))
         _check_name(self.name)
         if not is_absolute_uri(self.uri):
             raise RegistrationError(McpModelErrorReason.INVALID_URI, self.name)
@@ -491,159 +460,101 @@ class ResourceRegistration(_Operation):
         _check_optional_text(self.mime_type, self.name, "mime_type")
         if self.size is not None and (isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0):
             raise _field_error(self.name, "size must be an int >= 0")
-        _check_optional_object(self.annotations, self.name, "annotations")
-        _check_optional_object(self.meta, self.name, "meta")
         _check_operation(self, self.name)
-
-    @classmethod
-    def create(
-        cls,
-        *,
-        uri: str,
-        name: str,
-        description: str,
-        handler: ResourceHandler,
-        title: str | None = None,
-        mime_type: str | None = None,
-        size: int | None = None,
-        annotations: JsonValue | Mapping[str, Any] | None = None,
-        meta: JsonValue | Mapping[str, Any] | None = None,
-        input_request_declarations: Iterable[InputRequestDeclaration] = (),
-        request_state_mode: RequestStateMode = RequestStateMode.NONE,
-        blocking: bool = True,
-    ) -> ResourceRegistration:
-        """A resource registration."""
-        return cls(
-            uri=uri,
-            name=name,
-            description=description,
-            handler=handler,
-            title=title,
-            mime_type=mime_type,
-            size=size,
-            annotations=_optional_json_object(annotations),
-            meta=_optional_json_object(meta),
-            input_request_declarations=tuple(input_request_declarations),
-            request_state_mode=request_state_mode,
-            blocking=blocking,
-        )
 
     def to_wire(self) -> JsonObject:
         """``{"uri","name","title"?,"description","mimeType"?,"size"?,"annotations"?,"_meta"?}``."""
-        return _put(
-            [
-                ("uri", self.uri),
-                ("name", self.name),
-                ("title", self.title),
-                ("description", self.description),
-                ("mimeType", self.mime_type),
-                ("size", self.size),
-                ("annotations", self.annotations),
-                ("_meta", self.meta),
-            ]
-        )
+        return _to_wire(self, _RESOURCE_WIRE)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_RESOURCE_TEMPLATE_WIRE: Final[_WireTable] = (
+    ("template", "uriTemplate"),
+    ("name", "name"),
+    ("title", "title"),
+    ("description", "description"),
+    ("mime_type", "mimeType"),
+    ("annotations", "annotations"),
+    ("meta", "_meta"),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceTemplateRegistration(_Operation):
-    """Resources under a URI template (``test://template/{id}/data``). Build it with :meth:`create` or the
-    :func:`resource_template` decorator; :meth:`match` routes a ``resources/read`` URI to it."""
+    """Resources under a URI template (``test://template/{id}/data``): ``ResourceTemplateRegistration(handler,
+    uri_template=..., name=..., description=...)`` or the :func:`resource_template` decorator; :meth:`match`
+    routes a ``resources/read`` URI to it.
 
-    uri_template: UriTemplate
+    ``uri_template`` may be given as text or a :class:`UriTemplate`; :attr:`template` is the parsed template.
+    """
+
+    handler: ResourceHandler
+    _: KW_ONLY
+    uri_template: str | UriTemplate
     name: str
     description: str
-    handler: ResourceHandler
     title: str | None = None
     mime_type: str | None = None
-    annotations: JsonObject | None = None
-    meta: JsonObject | None = None
-    input_request_declarations: tuple[InputRequestDeclaration, ...] = ()
+    annotations: JsonObjectSource | None = None
+    meta: JsonObjectSource | None = None
+    input_request_declarations: Sequence[InputRequestDeclaration] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
     blocking: bool = True
+    template: UriTemplate = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        template = self.uri_template
+        _set(self, "template", template if isinstance(template, UriTemplate) else UriTemplate.parse(template))
+        _set(self, "uri_template", self.template)
+        _set(self, "annotations", _optional_json_object(self.annotations))
+        _set(self, "meta", _optional_json_object(self.meta))
         _check_name(self.name)
-        if not isinstance(self.uri_template, UriTemplate):
-            raise RegistrationError(McpModelErrorReason.INVALID_URI_TEMPLATE, self.name, "use UriTemplate.parse")
         _check_description(self.description, self.name)
         _check_optional_text(self.title, self.name)
         _check_optional_text(self.mime_type, self.name, "mime_type")
-        _check_optional_object(self.annotations, self.name, "annotations")
-        _check_optional_object(self.meta, self.name, "meta")
         _check_operation(self, self.name)
-
-    @classmethod
-    def create(
-        cls,
-        *,
-        uri_template: str | UriTemplate,
-        name: str,
-        description: str,
-        handler: ResourceHandler,
-        title: str | None = None,
-        mime_type: str | None = None,
-        annotations: JsonValue | Mapping[str, Any] | None = None,
-        meta: JsonValue | Mapping[str, Any] | None = None,
-        input_request_declarations: Iterable[InputRequestDeclaration] = (),
-        request_state_mode: RequestStateMode = RequestStateMode.NONE,
-        blocking: bool = True,
-    ) -> ResourceTemplateRegistration:
-        """A resource-template registration (``uri_template`` text is parsed here)."""
-        return cls(
-            uri_template=uri_template if isinstance(uri_template, UriTemplate) else UriTemplate.parse(uri_template),
-            name=name,
-            description=description,
-            handler=handler,
-            title=title,
-            mime_type=mime_type,
-            annotations=_optional_json_object(annotations),
-            meta=_optional_json_object(meta),
-            input_request_declarations=tuple(input_request_declarations),
-            request_state_mode=request_state_mode,
-            blocking=blocking,
-        )
 
     def match(self, uri: str) -> ResourceArguments | None:
         """The handler arguments for ``uri`` if it matches this template, else ``None``."""
-        variables = self.uri_template.match(uri)
+        variables = self.template.match(uri)
         return None if variables is None else ResourceArguments(uri, MappingProxyType(variables))
 
     def to_wire(self) -> JsonObject:
         """``{"uriTemplate","name","title"?,"description","mimeType"?,"annotations"?,"_meta"?}``."""
-        return _put(
-            [
-                ("uriTemplate", self.uri_template.text),
-                ("name", self.name),
-                ("title", self.title),
-                ("description", self.description),
-                ("mimeType", self.mime_type),
-                ("annotations", self.annotations),
-                ("_meta", self.meta),
-            ]
-        )
+        return _to_wire(self, _RESOURCE_TEMPLATE_WIRE)
 
 
 #: The wire ``ref.type`` of a completion target.
 CompletionRefType: TypeAlias = Literal["ref/prompt", "ref/resource"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class CompletionRegistration:
-    """Completion of one prompt argument (``ref/prompt``) or one template variable (``ref/resource``).
+    """Completion of one prompt argument (``ref/prompt``) or one template variable (``ref/resource``):
+    ``CompletionRegistration(handler, argument=..., prompt=...)`` (or ``resource_template=...``) or the
+    :func:`completion` decorator.
 
-    Build it with :meth:`for_prompt`, :meth:`for_resource_template` or the :func:`completion` decorator.
-    ``ref_name`` is the prompt name or the template text; ``argument`` the argument or variable completed.
+    Exactly one of ``prompt`` (a prompt name) and ``resource_template`` (a template text) is given; ``argument``
+    is the argument or variable completed. ``ref_type`` and ``ref_name`` are the target as the wire names it.
     """
 
-    ref_type: CompletionRefType
-    ref_name: str
-    argument: str
     handler: CompletionHandler
+    _: KW_ONLY
+    argument: str
+    prompt: str | None = None
+    resource_template: str | None = None
     blocking: bool = True
+    ref_type: CompletionRefType = field(init=False)
+    ref_name: str = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.ref_type not in ("ref/prompt", "ref/resource"):
-            raise RegistrationError(McpModelErrorReason.UNKNOWN_COMPLETION_TARGET)
+        if (self.prompt is None) == (self.resource_template is None):
+            raise RegistrationError(McpModelErrorReason.UNKNOWN_COMPLETION_TARGET, detail="name one target")
+        if self.prompt is not None:
+            _set(self, "ref_type", "ref/prompt")
+            _set(self, "ref_name", self.prompt)
+        else:
+            _set(self, "ref_type", "ref/resource")
+            _set(self, "ref_name", self.resource_template)
         if not isinstance(self.ref_name, str) or not self.ref_name or not is_valid_name(self.argument):
             raise RegistrationError(McpModelErrorReason.UNKNOWN_COMPLETION_TARGET, self.ref_name)
         if not callable(self.handler):
@@ -651,28 +562,11 @@ class CompletionRegistration:
         if not isinstance(self.blocking, bool):
             raise _field_error(self.ref_name, "blocking must be a bool")
 
-    @classmethod
-    def for_prompt(
-        cls, prompt: str, argument: str, handler: CompletionHandler, *, blocking: bool = True
-    ) -> CompletionRegistration:
-        """Complete ``argument`` of the prompt named ``prompt``."""
-        return cls(ref_type="ref/prompt", ref_name=prompt, argument=argument, handler=handler, blocking=blocking)
 
-    @classmethod
-    def for_resource_template(
-        cls, uri_template: str, variable: str, handler: CompletionHandler, *, blocking: bool = True
-    ) -> CompletionRegistration:
-        """Complete ``variable`` of the resource template written ``uri_template``."""
-        return cls(
-            ref_type="ref/resource", ref_name=uri_template, argument=variable, handler=handler, blocking=blocking
-        )
-
-
-#: Anything a :class:`RegistryBuilder` accepts.
+#: Anything a :class:`Registry` holds.
 Registration: TypeAlias = (
     ToolRegistration | PromptRegistration | ResourceRegistration | ResourceTemplateRegistration | CompletionRegistration
 )
-_R = TypeVar("_R", bound=Registration)
 
 
 def _duplicate(subject: object) -> RegistrationError:
@@ -681,9 +575,12 @@ def _duplicate(subject: object) -> RegistrationError:
 
 @dataclass(frozen=True, slots=True, init=False)
 class Registry:
-    """An immutable set of registrations. Lists are in registration order, every time.
+    """An immutable set of registrations: ``Registry(echo, greet, ...)``. Lists are in registration order.
 
-    Build it with :meth:`builder` (or :meth:`of`).
+    Duplicates are refused (``duplicate-registration``): tools and prompts are unique by name; resources by URI
+    and by name; templates by template text and by name; completions by target. A completion must name a prompt
+    argument or template variable registered before it (``unknown-completion-target``). :meth:`merge` joins
+    registries.
     """
 
     tools: tuple[ToolRegistration, ...]
@@ -694,23 +591,63 @@ class Registry:
     _tools: Mapping[str, ToolRegistration] = field(repr=False, compare=False)
     _prompts: Mapping[str, PromptRegistration] = field(repr=False, compare=False)
     _resources: Mapping[str, ResourceRegistration] = field(repr=False, compare=False)
+    _templates: Mapping[str, ResourceTemplateRegistration] = field(repr=False, compare=False)
     _completions: Mapping[tuple[str, str, str], CompletionRegistration] = field(repr=False, compare=False)
 
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use Registry.builder() ... .build() or Registry.of(...)")
-
-    @classmethod
-    def builder(cls) -> RegistryBuilder:
-        """An empty builder."""
-        return RegistryBuilder()
-
-    @classmethod
-    def of(cls, *registrations: Registration) -> Registry:
-        """A registry holding ``registrations`` in the order given."""
-        builder = RegistryBuilder()
+    def __init__(self, *registrations: Registration) -> None:
+        tools: dict[str, ToolRegistration] = {}
+        prompts: dict[str, PromptRegistration] = {}
+        resources: dict[str, ResourceRegistration] = {}
+        templates: dict[str, ResourceTemplateRegistration] = {}
+        completions: dict[tuple[str, str, str], CompletionRegistration] = {}
         for item in registrations:
-            builder.add(item)
-        return builder.build()
+            if isinstance(item, ToolRegistration):
+                if item.name in tools:
+                    raise _duplicate(item.name)
+                tools[item.name] = item
+            elif isinstance(item, PromptRegistration):
+                if item.name in prompts:
+                    raise _duplicate(item.name)
+                prompts[item.name] = item
+            elif isinstance(item, ResourceRegistration):
+                if item.uri in resources or any(other.name == item.name for other in resources.values()):
+                    raise _duplicate(item.name)
+                resources[item.uri] = item
+            elif isinstance(item, ResourceTemplateRegistration):
+                text = item.template.text
+                if text in templates or any(other.name == item.name for other in templates.values()):
+                    raise _duplicate(item.name)
+                templates[text] = item
+            elif isinstance(item, CompletionRegistration):
+                _check_completion_target(item, prompts, templates)
+                key = (item.ref_type, item.ref_name, item.argument)
+                if key in completions:
+                    raise _duplicate(item.ref_name)
+                completions[key] = item
+            else:
+                raise TypeError("not a registration")
+        _set(self, "tools", tuple(tools.values()))
+        _set(self, "prompts", tuple(prompts.values()))
+        _set(self, "resources", tuple(resources.values()))
+        _set(self, "resource_templates", tuple(templates.values()))
+        _set(self, "completions", tuple(completions.values()))
+        _set(self, "_tools", MappingProxyType(tools))
+        _set(self, "_prompts", MappingProxyType(prompts))
+        _set(self, "_resources", MappingProxyType(resources))
+        _set(self, "_templates", MappingProxyType(templates))
+        _set(self, "_completions", MappingProxyType(completions))
+
+    @classmethod
+    def merge(cls, *registries: Registry) -> Registry:
+        """One registry serving everything in ``registries``, each kind in the order given.
+
+        Every completion comes after every other registration, so a completion may target a prompt or template
+        of any of the registries; a registration that two of them hold is refused as a duplicate.
+        """
+        operations: list[Registration] = []
+        for registry in registries:
+            operations += [*registry.tools, *registry.prompts, *registry.resources, *registry.resource_templates]
+        return cls(*operations, *(item for registry in registries for item in registry.completions))
 
     def find_tool(self, name: str) -> ToolRegistration | None:
         """The tool named ``name``."""
@@ -738,100 +675,19 @@ class Registry:
         return self._completions.get((ref_type, ref_name, argument))
 
 
-class RegistryBuilder:
-    """Collects registrations for one :class:`Registry`; refuses duplicates as they are added.
-
-    Tools and prompts are unique by name; resources by URI and by name; templates by template text and by name;
-    completions by target. A completion must name a prompt argument or template variable added before it.
-    :meth:`add` returns its argument, so it stacks on the decorators::
-
-        @builder.add
-        @tool(name="echo", description="Echo the arguments.", input_schema={"type": "object"})
-        def echo(context, arguments): ...
-    """
-
-    __slots__ = ("_completions", "_prompts", "_resources", "_templates", "_tools")
-
-    def __init__(self) -> None:
-        self._tools: dict[str, ToolRegistration] = {}
-        self._prompts: dict[str, PromptRegistration] = {}
-        self._resources: dict[str, ResourceRegistration] = {}
-        self._templates: dict[str, ResourceTemplateRegistration] = {}
-        self._completions: dict[tuple[str, str, str], CompletionRegistration] = {}
-
-    def add(self, registration: _R) -> _R:
-        """Add ``registration`` and return it (so a decorated function stays bound to its registration)."""
-        if isinstance(registration, ToolRegistration):
-            if registration.name in self._tools:
-                raise _duplicate(registration.name)
-            self._tools[registration.name] = registration
-        elif isinstance(registration, PromptRegistration):
-            if registration.name in self._prompts:
-                raise _duplicate(registration.name)
-            self._prompts[registration.name] = registration
-        elif isinstance(registration, ResourceRegistration):
-            if registration.uri in self._resources or any(
-                item.name == registration.name for item in self._resources.values()
-            ):
-                raise _duplicate(registration.name)
-            self._resources[registration.uri] = registration
-        elif isinstance(registration, ResourceTemplateRegistration):
-            text = registration.uri_template.text
-            if text in self._templates or any(item.name == registration.name for item in self._templates.values()):
-                raise _duplicate(registration.name)
-            self._templates[text] = registration
-        elif isinstance(registration, CompletionRegistration):
-            self._add_completion(registration)
-        else:
-            raise TypeError("not a registration")
-        return registration
-
-    def _add_completion(self, registration: CompletionRegistration) -> None:
-        key = (registration.ref_type, registration.ref_name, registration.argument)
-        if registration.ref_type == "ref/prompt":
-            prompt_registration = self._prompts.get(registration.ref_name)
-            known = prompt_registration is not None and any(
-                item.name == registration.argument for item in prompt_registration.arguments
-            )
-        else:
-            template = self._templates.get(registration.ref_name)
-            known = template is not None and registration.argument in template.uri_template.variables
-        if not known:
-            raise RegistrationError(McpModelErrorReason.UNKNOWN_COMPLETION_TARGET, registration.ref_name)
-        if key in self._completions:
-            raise _duplicate(registration.ref_name)
-        self._completions[key] = registration
-
-    def build(self) -> Registry:
-        """The registry (a snapshot: later additions to this builder do not change it)."""
-        return _new_registry(
-            tuple(self._tools.values()),
-            tuple(self._prompts.values()),
-            tuple(self._resources.values()),
-            tuple(self._templates.values()),
-            tuple(self._completions.values()),
-        )
-
-
-def _new_registry(
-    tools: tuple[ToolRegistration, ...],
-    prompts: tuple[PromptRegistration, ...],
-    resources: tuple[ResourceRegistration, ...],
-    templates: tuple[ResourceTemplateRegistration, ...],
-    completions: tuple[CompletionRegistration, ...],
-) -> Registry:
-    return new_frozen(
-        Registry,
-        tools=tools,
-        prompts=prompts,
-        resources=resources,
-        resource_templates=templates,
-        completions=completions,
-        _tools=MappingProxyType({item.name: item for item in tools}),
-        _prompts=MappingProxyType({item.name: item for item in prompts}),
-        _resources=MappingProxyType({item.uri: item for item in resources}),
-        _completions=MappingProxyType({(c.ref_type, c.ref_name, c.argument): c for c in completions}),
-    )
+def _check_completion_target(
+    registration: CompletionRegistration,
+    prompts: Mapping[str, PromptRegistration],
+    templates: Mapping[str, ResourceTemplateRegistration],
+) -> None:
+    if registration.ref_type == "ref/prompt":
+        target = prompts.get(registration.ref_name)
+        known = target is not None and any(item.name == registration.argument for item in target.arguments)
+    else:
+        template = templates.get(registration.ref_name)
+        known = template is not None and registration.argument in template.template.variables
+    if not known:
+        raise RegistrationError(McpModelErrorReason.UNKNOWN_COMPLETION_TARGET, registration.ref_name)
 
 
 # --- decorator forms -------------------------------------------------------------------------------------------
@@ -846,141 +702,36 @@ _DECLARATION_FACTORIES: Final = {
 
 def may_request_input(*, type: InputRequestType, requirement: InputRequirement) -> InputRequestDeclaration:
     """The declaration the spec writes ``@McpMayRequestInput(type=…, requirement=…)``: one typed value for the
-    ``may_request_input=[…]`` list of a decorator (equal to the matching named factory's result)."""
+    ``input_request_declarations=[…]`` list of a registration (equal to the matching named factory's result)."""
     if not isinstance(type, InputRequestType):
         raise TypeError("type must be an InputRequestType")
     return _DECLARATION_FACTORIES[type](requirement)
 
 
-def tool(
-    *,
-    name: str,
-    description: str,
-    input_schema: SchemaSource,
-    title: str | None = None,
-    output_schema: SchemaSource | None = None,
-    annotations: JsonValue | Mapping[str, Any] | None = None,
-    meta: JsonValue | Mapping[str, Any] | None = None,
-    may_request_input: Iterable[InputRequestDeclaration] = (),
-    request_state_mode: RequestStateMode = RequestStateMode.NONE,
-    blocking: bool = True,
-) -> Callable[[ToolHandler], ToolRegistration]:
-    """Decorator: turn ``handler(context, arguments)`` into a :class:`ToolRegistration` (see
-    :meth:`ToolRegistration.create`; ``may_request_input`` is its ``input_request_declarations``)."""
-    declarations = tuple(may_request_input)
-    return lambda handler: ToolRegistration.create(
-        name=name,
-        description=description,
-        input_schema=input_schema,
-        handler=handler,
-        title=title,
-        output_schema=output_schema,
-        annotations=annotations,
-        meta=meta,
-        input_request_declarations=declarations,
-        request_state_mode=request_state_mode,
-        blocking=blocking,
-    )
+_Handler = TypeVar("_Handler")
+_Options = ParamSpec("_Options")
+_Made = TypeVar("_Made")
 
 
-def prompt(
-    *,
-    name: str,
-    description: str,
-    arguments: Iterable[PromptArgument] = (),
-    title: str | None = None,
-    meta: JsonValue | Mapping[str, Any] | None = None,
-    may_request_input: Iterable[InputRequestDeclaration] = (),
-    request_state_mode: RequestStateMode = RequestStateMode.NONE,
-    blocking: bool = True,
-) -> Callable[[PromptHandler], PromptRegistration]:
-    """Decorator: turn ``handler(context, arguments)`` into a :class:`PromptRegistration`."""
-    declarations, argument_list = tuple(may_request_input), tuple(arguments)
-    return lambda handler: PromptRegistration.create(
-        name=name,
-        description=description,
-        handler=handler,
-        arguments=argument_list,
-        title=title,
-        meta=meta,
-        input_request_declarations=declarations,
-        request_state_mode=request_state_mode,
-        blocking=blocking,
-    )
+def _decorator(
+    registration: Callable[Concatenate[_Handler, _Options], _Made],
+) -> Callable[_Options, Callable[[_Handler], _Made]]:
+    """The decorator form of a registration class: it takes the class's keywords and, given the handler,
+    constructs the registration (so its signature and checks are the constructor's, written once)."""
+
+    def decorator(*args: _Options.args, **options: _Options.kwargs) -> Callable[[_Handler], _Made]:
+        def register(handler: _Handler) -> _Made:
+            return registration(handler, *args, **options)
+
+        return register
+
+    name = getattr(registration, "__name__", "registration")
+    decorator.__doc__ = f"Decorator: ``@decorator(**keywords)`` turns ``handler`` into ``{name}(handler, **keywords)``."
+    return decorator
 
 
-def resource(
-    *,
-    uri: str,
-    name: str,
-    description: str,
-    title: str | None = None,
-    mime_type: str | None = None,
-    size: int | None = None,
-    annotations: JsonValue | Mapping[str, Any] | None = None,
-    meta: JsonValue | Mapping[str, Any] | None = None,
-    may_request_input: Iterable[InputRequestDeclaration] = (),
-    request_state_mode: RequestStateMode = RequestStateMode.NONE,
-    blocking: bool = True,
-) -> Callable[[ResourceHandler], ResourceRegistration]:
-    """Decorator: turn ``handler(context, resource_arguments)`` into a :class:`ResourceRegistration`."""
-    declarations = tuple(may_request_input)
-    return lambda handler: ResourceRegistration.create(
-        uri=uri,
-        name=name,
-        description=description,
-        handler=handler,
-        title=title,
-        mime_type=mime_type,
-        size=size,
-        annotations=annotations,
-        meta=meta,
-        input_request_declarations=declarations,
-        request_state_mode=request_state_mode,
-        blocking=blocking,
-    )
-
-
-def resource_template(
-    *,
-    uri_template: str | UriTemplate,
-    name: str,
-    description: str,
-    title: str | None = None,
-    mime_type: str | None = None,
-    annotations: JsonValue | Mapping[str, Any] | None = None,
-    meta: JsonValue | Mapping[str, Any] | None = None,
-    may_request_input: Iterable[InputRequestDeclaration] = (),
-    request_state_mode: RequestStateMode = RequestStateMode.NONE,
-    blocking: bool = True,
-) -> Callable[[ResourceHandler], ResourceTemplateRegistration]:
-    """Decorator: turn ``handler(context, resource_arguments)`` into a :class:`ResourceTemplateRegistration`."""
-    declarations = tuple(may_request_input)
-    return lambda handler: ResourceTemplateRegistration.create(
-        uri_template=uri_template,
-        name=name,
-        description=description,
-        handler=handler,
-        title=title,
-        mime_type=mime_type,
-        annotations=annotations,
-        meta=meta,
-        input_request_declarations=declarations,
-        request_state_mode=request_state_mode,
-        blocking=blocking,
-    )
-
-
-def completion(
-    *, argument: str, prompt: str | None = None, resource_template: str | None = None, blocking: bool = True
-) -> Callable[[CompletionHandler], CompletionRegistration]:
-    """Decorator: turn ``handler(context, completion_arguments)`` into a :class:`CompletionRegistration` for
-    exactly one of ``prompt`` (a prompt name) or ``resource_template`` (a template text)."""
-    if (prompt is None) == (resource_template is None):
-        raise RegistrationError(McpModelErrorReason.UNKNOWN_COMPLETION_TARGET, detail="name one target")
-    if prompt is not None:
-        target = prompt
-        return lambda handler: CompletionRegistration.for_prompt(target, argument, handler, blocking=blocking)
-    assert resource_template is not None
-    template = resource_template
-    return lambda handler: CompletionRegistration.for_resource_template(template, argument, handler, blocking=blocking)
+tool = _decorator(ToolRegistration)
+prompt = _decorator(PromptRegistration)
+resource = _decorator(ResourceRegistration)
+resource_template = _decorator(ResourceTemplateRegistration)
+completion = _decorator(CompletionRegistration)

@@ -853,7 +853,7 @@ class Dispatcher:
         if matched is None:
             raise _invalid_params("Resource not found", "unknown-resource", JsonObject.from_mapping({"uri": uri}))
         template, matched_arguments = matched
-        return self._target(template.uri_template.text, template, lambda _params: matched_arguments, ReadResourceResult)
+        return self._target(template.template.text, template, lambda _params: matched_arguments, ReadResourceResult)
 
     def _completion(self, params: JsonObject, tool: ToolRegistration | None) -> Target | bytes:
         ref, argument = params.get("ref"), params.get("argument")
