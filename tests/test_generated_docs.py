@@ -12,14 +12,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATED = ("completions", "man")
+#: What `bash scripts/gen-docs` runs, with this python (the project's .venv one).
+GENERATOR = ROOT / "tools" / "gen_docs.py"
 
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("generated")
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gen-docs"), "--out", str(out)], check=True, capture_output=True
-    )
+    subprocess.run([sys.executable, str(GENERATOR), "--out", str(out)], check=True, capture_output=True)
     return out
 
 
@@ -27,17 +27,17 @@ def test_committed_completions_and_man_pages_are_current(fresh: Path) -> None:
     for folder in GENERATED:
         want = sorted(path.name for path in (fresh / folder).iterdir())
         have = sorted(path.name for path in (ROOT / folder).iterdir() if not path.name.startswith("."))
-        assert have == want, f"{folder}/ differs from a fresh generation: run scripts/gen-docs"
+        assert have == want, f"{folder}/ differs from a fresh generation: run bash scripts/gen-docs"
         for name in want:
             assert (ROOT / folder / name).read_text() == (fresh / folder / name).read_text(), (
-                f"{folder}/{name} is stale: run scripts/gen-docs"
+                f"{folder}/{name} is stale: run bash scripts/gen-docs"
             )
 
 
 def test_generation_is_deterministic(fresh: Path, tmp_path: Path) -> None:
     env = {**os.environ, "COLUMNS": "33", "SOKLET_KEYRING": "/elsewhere.toml", "TZ": "Pacific/Kiritimati"}
     subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gen-docs"), "--out", str(tmp_path)],
+        [sys.executable, str(GENERATOR), "--out", str(tmp_path)],
         check=True,
         env=env,
         capture_output=True,
@@ -50,7 +50,7 @@ def test_generation_is_deterministic(fresh: Path, tmp_path: Path) -> None:
 def test_check_mode_reports_a_stale_file(fresh: Path, tmp_path: Path) -> None:
     for folder in GENERATED:
         shutil.copytree(fresh / folder, tmp_path / folder)
-    command = [sys.executable, str(ROOT / "scripts" / "gen-docs"), "--check", "--out", str(tmp_path)]
+    command = [sys.executable, str(GENERATOR), "--check", "--out", str(tmp_path)]
     assert subprocess.run(command, capture_output=True, check=False).returncode == 0
     page = tmp_path / "man" / "soklet-keys.1"
     page.write_text(page.read_text().replace("keys rotate", "keys spin"))
@@ -88,3 +88,18 @@ def test_completion_scripts_call_back_into_soklet(fresh: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "soklet_cli"], env=env, capture_output=True, text=True, check=False)
     candidates = set(result.stdout.split())
     assert {"generate", "list", "stage", "activate", "remove", "rotate", "export"} <= candidates
+
+
+def test_the_script_runs_the_generator(tmp_path: Path) -> None:
+    # `bash scripts/gen-docs` hands its arguments and the exit code through, and reads --out from the caller's folder.
+    script = ROOT / "scripts" / "gen-docs"
+    done = subprocess.run(
+        ["bash", str(script), "--out", "here"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "here" / "man" / "soklet.1").is_file()
+    stale = subprocess.run(
+        ["bash", str(script), "--check", "--out", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert stale.returncode == 1
+    assert "stale: man/soklet.1 (run bash scripts/gen-docs)" in stale.stderr

@@ -14,13 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Soklet
-from fleet.fleettest_served import Served
-from fleet.fleettest_served import soklet as run_soklet
-from server.admin_harness import self_signed_certificate
 
 from soklet_core.files import MAX_FLEET_INSTANCES, read_keyring_file
 from soklet_core.keys import FingerprintComparison, ProtectionKey
+from tests.conftest import Soklet
+from tests.fleet.support_served import Served
+from tests.fleet.support_served import soklet as run_soklet
+from tests.server.support_admin import self_signed_certificate
 
 pytestmark = pytest.mark.slow
 

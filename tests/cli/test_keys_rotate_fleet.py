@@ -7,9 +7,8 @@ import json
 import socket
 from pathlib import Path
 
-from conftest import Soklet
-
 from soklet_core.files import read_keyring_file
+from tests.conftest import Soklet
 
 
 def _fleet_file(folder: Path) -> Path:

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from fleettest_snapshots import A, B, document, keyring
 
 from soklet_core.fleet import (
     MAX_CA_FILE_BYTES,
@@ -24,6 +23,7 @@ from soklet_core.fleet import (
     read_snapshots,
     resolve_targets,
 )
+from tests.fleet.support_snapshots import A, B, document, keyring
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 TOKEN = "fleet-test-token-0123456789"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from fleettest_snapshots import B_OTHER, A, B, keyring, reading
 
 from soklet_core.fleet import DifferenceKind, FleetStatus, compare_fleet, parse_expected_fingerprint
 from soklet_core.keys import FingerprintComparison
+from tests.fleet.support_snapshots import B_OTHER, A, B, keyring, reading
 
 
 def test_converged() -> None:

@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 import pytest
-from fleettest_snapshots import A, B, document, keyring
 
 from soklet_core.fleet import MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_KEYS, KeyRoleName, SnapshotError, parse_admin_snapshot
 from soklet_core.keys import ProtectionKey
+from tests.fleet.support_snapshots import A, B, document, keyring
 
 
 def _parse(doc: dict[str, Any]) -> None:

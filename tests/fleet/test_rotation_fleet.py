@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-from fleettest_served import TOKEN, Served, multi_round, soklet, start_fleet, stop_all
 
 from soklet_core.files import read_keyring_file
 from soklet_core.keys import ProtectionKey, encode_base64url
+from tests.fleet.support_served import TOKEN, Served, multi_round, soklet, start_fleet, stop_all
 
 pytestmark = pytest.mark.slow
 

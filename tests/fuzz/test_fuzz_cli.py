@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fuzz_support import FUZZ_SETTINGS, SOKLET, soklet_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.fuzz.support import FUZZ_SETTINGS, SOKLET, soklet_env
 
 pytestmark = pytest.mark.slow
 

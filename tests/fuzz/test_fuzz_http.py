@@ -40,7 +40,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzz_support import (
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from soklet_core.protection import ProtectionUsageError, normalize_endpoint_path
+from tests.fuzz.support import (
     FUZZ_SETTINGS,
     SOKLET,
     Closed,
@@ -50,10 +54,6 @@ from fuzz_support import (
     peak_rss_bytes,
     soklet_env,
 )
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
-
-from soklet_core.protection import ProtectionUsageError, normalize_endpoint_path
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from jsontest_support import oracle_canonical, oracle_load, render
 
 from soklet_core.json import (
     JsonString,
@@ -19,6 +18,7 @@ from soklet_core.json import (
     params_digest,
     parse,
 )
+from tests.json.support import oracle_canonical, oracle_load, render
 
 
 def both_paths(doc: bytes) -> bytes:

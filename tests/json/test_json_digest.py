@@ -8,7 +8,6 @@ import re
 from typing import Any
 
 import pytest
-from jsontest_support import digest_text_of
 
 from soklet_core.json import (
     EXCLUDED_META_MEMBERS,
@@ -21,6 +20,7 @@ from soklet_core.json import (
     parse,
     stable_params,
 )
+from tests.json.support import digest_text_of
 
 R = JsonErrorReason
 

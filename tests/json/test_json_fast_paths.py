@@ -17,16 +17,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from jsontest_support import (
-    decimals,
-    oracle_digest_text,
-    oracle_load,
-    params_trees,
-    render,
-    rngs,
-    spell_number,
-    spell_string,
-)
 
 from soklet_core.json import (
     MAX_DEPTH,
@@ -48,6 +38,16 @@ from soklet_core.json.numbers import (
     decimal_from_token,
 )
 from soklet_core.json.scanner import locate_refusal
+from tests.json.support import (
+    decimals,
+    oracle_digest_text,
+    oracle_load,
+    params_trees,
+    render,
+    rngs,
+    spell_number,
+    spell_string,
+)
 
 SETTINGS = settings(
     max_examples=300,

@@ -13,7 +13,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from jsontest_support import MIB, digest_text_of, oracle_number
 
 from soklet_core.json import (
     DEFAULT_REQUEST_BODY_BYTES,
@@ -34,6 +33,7 @@ from soklet_core.json import (
     parse,
     serialize,
 )
+from tests.json.support import MIB, digest_text_of, oracle_number
 
 R = JsonErrorReason
 

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from jsontest_support import oracle_canonical, oracle_load, params_trees, render, rngs, spell_number, spell_string
 
 from soklet_core.json import (
     MAX_DEPTH,
@@ -42,6 +41,7 @@ from soklet_core.json.msgspec_canonical import (
     encode_value,
     load_canonical_data,
 )
+from tests.json.support import oracle_canonical, oracle_load, params_trees, render, rngs, spell_number, spell_string
 
 SETTINGS = settings(
     max_examples=400,

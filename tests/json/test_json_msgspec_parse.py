@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from jsontest_support import params_trees, render, rngs
 from test_json_msgspec_canonical import DEFECTS, EDGE_NUMBERS, PLACES, encoded_text, request_text
 
 from soklet_core.json import MAX_DEPTH, JsonError, JsonErrorReason, JsonValue, parse, serialize
 from soklet_core.json.codec import _VALUE_DECODER, _wrap, decode_text, load_raw
 from soklet_core.json.msgspec_parse import SMALL_DOCUMENT_BYTES, parse_small
+from tests.json.support import params_trees, render, rngs
 
 SETTINGS = settings(
     max_examples=400,

@@ -9,7 +9,6 @@ from decimal import Decimal
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from jsontest_support import decimals, oracle_number, rngs, spell_number
 
 from soklet_core.json import (
     JsonArray,
@@ -23,6 +22,7 @@ from soklet_core.json import (
     parse,
     serialize,
 )
+from tests.json.support import decimals, oracle_number, rngs, spell_number
 
 # The table in DESIGN.md, then the cases the issue names, then more of the same rule.
 CANONICAL_NUMBERS = [

@@ -3,7 +3,7 @@
 Generated trees hold unicode names (supplementary characters included), strings with every kind of escape,
 decimals of up to 70 digits with wide exponents, and nesting. Each tree is rendered as a document with random
 whitespace, member order, number spelling (``100`` / ``1E2`` / ``100.0`` / ``10e1``) and string escaping; the
-independent oracle in ``jsontest_support`` says what the canonical bytes and the digest must be.
+independent oracle in ``tests.json.support`` says what the canonical bytes and the digest must be.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from jsontest_support import (
+
+from soklet_core.json import JsonValue, canonical_bytes, params_digest, parse, serialize, stable_params
+from tests.json.support import (
     ascii_rng,
     containers,
     oracle_canonical,
@@ -26,8 +28,6 @@ from jsontest_support import (
     same_tree,
     trees,
 )
-
-from soklet_core.json import JsonValue, canonical_bytes, params_digest, parse, serialize, stable_params
 
 SETTINGS = settings(
     max_examples=100,

@@ -13,10 +13,10 @@ from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from jsontest_support import render, rngs, trees
 
 from soklet_core.json import JsonError, JsonErrorReason, canonical_bytes, params_digest, parse
 from soklet_core.json.scanner import locate_refusal
+from tests.json.support import render, rngs, trees
 
 SETTINGS = settings(
     max_examples=150,

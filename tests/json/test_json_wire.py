@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsontest_support import decimals, keys, strings
 
 from soklet_core.json import JsonError, JsonErrorReason, JsonValue, encode_wire, parse, serialize
+from tests.json.support import decimals, keys, strings
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -11,7 +11,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from admin_harness import (
+from servertest_harness import FORM_CAPS, Client
+
+from soklet_core.files import MAX_INSTANCE_NAME_CHARS
+from soklet_core.keys import ProtectionKey
+from soklet_core.mcp.server.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
+from soklet_core.protection import EnvelopeHeader
+from tests.server.support_admin import (
     LABEL,
     TOKEN,
     Instance,
@@ -21,12 +27,6 @@ from admin_harness import (
     self_signed_certificate,
     write_keyring,
 )
-from servertest_harness import FORM_CAPS, Client
-
-from soklet_core.files import MAX_INSTANCE_NAME_CHARS
-from soklet_core.keys import ProtectionKey
-from soklet_core.mcp.server.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
-from soklet_core.protection import EnvelopeHeader
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from admin_harness import TOKEN, file_roles, write_keyring
 
 from soklet_core.files import KeyringFileError, KeyringFileErrorReason, read_keyring_file
 from soklet_core.keys import KeyInUse, KeyringManager, ProtectionKey, ProtectionKeyring
@@ -33,6 +32,7 @@ from soklet_core.mcp.server.admin import (
     MIN_ADMIN_TOKEN_CHARS,
 )
 from soklet_core.protection import EnvelopeProtector
+from tests.server.support_admin import TOKEN, file_roles, write_keyring
 
 
 @dataclass
@@ -126,7 +126,7 @@ def test_body_limit_edge(admin: Admin) -> None:
 
 
 def test_stage_without_a_file_changes_memory_only(keys: tuple[ProtectionKey, ProtectionKey]) -> None:
-    manager = KeyringManager(ProtectionKeyring.with_active_key(keys[0]).build())
+    manager = KeyringManager(ProtectionKeyring(keys[0]))
     live = LiveKeyring(manager)
     snapshot = live.stage(keys[1], actor="t")
     assert snapshot.verification_key_ids == ("k2",)
@@ -134,8 +134,8 @@ def test_stage_without_a_file_changes_memory_only(keys: tuple[ProtectionKey, Pro
 
 
 def test_last_use_is_recorded_per_key(keys: tuple[ProtectionKey, ProtectionKey]) -> None:
-    manager = KeyringManager(ProtectionKeyring.with_active_key(keys[0]).verification_key(keys[1]).build())
-    protector = EnvelopeProtector.over(manager)
+    manager = KeyringManager(ProtectionKeyring(keys[0], [keys[1]]))
+    protector = EnvelopeProtector(manager)
     assert manager.snapshot().use("k1").last_sealed_ms is None
     token = protector.seal(b"state")
     protector.open(token)
@@ -149,13 +149,13 @@ def test_last_use_is_recorded_per_key(keys: tuple[ProtectionKey, ProtectionKey])
 
 
 def test_replace_keyring_keeps_the_reservation_rule(keys: tuple[ProtectionKey, ProtectionKey]) -> None:
-    manager = KeyringManager(ProtectionKeyring.with_active_key(keys[0]).build())
-    only_new = ProtectionKeyring.with_active_key(keys[1]).build()
+    manager = KeyringManager(ProtectionKeyring(keys[0]))
+    only_new = ProtectionKeyring(keys[1])
     with manager.reserve_active_key():
         with pytest.raises(KeyInUse):
             manager.replace_keyring(only_new)
         assert manager.generation == 0
-    assert manager.replace_keyring(ProtectionKeyring.with_active_key(keys[0]).build()).generation == 0  # equal
+    assert manager.replace_keyring(ProtectionKeyring(keys[0])).generation == 0  # equal
     assert manager.replace_keyring(only_new).generation == 1
 
 

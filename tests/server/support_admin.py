@@ -23,7 +23,7 @@ LABEL = "ops"
 
 def write_keyring(path: Path, active: ProtectionKey, *verification: ProtectionKey) -> None:
     """Write a keyring file (0600) holding ``active`` and ``verification``."""
-    keyring = ProtectionKeyring.with_active_key(active).verification_keys(verification).build()
+    keyring = ProtectionKeyring(active, [*verification])
     write_keyring_file(path, KeyringDocument.new(active).with_keyring(keyring))
 
 

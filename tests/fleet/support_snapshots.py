@@ -15,7 +15,7 @@ B_OTHER = ProtectionKey.from_id_and_bytes("2026-09", b"c" * 32)
 
 def keyring(active: ProtectionKey, *verification: ProtectionKey) -> ProtectionKeyring:
     """A keyring of ``active`` and ``verification``."""
-    return ProtectionKeyring.with_active_key(active).verification_keys(verification).build()
+    return ProtectionKeyring(active, [*verification])
 
 
 def document(ring: ProtectionKeyring, instance: str = "i", *, version: int = 2) -> dict[str, Any]:

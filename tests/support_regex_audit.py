@@ -565,13 +565,13 @@ def _is_python(path: Path) -> bool:
             head = handle.read(200)
     except OSError:
         return False
-    # An extension-less script: a python shebang, or the sh-then-python trampoline of scripts/conformance.
-    first_lines = head.split(b"\n")[:2]
-    return any(b"python" in line for line in first_lines) and head.startswith(b"#!")
+    # An extension-less script is Python when its shebang names python (scripts/ holds bash today).
+    shebang = head.split(b"\n", 1)[0]
+    return shebang.startswith(b"#!") and b"python" in shebang
 
 
 def project_python_files(root: Path) -> list[Path]:
-    """Every Python file of the project (packages, scripts, benchmarks, tests, examples), virtualenvs aside."""
+    """Every Python file of the project (packages, tools, scripts, benchmarks, tests, examples), virtualenvs aside."""
     found: list[Path] = []
     for folder, subfolders, names in os.walk(root):
         # Pruned in place, so that .venv and node_modules are never walked.

@@ -1,8 +1,8 @@
 """Independent oracles and hypothesis strategies for the JSON core tests.
 
-Nothing here imports ``soklet_core``: the oracles are written from DESIGN.md ("JSON", "Canonical form and the
-stable-parameter digest") so that the tests compare the implementation with a second, naive reading of the
-design rather than with itself.
+Nothing here imports ``soklet_core``: the oracles are written from docs/json.md ("The canonical form", "The stable
+params digest") so that the tests compare the implementation with a second, naive reading of the rules rather than
+with itself.
 
 A *tree* is plain Python data: ``dict`` (str keys), ``list``, ``str``, ``Decimal``, ``bool`` or ``None``.
 """
@@ -26,7 +26,7 @@ MIB = 1024 * 1024
 
 
 def oracle_number(value: Decimal) -> str:
-    """Canonical spelling per DESIGN.md: exact value, trailing zeros stripped, zero is ``0``, then the
+    """Canonical spelling per docs/json.md: exact value, trailing zeros stripped, zero is ``0``, then the
     decimal to-scientific-string (Java ``BigDecimal.toString``). Written from the definition, digit by digit."""
     assert value.is_finite()
     sign, digit_tuple, exponent = value.as_tuple()
@@ -130,7 +130,7 @@ EXCLUDED_META = ("progressToken", "traceparent", "tracestate", "baggage")
 
 
 def oracle_stable(params: Any) -> Any:
-    """The stable params per DESIGN.md: top-level inputResponses/requestState and four _meta members removed."""
+    """The stable params per docs/json.md: top-level inputResponses/requestState and four _meta members removed."""
     if isinstance(params, list):
         return params
     assert isinstance(params, dict)
