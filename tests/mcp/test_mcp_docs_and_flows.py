@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcptest_fixtures import build_registry
 
 from soklet_core.json import JsonObject, JsonValue, parse, serialize
 from soklet_core.mcp import (
@@ -23,6 +22,7 @@ from soklet_core.mcp import (
     RequestStateMode,
     ToolRegistration,
 )
+from tests.mcp.support import build_registry
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "mcp-model.md"
 DEFAULT_CAPS = '{"sampling":{},"elicitation":{},"roots":{"listChanged":true}}'

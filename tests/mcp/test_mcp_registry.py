@@ -8,7 +8,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from mcptest_fixtures import JSON_SCHEMA_2020_12, build_registry
 
 from soklet_core.json import JsonError, JsonObject, JsonString, canonical_text, parse, serialize
 from soklet_core.mcp import (
@@ -47,6 +46,7 @@ from soklet_core.mcp import (
     resource_template,
     tool,
 )
+from tests.mcp.support import JSON_SCHEMA_2020_12, build_registry
 
 R = McpModelErrorReason
 OBJECT = {"type": "object"}
