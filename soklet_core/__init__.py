@@ -1,10 +1,18 @@
 """soklet core: sealed, bound, expiring MCP request state and the keys that protect it.
 
-Layers (imports point down only): ``mcp`` → ``protection`` → ``keys`` → ``json``; ``files`` beside ``keys``.
-This package never imports typer or rich.
+Layers, bottom first (a module imports only its own layer and the ones below it): ``protocol`` → ``errors`` →
+``json`` → ``keys`` → ``files`` → ``protection`` → ``mcp`` (``model`` ← ``server``) → ``fleet``. This package
+never imports typer or rich.
+
+Every refusal soklet raises is a :class:`SokletError`, and every reason it carries an :class:`ErrorReason`
+(the tree is drawn in :mod:`soklet_core.errors`), so ``except SokletError`` catches the whole library.
 """
 
 import logging
+
+from .errors import ErrorReason, SokletError
+
+__all__ = ["ErrorReason", "SokletError", "__version__"]
 
 __version__ = "0.1.0"
 

@@ -2,64 +2,35 @@
 
 from __future__ import annotations
 
-import enum
+from soklet_core.errors import ErrorReason, SokletError
 
 
-class JsonErrorReason(enum.Enum):
+class JsonErrorReason(ErrorReason):
     """Why a document or value was refused. The set is closed: callers may switch on it."""
 
-    EMPTY_INPUT = "empty-input"
-    BYTE_ORDER_MARK = "byte-order-mark"
-    INVALID_UTF8 = "invalid-utf8"
-    LONE_SURROGATE = "lone-surrogate"
-    CONTROL_CHARACTER = "control-character"
-    INVALID_ESCAPE = "invalid-escape"
-    UNTERMINATED_STRING = "unterminated-string"
-    INVALID_NUMBER = "invalid-number"
-    NON_FINITE_NUMBER = "non-finite-number"
-    NUMBER_TOO_LONG = "number-too-long"
-    EXPONENT_OUT_OF_RANGE = "exponent-out-of-range"
-    DUPLICATE_MEMBER = "duplicate-member"
-    UNEXPECTED_CHARACTER = "unexpected-character"
-    UNEXPECTED_END = "unexpected-end"
-    TRAILING_CONTENT = "trailing-content"
-    DEPTH_EXCEEDED = "depth-exceeded"
-    TOO_MANY_NODES = "too-many-nodes"
-    INPUT_TOO_LARGE = "input-too-large"
-    CANONICAL_TOO_LARGE = "canonical-too-large"
-    PARAMS_NOT_STRUCTURED = "params-not-structured"
-
-    @property
-    def description(self) -> str:
-        """A fixed, human sentence for the reason; never contains input."""
-        return _DESCRIPTIONS[self]
+    EMPTY_INPUT = "empty-input", "the document is empty"
+    BYTE_ORDER_MARK = "byte-order-mark", "a byte order mark is not allowed"
+    INVALID_UTF8 = "invalid-utf8", "the bytes are not valid UTF-8"
+    LONE_SURROGATE = "lone-surrogate", "a string holds a lone UTF-16 surrogate"
+    CONTROL_CHARACTER = "control-character", "a string holds an unescaped control character"
+    INVALID_ESCAPE = "invalid-escape", "a string holds an invalid escape"
+    UNTERMINATED_STRING = "unterminated-string", "a string is not terminated"
+    INVALID_NUMBER = "invalid-number", "a number is not in JSON number syntax"
+    NON_FINITE_NUMBER = "non-finite-number", "NaN and Infinity are not JSON numbers"
+    NUMBER_TOO_LONG = "number-too-long", "a number token is longer than 1,024 characters"
+    EXPONENT_OUT_OF_RANGE = "exponent-out-of-range", "a number's exponent magnitude exceeds 10,000"
+    DUPLICATE_MEMBER = "duplicate-member", "an object repeats a member name"
+    UNEXPECTED_CHARACTER = "unexpected-character", "unexpected character"
+    UNEXPECTED_END = "unexpected-end", "the document ends too early"
+    TRAILING_CONTENT = "trailing-content", "content follows the document"
+    DEPTH_EXCEEDED = "depth-exceeded", "nesting is deeper than 256"
+    TOO_MANY_NODES = "too-many-nodes", "the document holds too many values"
+    INPUT_TOO_LARGE = "input-too-large", "the document is larger than allowed"
+    CANONICAL_TOO_LARGE = "canonical-too-large", "the canonical params exceed the 32 MiB allowance"
+    PARAMS_NOT_STRUCTURED = "params-not-structured", "params must be a JSON object or array"
 
 
-_DESCRIPTIONS: dict[JsonErrorReason, str] = {
-    JsonErrorReason.EMPTY_INPUT: "the document is empty",
-    JsonErrorReason.BYTE_ORDER_MARK: "a byte order mark is not allowed",
-    JsonErrorReason.INVALID_UTF8: "the bytes are not valid UTF-8",
-    JsonErrorReason.LONE_SURROGATE: "a string holds a lone UTF-16 surrogate",
-    JsonErrorReason.CONTROL_CHARACTER: "a string holds an unescaped control character",
-    JsonErrorReason.INVALID_ESCAPE: "a string holds an invalid escape",
-    JsonErrorReason.UNTERMINATED_STRING: "a string is not terminated",
-    JsonErrorReason.INVALID_NUMBER: "a number is not in JSON number syntax",
-    JsonErrorReason.NON_FINITE_NUMBER: "NaN and Infinity are not JSON numbers",
-    JsonErrorReason.NUMBER_TOO_LONG: "a number token is longer than 1,024 characters",
-    JsonErrorReason.EXPONENT_OUT_OF_RANGE: "a number's exponent magnitude exceeds 10,000",
-    JsonErrorReason.DUPLICATE_MEMBER: "an object repeats a member name",
-    JsonErrorReason.UNEXPECTED_CHARACTER: "unexpected character",
-    JsonErrorReason.UNEXPECTED_END: "the document ends too early",
-    JsonErrorReason.TRAILING_CONTENT: "content follows the document",
-    JsonErrorReason.DEPTH_EXCEEDED: "nesting is deeper than 256",
-    JsonErrorReason.TOO_MANY_NODES: "the document holds too many values",
-    JsonErrorReason.INPUT_TOO_LARGE: "the document is larger than allowed",
-    JsonErrorReason.CANONICAL_TOO_LARGE: "the canonical params exceed the 32 MiB allowance",
-    JsonErrorReason.PARAMS_NOT_STRUCTURED: "params must be a JSON object or array",
-}
-
-
-class JsonError(ValueError):
+class JsonError(SokletError, ValueError):
     """A refused JSON document or value.
 
     ``reason`` is one of a closed set; ``offset`` is the byte offset in the UTF-8 input where the problem starts,
@@ -67,13 +38,11 @@ class JsonError(ValueError):
     built only from these two, so it never repeats attacker-controlled input.
     """
 
-    __slots__ = ("offset", "reason")
+    __slots__ = ("offset",)
+
+    reason: JsonErrorReason
 
     def __init__(self, reason: JsonErrorReason, offset: int | None = None) -> None:
-        self.reason = reason
         self.offset = offset
         where = f" at byte {offset}" if offset is not None else ""
-        super().__init__(f"{reason.value}{where}: {reason.description}")
-
-    def __reduce__(self) -> tuple[type[JsonError], tuple[JsonErrorReason, int | None]]:
-        return (type(self), (self.reason, self.offset))
+        super().__init__(reason, f"{reason.value}{where}: {reason.description}")

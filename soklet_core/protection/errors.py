@@ -16,7 +16,9 @@ plaintext, the key material or anything else an attacker or a secret store suppl
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
+
+from soklet_core.errors import ErrorReason, SokletError
 
 __all__ = [
     "BindingField",
@@ -57,40 +59,35 @@ _FIELD_LABELS: dict[BindingField, str] = {
 }
 
 
-class RequestStateProtectionReason(enum.Enum):
+class RequestStateProtectionReason(ErrorReason):
     """Why a state did not open or could not be sealed. Closed: callers may switch on it.
 
     Opening reasons are listed in the order the opener checks them; the first that applies is reported.
     """
 
     # Opening, in order.
-    ENCODED_TOO_LARGE = "encoded-too-large"
-    BASE64URL = "base64url"
-    VERSION = "version"
-    UNKNOWN_KEY = "unknown-key"
-    AUTHENTICATION = "authentication"
-    DECODED_TOO_LARGE = "decoded-too-large"
-    JSON = "json"
-    EXPIRED = "expired"
-    ROUND = "round"
-    BINDING_METHOD = "binding-method"
-    BINDING_PATH = "binding-path"
-    BINDING_PROTOCOL_VERSION = "binding-protocol-version"
-    BINDING_PARTITION = "binding-partition"
-    BINDING_PARAMS = "binding-params"
-    REQUEST_ID_REUSED = "request-id-reused"
+    ENCODED_TOO_LARGE = "encoded-too-large", "the token is longer than the encoded limit"
+    BASE64URL = "base64url", "the token is not canonical unpadded base64url"
+    VERSION = "version", "the envelope format version is not supported"
+    UNKNOWN_KEY = "unknown-key", "no key in the keyring has the envelope's key id"
+    AUTHENTICATION = "authentication", "the envelope did not authenticate under the key with its id"
+    DECODED_TOO_LARGE = "decoded-too-large", "the decrypted state is larger than the decoded limit"
+    JSON = "json", "the decrypted state is not the sealed-state JSON schema"
+    EXPIRED = "expired", "the state has expired"
+    ROUND = "round", "the state's round is outside the allowed rounds"
+    BINDING_METHOD = "binding-method", "the state was sealed for another JSON-RPC method"
+    BINDING_PATH = "binding-path", "the state was sealed for another endpoint path"
+    BINDING_PROTOCOL_VERSION = "binding-protocol-version", "the state was sealed for another protocol version"
+    BINDING_PARTITION = "binding-partition", "the state was sealed for another authorization partition"
+    BINDING_PARAMS = "binding-params", "the state was sealed for other stable request params"
+    REQUEST_ID_REUSED = "request-id-reused", "the retry reuses the request id that emitted the state"
     # Sealing.
-    TOO_LARGE = "too-large"
-    LAST_ROUND = "last-round"
-    EXPIRED_DURING_HANDLER = "expired-during-handler"
+    TOO_LARGE = "too-large", "the sealed state would exceed a size limit"
+    LAST_ROUND = "last-round", "the retry carried the last allowed round; no further state may be emitted"
+    EXPIRED_DURING_HANDLER = "expired-during-handler", "the state expired while the handler ran"
     #: A custom protector raised something other than this exception while sealing. (While opening, such a
     #: failure fails closed as ``AUTHENTICATION``: the token could not be authenticated.)
-    PROTECTOR_FAILED = "protector-failed"
-
-    @property
-    def description(self) -> str:
-        """A fixed, human sentence for the reason; never contains input or secrets."""
-        return _DESCRIPTIONS[self]
+    PROTECTOR_FAILED = "protector-failed", "the request-state protector failed"
 
     @property
     def is_sealing(self) -> bool:
@@ -125,30 +122,8 @@ _BINDING_FIELD_OF: dict[RequestStateProtectionReason, BindingField] = {
     reason: field for field, reason in _BINDING_REASON_OF.items()
 }
 
-_DESCRIPTIONS: dict[RequestStateProtectionReason, str] = {
-    _R.ENCODED_TOO_LARGE: "the token is longer than the encoded limit",
-    _R.BASE64URL: "the token is not canonical unpadded base64url",
-    _R.VERSION: "the envelope format version is not supported",
-    _R.UNKNOWN_KEY: "no key in the keyring has the envelope's key id",
-    _R.AUTHENTICATION: "the envelope did not authenticate under the key with its id",
-    _R.DECODED_TOO_LARGE: "the decrypted state is larger than the decoded limit",
-    _R.JSON: "the decrypted state is not the sealed-state JSON schema",
-    _R.EXPIRED: "the state has expired",
-    _R.ROUND: "the state's round is outside the allowed rounds",
-    _R.BINDING_METHOD: "the state was sealed for another JSON-RPC method",
-    _R.BINDING_PATH: "the state was sealed for another endpoint path",
-    _R.BINDING_PROTOCOL_VERSION: "the state was sealed for another protocol version",
-    _R.BINDING_PARTITION: "the state was sealed for another authorization partition",
-    _R.BINDING_PARAMS: "the state was sealed for other stable request params",
-    _R.REQUEST_ID_REUSED: "the retry reuses the request id that emitted the state",
-    _R.TOO_LARGE: "the sealed state would exceed a size limit",
-    _R.LAST_ROUND: "the retry carried the last allowed round; no further state may be emitted",
-    _R.EXPIRED_DURING_HANDLER: "the state expired while the handler ran",
-    _R.PROTECTOR_FAILED: "the request-state protector failed",
-}
 
-
-class ProtectionError(Exception):
+class ProtectionError(SokletError):
     """Base of every refusal the protection layer raises."""
 
     __slots__ = ()
@@ -161,70 +136,48 @@ class RequestStateProtectionException(ProtectionError):
     MCP layer maps it to one.
     """
 
-    __slots__ = ("reason",)
+    __slots__ = ()
 
     #: The reason enum, reachable from the exception as the spec names it.
     Reason: ClassVar[type[RequestStateProtectionReason]] = RequestStateProtectionReason
 
+    reason: RequestStateProtectionReason
+
     def __init__(self, reason: RequestStateProtectionReason) -> None:
         if not isinstance(reason, RequestStateProtectionReason):
             raise TypeError("reason must be a RequestStateProtectionException.Reason")
-        self.reason = reason
-        super().__init__(f"{reason.value}: {reason.description}")
+        super().__init__(reason)
 
     @property
     def binding_field(self) -> BindingField | None:
         """The binding field that differed, for ``BINDING_*`` reasons."""
         return self.reason.binding_field
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return (type(self), (self.reason,))
 
-
-class ProtectionUsageReason(enum.Enum):
+class ProtectionUsageReason(ErrorReason):
     """Why a configuration or an argument of the protection layer was refused. Closed."""
 
-    NON_POSITIVE_LIMIT = "non-positive-limit"
-    DECODED_OVER_ENCODED = "decoded-over-encoded"
-    INVALID_PROVIDER = "invalid-provider"
-    INVALID_ENDPOINT_PATH = "invalid-endpoint-path"
-    INVALID_REQUEST = "invalid-request"
-    INVALID_REQUEST_ID = "invalid-request-id"
-    INVALID_BINDING = "invalid-binding"
-    INVALID_NONCE_SOURCE = "invalid-nonce-source"
-    INVALID_CLOCK = "invalid-clock"
-
-    @property
-    def description(self) -> str:
-        """A fixed, human sentence for the reason."""
-        return _USAGE_DESCRIPTIONS[self]
-
-
-_U = ProtectionUsageReason
-_USAGE_DESCRIPTIONS: dict[ProtectionUsageReason, str] = {
-    _U.NON_POSITIVE_LIMIT: "limits, lifetime and rounds must be positive",
-    _U.DECODED_OVER_ENCODED: "the decoded limit must not exceed the encoded limit",
-    _U.INVALID_PROVIDER: "the provider must be a ProtectionKeyring or a RequestStateProtector",
-    _U.INVALID_ENDPOINT_PATH: (
+    NON_POSITIVE_LIMIT = "non-positive-limit", "limits, lifetime and rounds must be positive"
+    DECODED_OVER_ENCODED = "decoded-over-encoded", "the decoded limit must not exceed the encoded limit"
+    INVALID_PROVIDER = "invalid-provider", "the provider must be a ProtectionKeyring or a RequestStateProtector"
+    INVALID_ENDPOINT_PATH = (
+        "invalid-endpoint-path",
         "an endpoint path must be a str starting with '/' without query or fragment, "
-        "at most MAX_ENDPOINT_PATH_CHARS characters (raw and normalized)"
-    ),
-    _U.INVALID_REQUEST: "not a JSON-RPC request object with a string method",
-    _U.INVALID_REQUEST_ID: "a JSON-RPC request id must be a JSON string or number",
-    _U.INVALID_BINDING: "binding fields must be strings; digests must be 43-character base64url",
-    _U.INVALID_NONCE_SOURCE: "the nonce source must return exactly 12 bytes",
-    _U.INVALID_CLOCK: "the clock must return integer epoch milliseconds",
-}
+        "at most MAX_ENDPOINT_PATH_CHARS characters (raw and normalized)",
+    )
+    INVALID_REQUEST = "invalid-request", "not a JSON-RPC request object with a string method"
+    INVALID_REQUEST_ID = "invalid-request-id", "a JSON-RPC request id must be a JSON string or number"
+    INVALID_BINDING = "invalid-binding", "binding fields must be strings; digests must be 43-character base64url"
+    INVALID_NONCE_SOURCE = "invalid-nonce-source", "the nonce source must return exactly 12 bytes"
+    INVALID_CLOCK = "invalid-clock", "the clock must return integer epoch milliseconds"
 
 
 class ProtectionUsageError(ProtectionError, ValueError):
     """A configuration or argument refused by the protection layer; ``reason`` is a closed enum."""
 
-    __slots__ = ("reason",)
+    __slots__ = ()
+
+    reason: ProtectionUsageReason
 
     def __init__(self, reason: ProtectionUsageReason) -> None:
-        self.reason = reason
-        super().__init__(f"{reason.value}: {reason.description}")
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return (type(self), (self.reason,))
+        super().__init__(reason)
