@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from soklet_core.errors import SokletError
+
 from .errors import KeyringFileError
 from .keyring_format import _ENV_NAME, _POSITION, _field_label
 from .regular_file import read_regular_file
@@ -77,12 +79,16 @@ _INSTANCE_FIELDS: Final = frozenset({"name", "url", "admin_token_env", "admin_to
 _TOKEN_FIELDS: Final = ("admin_token_env", "admin_token_file")
 
 
-class FleetFileError(Exception):
+class FleetFileError(SokletError):
     """A fleet file (or an admin token it names) that could not be read or was refused.
 
     ``path`` is the file concerned, ``where`` the table and field (``instances[2].url``), ``problem`` fixed
     text. The message is built only from these, so it never carries a token, a URL or other file content.
     ``is_io`` is true for file-system problems (not found, unreadable, permissions), false for content.
+
+    There is no closed reason enum (``reason`` is ``None``): a problem is a sentence for the operator that may
+    carry a limit or a nested refusal (a keyring file's reason, an admin token's line), and what a caller
+    switches on is ``is_io``.
     """
 
     __slots__ = ("is_io", "path", "problem", "where")
@@ -94,7 +100,7 @@ class FleetFileError(Exception):
         self.is_io = is_io
         prefix = f"{path}: " if path is not None else ""
         located = f"{where}: " if where is not None else ""
-        super().__init__(f"{prefix}{located}{problem}")
+        super().__init__(None, f"{prefix}{located}{problem}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+from soklet_core.errors import SokletError
 from soklet_core.files import atomic_write, read_secret_file
 from soklet_core.keys import (
     CURRENT_FINGERPRINT_VERSION,
@@ -96,8 +97,16 @@ class RotationStep(enum.IntEnum):
         raise ValueError("unknown step")
 
 
-class RecordError(Exception):
-    """The record file is unusable; the message is fixed text (never the file's content)."""
+class RecordError(SokletError):
+    """The record file is unusable; the message is fixed text (never the file's content).
+
+    There is no reason enum (``reason`` is ``None``): every refusal means the same to a caller, the record
+    cannot resume a rotation, and the message tells the operator which part failed.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(None, message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,12 +197,16 @@ def read_record(path: str | os.PathLike[str]) -> RotationRecord:
     return RotationRecord(tuple(instances), new_key, former_key, check_value, step, activated, wait_ms, material)
 
 
-class RotationAbort(Exception):
+class RotationAbort(SokletError):
     """The rotation stopped: ``status`` is the fleet verdict that stopped it (the CLI's exit code follows it as
-    ``fleet check``'s does), ``message`` fixed text naming instances and key ids, never material."""
+    ``fleet check``'s does), ``message`` fixed text naming instances and key ids, never material.
+
+    ``reason`` is ``status`` (a closed :class:`~soklet_core.fleet.compare.FleetStatus`, not an error reason):
+    the verdict is what a caller switches on.
+    """
 
     def __init__(self, status: FleetStatus, message: str, report: FleetReport | None = None) -> None:
-        super().__init__(message)
+        super().__init__(status, message)
         self.status = status
         self.message = message
         self.report = report

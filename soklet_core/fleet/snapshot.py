@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
+from soklet_core.errors import SokletError
 from soklet_core.json import JsonError, parse
 from soklet_core.keys import Fingerprint, KeyringError, decode_base64url, is_valid_key_id
 
@@ -58,15 +59,19 @@ class KeyRoleName(enum.StrEnum):
     VERIFICATION = "verification"
 
 
-class SnapshotError(Exception):
-    """A snapshot answer that is not the admin contract's document. ``where`` names the member."""
+class SnapshotError(SokletError):
+    """A snapshot answer that is not the admin contract's document. ``where`` names the member.
+
+    There is no reason enum (``reason`` is ``None``): ``problem`` is a sentence naming a limit or the expected
+    shape, and every one means the same to a caller: the instance's answer is unusable.
+    """
 
     __slots__ = ("problem", "where")
 
     def __init__(self, problem: str, where: str | None = None) -> None:
         self.problem = problem
         self.where = where
-        super().__init__(f"{where}: {problem}" if where else problem)
+        super().__init__(None, f"{where}: {problem}" if where else problem)
 
 
 @dataclass(frozen=True, slots=True)

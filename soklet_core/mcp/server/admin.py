@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from soklet_core.errors import SokletError
 from soklet_core.files import read_secret_file
 from soklet_core.json import JsonError, JsonObject, JsonString, parse
 from soklet_core.keys import KeyringError, KeyringErrorReason, KeyringSnapshot, ProtectionKey
@@ -66,8 +67,16 @@ _LABEL: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _JSON_HEADERS: Final = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
 
 
-class AdminTokenError(ValueError):
-    """The token source is unusable; the message names the line number at most, never a token."""
+class AdminTokenError(SokletError, ValueError):
+    """The token source is unusable; the message names the line number at most, never a token.
+
+    There is no reason enum (``reason`` is ``None``): each refusal is a sentence for the operator that may name
+    a line or a limit, and every one means the same to a caller: fix the token source.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(None, message)
 
 
 @dataclass(frozen=True, slots=True)

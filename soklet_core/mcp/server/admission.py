@@ -18,13 +18,13 @@ A custom policy is any object with ``admit(request: AdmissionRequest) -> Admissi
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
+from soklet_core.errors import ErrorReason, SokletError
 from soklet_core.mcp.model.context import Identity
 from soklet_core.protection import ANONYMOUS_PARTITION
 
@@ -67,21 +67,25 @@ class AdmissionRequest:
     headers: Mapping[str, str]
 
 
-class AdmissionRefusedReason(enum.Enum):
+class AdmissionRefusedReason(ErrorReason):
     """Why a request was not admitted (for the operator log; the client sees one fixed message)."""
 
-    MISSING_CREDENTIALS = "missing-credentials"
-    MALFORMED_CREDENTIALS = "malformed-credentials"
-    UNKNOWN_CREDENTIALS = "unknown-credentials"
-    POLICY = "policy"
+    MISSING_CREDENTIALS = "missing-credentials", "the request carries no Authorization header"
+    MALFORMED_CREDENTIALS = "malformed-credentials", "the Authorization header is not a non-empty bearer token"
+    UNKNOWN_CREDENTIALS = "unknown-credentials", "the bearer token is not one the policy knows"
+    POLICY = "policy", "the admission policy refused the request"
 
 
-class AdmissionRefused(Exception):
-    """Raised by a policy to refuse a request; the transport answers HTTP 401 with a JSON-RPC error."""
+class AdmissionRefused(SokletError):
+    """Raised by a policy to refuse a request; the transport answers HTTP 401 with a JSON-RPC error.
+
+    ``str()`` is the reason's slug alone.
+    """
+
+    reason: AdmissionRefusedReason
 
     def __init__(self, reason: AdmissionRefusedReason = AdmissionRefusedReason.POLICY) -> None:
-        self.reason = reason
-        super().__init__(reason.value)
+        super().__init__(reason, reason.value)
 
 
 @runtime_checkable

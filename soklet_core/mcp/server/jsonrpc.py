@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from soklet_core.errors import SokletError
 from soklet_core.json import JsonNull, JsonNumber, JsonObject, JsonValue, encode_wire
 from soklet_core.protection import RequestStateProtectionException
 
@@ -106,7 +107,7 @@ _DATA: Final = b',"data":'
 _NULL_ID: Final = b"null"
 
 
-class McpError(Exception):
+class McpError(SokletError):
     """One JSON-RPC error answer: ``code``, ``message`` and optional ``data``, plus how it is sent.
 
     ``http_status`` defaults by code (see the module table; other codes 200); ``log_reason`` is the bounded
@@ -114,6 +115,9 @@ class McpError(Exception):
     response headers (lower-case names). The message and data go to the client as given: never put a secret or
     raw client input in them. Raised inside the dispatcher (and by an interceptor or handler that wants a
     specific error), it is answered as is; ``str()`` is the log reason.
+
+    ``reason`` is the log reason too, not a member of a closed enum: an application may answer with codes and
+    reasons of its own.
     """
 
     __slots__ = ("code", "data", "headers", "http_status", "log_reason", "message")
@@ -149,7 +153,7 @@ class McpError(Exception):
             for item in headers
         ):
             raise TypeError("headers must be a tuple of (name, value) str pairs")
-        super().__init__(reason)
+        super().__init__(reason, reason)
         self.code = code
         self.message = message
         self.data = data

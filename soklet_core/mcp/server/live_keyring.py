@@ -12,7 +12,6 @@ new fingerprint, never material.
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import threading
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from soklet_core.errors import ErrorReason, SokletError
 from soklet_core.files import (
     KeyringDocument,
     KeyringFileError,
@@ -55,27 +55,31 @@ _audit = logging.getLogger("soklet.admin.audit")
 _logger = logging.getLogger("soklet.admin")
 
 
-class LiveKeyringRefusal(enum.Enum):
+class LiveKeyringRefusal(ErrorReason):
     """Why a change was refused beyond the keys layer's own reasons. The set is closed."""
 
-    #: The keyring file holds, under an id the live keyring also holds, other material: writing would split them.
-    FILE_DIVERGED = "keyring-file-diverged"
-    #: The keyring file could not be read or written (its reason is in ``file_reason``).
-    FILE_REFUSED = "keyring-file-refused"
-    #: A reload was asked of a keyring that has no file.
-    NO_KEYRING_FILE = "no-keyring-file"
+    FILE_DIVERGED = (
+        "keyring-file-diverged",
+        "the keyring file holds other material under an id the live keyring also holds: writing would split them",
+    )
+    FILE_REFUSED = "keyring-file-refused", "the keyring file could not be read or written (see file_reason)"
+    NO_KEYRING_FILE = "no-keyring-file", "a reload was asked of a keyring that has no file"
 
 
-class LiveKeyringError(Exception):
-    """A refused change that is not a :class:`~soklet_core.keys.KeyringError`; the message holds no input."""
+class LiveKeyringError(SokletError):
+    """A refused change that is not a :class:`~soklet_core.keys.KeyringError`; the message holds no input.
 
-    __slots__ = ("file_reason", "reason")
+    ``str()`` is the reason's slug, followed by the keyring file's reason slug in parentheses when there is one.
+    """
+
+    __slots__ = ("file_reason",)
+
+    reason: LiveKeyringRefusal
 
     def __init__(self, reason: LiveKeyringRefusal, file_reason: KeyringFileErrorReason | None = None) -> None:
-        self.reason = reason
         self.file_reason = file_reason
         suffix = "" if file_reason is None else f" ({file_reason.value})"
-        super().__init__(f"{reason.value}{suffix}")
+        super().__init__(reason, f"{reason.value}{suffix}")
 
 
 @dataclass(frozen=True, slots=True)

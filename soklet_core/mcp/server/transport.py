@@ -36,6 +36,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final, TypeAlias
 
+from soklet_core.errors import SokletError
 from soklet_core.json import (
     DEFAULT_REQUEST_BODY_BYTES,
     MAX_REQUEST_BODY_BYTES,
@@ -86,8 +87,16 @@ MAX_PORT: Final = 65535
 _MAX_PORT_DIGITS: Final = 5
 
 
-class MalformedAuthority(ValueError):
-    """A ``Host`` or ``Origin`` value that is not well formed (the message is fixed: no input is echoed)."""
+class MalformedAuthority(SokletError, ValueError):
+    """A ``Host`` or ``Origin`` value that is not well formed (the message is fixed: no input is echoed).
+
+    ``message`` is one of three fixed phrases (``malformed host``, ``malformed port``, ``malformed origin``);
+    there is no reason enum (``reason`` is ``None``) because the transport answers every one alike.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(None, message)
 
 
 def _reg_name(text: str) -> str:
