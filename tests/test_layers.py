@@ -7,11 +7,19 @@ model an app author writes against, the server machinery that runs it, and the `
 re-exports both), and ``fleet`` on top. Above the core, ``soklet_apps`` (the demo and conformance apps) may import
 the core only, and ``soklet_cli`` may import both; the core imports neither, nor typer or rich, and no package
 imports the tests or the tools. An import that breaks a rule fails with the file and the import named.
+
+The same rules are import-linter contracts in pyproject.toml, which ``lint-imports`` in the test command checks on
+the whole import graph (chains of imports too); the last test here proves the contracts can fail.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -169,3 +177,37 @@ def test_the_check_sees_a_broken_rule(tmp_path: Path, module: str, source: str, 
 )
 def test_the_check_allows_what_points_down(tmp_path: Path, module: str, source: str) -> None:
     assert violations(_tree(tmp_path, module, source), tmp_path) == []
+
+
+def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` with the project's contracts on a scratch tree holding every package and layer they name."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    lines = [f"root_packages = {json.dumps(config['root_packages'])}", "include_external_packages = true"]
+    for contract in config["contracts"]:
+        lines.append("[[tool.importlinter.contracts]]")
+        lines.extend(f"{key} = {json.dumps(value)}" for key, value in contract.items())
+        for container in contract.get("containers", []):
+            for layer in contract["layers"]:
+                _tree(tree, f"{container}.{layer}.__init__", "")
+    for package in config["root_packages"]:
+        _tree(tree, f"{package}.__init__", "")
+    (tree / "contracts.toml").write_text("[tool.importlinter]\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--config", "contracts.toml", "--no-cache"],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_import_contracts_can_fail(tmp_path: Path) -> None:
+    # A scratch tree shaped as the project passes the contracts, and one upward import breaks the one it should.
+    clean = _lint_imports(tmp_path)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    _tree(tmp_path, "soklet_core.mcp.model.registry", "from soklet_core.mcp.server import dispatcher\n")
+    broken = _lint_imports(tmp_path)
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "The MCP model never imports the server machinery BROKEN" in broken.stdout
