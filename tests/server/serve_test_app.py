@@ -30,4 +30,4 @@ def quick(context: RequestContext, arguments: JsonObject) -> CallToolResult:
 
 def registry() -> Registry:
     """The registry served."""
-    return Registry.of(sleepy, sleepy_progress, quick)
+    return Registry(sleepy, sleepy_progress, quick)

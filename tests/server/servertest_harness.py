@@ -223,12 +223,9 @@ def ask(message: str = "Continue?") -> InputRequest:
 
 def build_test_registry(entries: Entries) -> Registry:
     """Tools (and one prompt) that expose what the server hands them."""
-    builder = Registry.builder()
-    add = builder.add
 
-    @add
     @tool(name="probe", description="Counts rounds in framework state.", input_schema=OBJECT,
-          may_request_input=[FORM], request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED)  # fmt: skip
+          input_request_declarations=[FORM], request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED)  # fmt: skip
     def probe(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
         entries.enter("probe")
         state = context.framework_request_state
@@ -237,8 +234,7 @@ def build_test_registry(entries: Entries) -> Registry:
             return CallToolResult.from_text(f"done after {n} rounds; owner={context.partition}")
         return InputRequiredResult.with_input_request("ask", ask()).framework_request_state({"n": n + 1}).build()
 
-    @add
-    @prompt(name="probe", description="Same name as the tool.", may_request_input=[FORM],
+    @prompt(name="probe", description="Same name as the tool.", input_request_declarations=[FORM],
             request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED)  # fmt: skip
     def probe_prompt(context: RequestContext, arguments: Any) -> GetPromptResult | InputRequiredResult:
         entries.enter("probe-prompt")
@@ -246,8 +242,12 @@ def build_test_registry(entries: Entries) -> Registry:
             return InputRequiredResult.with_input_request("ask", ask()).framework_request_state({"n": 1}).build()
         return GetPromptResult.of([PromptMessage.user("prompt done")])
 
-    @add
-    @tool(name="echo.responses", description="Echoes the responses.", input_schema=OBJECT, may_request_input=[FORM])
+    @tool(
+        name="echo.responses",
+        description="Echoes the responses.",
+        input_schema=OBJECT,
+        input_request_declarations=[FORM],
+    )
     def echo(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
         entries.enter("echo")
         responses = context.input_responses
@@ -258,16 +258,14 @@ def build_test_registry(entries: Entries) -> Registry:
         body["extra"] = serialize(responses.find("extra")) if "extra" in responses else None
         return CallToolResult.from_text(json.dumps(body))
 
-    @add
     @tool(name="needs.sampling", description="REQUIRED sampling.", input_schema=OBJECT,
-          may_request_input=[SAMPLING_REQUIRED])  # fmt: skip
+          input_request_declarations=[SAMPLING_REQUIRED])  # fmt: skip
     def needs_sampling(context: RequestContext, arguments: JsonObject) -> CallToolResult:
         entries.enter("needs.sampling")
         return CallToolResult.from_text("had sampling")
 
-    @add
     @tool(name="asks.both", description="CONDITIONAL form and URL.", input_schema=OBJECT,
-          may_request_input=[FORM, URL])  # fmt: skip
+          input_request_declarations=[FORM, URL])  # fmt: skip
     def asks_both(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
         entries.enter("asks.both")
         context.invocation.report_progress(1, total=2, message="half")
@@ -276,15 +274,13 @@ def build_test_registry(entries: Entries) -> Registry:
         link = url_request(URL, "Open it.", "https://example.com/approve/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
         return InputRequiredResult.with_input_request("form", ask()).with_input_request("url", link).build()
 
-    @add
     @tool(name="big.state", description="Emits a state of the requested size.", input_schema=OBJECT,
-          may_request_input=[FORM], request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED)  # fmt: skip
+          input_request_declarations=[FORM], request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED)  # fmt: skip
     def big_state(context: RequestContext, arguments: JsonObject) -> InputRequiredResult:
         entries.enter("big.state")
         size = int(arguments["size"].value)  # type: ignore[union-attr]
         return InputRequiredResult.with_input_request("ask", ask()).framework_request_state("x" * size).build()
 
-    @add
     @tool(name="app.state", description="Application-protected state.", input_schema=OBJECT,
           request_state_mode=RequestStateMode.APPLICATION_PROTECTED)  # fmt: skip
     def app_state(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
@@ -296,13 +292,11 @@ def build_test_registry(entries: Entries) -> Registry:
         assert context.framework_request_state is None
         return CallToolResult.from_text(f"{len(state.encode())}:{state[:3]}")
 
-    @add
     @tool(name="plain", description="No state.", input_schema=OBJECT)
     def plain(context: RequestContext, arguments: JsonObject) -> CallToolResult:
         entries.enter("plain")
         return CallToolResult.from_text("x" * int(arguments.get("size", 0) and arguments["size"].value))  # type: ignore[union-attr]
 
-    @add
     @tool(name="slow", description="Waits until cancelled.", input_schema=OBJECT)
     async def slow(context: RequestContext, arguments: JsonObject) -> CallToolResult:
         entries.enter("slow")
@@ -314,14 +308,12 @@ def build_test_registry(entries: Entries) -> Registry:
             raise
         return CallToolResult.from_text("finished")
 
-    @add
     @tool(name="pause", description="Sleeps 0.5 s, then answers.", input_schema=OBJECT)
     def pause(context: RequestContext, arguments: JsonObject) -> CallToolResult:
         entries.enter("pause")
         time.sleep(0.5)
         return CallToolResult.from_text("paused")
 
-    @add
     @tool(name="slow.sync", description="A sync handler that polls the cancelled flag.", input_schema=OBJECT)
     def slow_sync(context: RequestContext, arguments: JsonObject) -> CallToolResult:
         entries.enter("slow.sync")
@@ -332,4 +324,6 @@ def build_test_registry(entries: Entries) -> Registry:
             time.sleep(0.02)
         return CallToolResult.from_text("finished")
 
-    return builder.build()
+    return Registry(
+        probe, probe_prompt, echo, needs_sampling, asks_both, big_state, app_state, plain, slow, pause, slow_sync
+    )

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from servertest_harness import CAPS, PV, VERSION, Client, running
 
-from soklet_cli.apps import conformance
+from soklet_apps import conformance
 from soklet_cli.serve import EXAMPLE_END
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import HttpLimits, McpServer
@@ -28,7 +28,7 @@ from soklet_core.mcp.server.http_runner import MAX_HEAD_BYTES_CEILING, MAX_TIMEO
 from soklet_core.mcp.server.transport import MalformedAuthority
 from soklet_core.protection import ProtectionConfig
 
-KEYRING = ProtectionKeyring.with_active_key(ProtectionKey.generate("edge")).build()
+KEYRING = ProtectionKeyring(ProtectionKey.generate("edge"))
 
 HEAD_LIMIT = 4096
 HERE = Path(__file__).resolve().parent
@@ -96,13 +96,13 @@ def _exchange(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
 
 
 def _server(**limits: Any) -> McpServer:
-    builder = (
-        McpServer.builder(conformance.build_registry())
-        .protection_config(ProtectionConfig.with_keyring(KEYRING).build())
-        .allowed_hosts(["mcp.example.com", "api.example.com:8443"])
-        .allowed_origins(["https://app.example.com"])
+    return McpServer(
+        conformance.build_registry(),
+        protection=ProtectionConfig(keyring=KEYRING),
+        allowed_hosts=["mcp.example.com", "api.example.com:8443"],
+        allowed_origins=["https://app.example.com"],
+        http_limits=HttpLimits(**limits),
     )
-    return builder.http_limits(HttpLimits(**limits)).build()
 
 
 @pytest.fixture(scope="module")
@@ -320,13 +320,11 @@ def test_parsers_directly() -> None:
     for text in HOSTS_MALFORMED:
         with pytest.raises(MalformedAuthority):
             parse_authority(text)
-    config = ProtectionConfig.with_keyring(KEYRING).build()
+    config = ProtectionConfig(keyring=KEYRING)
     with pytest.raises(ValueError, match="allowed hosts"):
-        McpServer.builder(conformance.build_registry()).protection_config(config).allowed_hosts(["[::1]x"]).build()
-    builder = McpServer.builder(conformance.build_registry()).protection_config(config)
-    builder.allowed_origins(["https://app.example.com/"])
+        McpServer(conformance.build_registry(), protection=config, allowed_hosts=["[::1]x"])
     with pytest.raises(ValueError, match="allowed origins"):
-        builder.build()
+        McpServer(conformance.build_registry(), protection=config, allowed_origins=["https://app.example.com/"])
 
 
 def test_parser_time_is_linear_on_long_input() -> None:

@@ -7,43 +7,39 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from servertest_harness import FORM_CAPS, Client, Entries, build_test_registry, running
 
-from soklet_cli.apps import demo
-from soklet_cli.serve import _combine
+from soklet_apps import demo
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import BearerTokenAdmission, McpServer
+from soklet_core.mcp import BearerTokenAdmission, McpServer, Registry
 from soklet_core.mcp.server.jsonrpc import INTERNAL_ERROR_MESSAGE, INVALID_STATE_MESSAGE
 from soklet_core.protection import ProtectionConfig
 
-KEYRING = ProtectionKeyring.with_active_key(ProtectionKey.generate("test-key")).build()
+KEYRING = ProtectionKeyring(ProtectionKey.generate("test-key"))
 ACCEPT = {"action": "accept", "content": {}}
 
 
 def config(*, rounds: int = 10, lifetime: timedelta = timedelta(minutes=15)) -> ProtectionConfig:
-    return (
-        ProtectionConfig.with_keyring(KEYRING)
-        .maximum_request_state_lifetime(lifetime)
-        .maximum_request_state_rounds(rounds)
-        .build()
+    return ProtectionConfig(
+        keyring=KEYRING, maximum_request_state_lifetime=lifetime, maximum_request_state_rounds=rounds
     )
 
 
 def make_server(entries: Entries, **options: object) -> McpServer:
-    registry = _combine([demo.build_registry(), build_test_registry(entries)])
-    builder = McpServer.builder(registry).protection_config(
-        config(rounds=int(options.pop("rounds", 10)), lifetime=options.pop("lifetime", timedelta(minutes=15)))  # type: ignore[arg-type]
-    )
+    registry = Registry.merge(demo.build_registry(), build_test_registry(entries))
+    protection = config(rounds=int(options.pop("rounds", 10)), lifetime=options.pop("lifetime", timedelta(minutes=15)))  # type: ignore[arg-type]
+    settings: dict[str, Any] = {}
     if "path" in options:
-        builder.path(str(options.pop("path")))
+        settings["path"] = str(options.pop("path"))
     if "versions" in options:
-        builder.supported_versions(options.pop("versions"))  # type: ignore[arg-type]
+        settings["supported_versions"] = options.pop("versions")
     if "tokens" in options:
-        builder.admission(BearerTokenAdmission(options.pop("tokens")))  # type: ignore[arg-type]
+        settings["admission"] = BearerTokenAdmission(options.pop("tokens"))  # type: ignore[arg-type]
     assert not options
-    return builder.build()
+    return McpServer(registry, protection=protection, **settings)
 
 
 @pytest.fixture(scope="module")
@@ -358,8 +354,8 @@ def test_64_interleaved_flows_from_8_clients_have_no_cross_talk(entries: Entries
 
 
 def test_sync_handlers_on_the_loop_when_opted_in(entries: Entries) -> None:
-    registry = _combine([demo.build_registry(), build_test_registry(entries)])
-    server = McpServer.builder(registry).protection_config(config()).sync_handlers_in_thread(False).build()
+    registry = Registry.merge(demo.build_registry(), build_test_registry(entries))
+    server = McpServer(registry, protection=config(), sync_handlers_in_thread=False)
     with running(server) as url:
         c = Client(url)
         first = c.call("catalog.continue", {}, capabilities=FORM_CAPS)

@@ -14,18 +14,13 @@ from soklet_core.mcp import McpServer
 from soklet_core.mcp.server.metrics import ServerMetrics
 from soklet_core.protection import ProtectionConfig
 
-KEYRING = ProtectionKeyring.with_active_key(ProtectionKey.generate("metrics-key")).build()
+KEYRING = ProtectionKeyring(ProtectionKey.generate("metrics-key"))
 ACCEPT = {"action": "accept", "content": {}}
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def build(metrics: ServerMetrics | None) -> McpServer:
-    builder = McpServer.builder(build_test_registry(Entries())).protection_config(
-        ProtectionConfig.with_keyring(KEYRING).build()
-    )
-    if metrics is not None:
-        builder.metrics(metrics)
-    return builder.build()
+    return McpServer(build_test_registry(Entries()), protection=ProtectionConfig(keyring=KEYRING), metrics=metrics)
 
 
 def parsed(metrics: ServerMetrics) -> Samples:
@@ -115,9 +110,9 @@ def test_a_server_without_metrics_serves_as_before() -> None:
         client.close()
 
 
-def test_builder_metrics_takes_only_server_metrics() -> None:
-    with pytest.raises(TypeError):
-        McpServer.builder(build_test_registry(Entries())).metrics("metrics")  # type: ignore[arg-type]
+def test_metrics_takes_only_server_metrics() -> None:
+    with pytest.raises(TypeError, match="metrics takes a ServerMetrics"):
+        McpServer(build_test_registry(Entries()), protection=ProtectionConfig(keyring=KEYRING), metrics="metrics")  # type: ignore[arg-type]
 
 
 def test_render_follows_the_live_keyring_after_a_change() -> None:

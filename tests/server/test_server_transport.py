@@ -13,13 +13,12 @@ import httpx
 import pytest
 from servertest_harness import CAPS, FORM_CAPS, PV, VERSION, Client, Entries, build_test_registry, running
 
-from soklet_cli.apps import conformance
-from soklet_cli.serve import _combine
+from soklet_apps import conformance
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import McpServer
+from soklet_core.mcp import McpServer, Registry
 from soklet_core.protection import ProtectionConfig
 
-KEYRING = ProtectionKeyring.with_active_key(ProtectionKey.generate("transport")).build()
+KEYRING = ProtectionKeyring(ProtectionKey.generate("transport"))
 BODY_LIMIT = 4096
 CEILING = 8192
 
@@ -31,15 +30,14 @@ def entries() -> Entries:
 
 @pytest.fixture(scope="module")
 def base_url(entries: Entries) -> Iterator[str]:
-    registry = _combine([conformance.build_registry(), build_test_registry(entries)])
-    server = (
-        McpServer.builder(registry)
-        .protection_config(ProtectionConfig.with_keyring(KEYRING).build())
-        .max_request_body_bytes(BODY_LIMIT)
-        .output_ceiling_bytes(CEILING)
-        .allowed_origins(["https://app.example.com"])
-        .allowed_hosts(["mcp.example.com"])
-        .build()
+    registry = Registry.merge(conformance.build_registry(), build_test_registry(entries))
+    server = McpServer(
+        registry,
+        protection=ProtectionConfig(keyring=KEYRING),
+        max_request_body_bytes=BODY_LIMIT,
+        output_ceiling_bytes=CEILING,
+        allowed_origins=["https://app.example.com"],
+        allowed_hosts=["mcp.example.com"],
     )
     with running(server) as url:
         yield url
@@ -180,12 +178,13 @@ def test_body_limit_at_its_edge(client: Client) -> None:
 
 
 def test_server_body_limit_configuration_edges() -> None:
-    builder = McpServer.builder(conformance.build_registry())
-    builder.max_request_body_bytes(16 * 1024 * 1024)
+    registry = conformance.build_registry()
+    protection = ProtectionConfig(keyring=KEYRING)
+    assert McpServer(registry, protection=protection, max_request_body_bytes=16 * 1024 * 1024) is not None
     with pytest.raises(ValueError, match="body limit"):
-        builder.max_request_body_bytes(16 * 1024 * 1024 + 1)
+        McpServer(registry, protection=protection, max_request_body_bytes=16 * 1024 * 1024 + 1)
     with pytest.raises(ValueError, match="protection config"):
-        builder.build()
+        McpServer(registry, max_request_body_bytes=16 * 1024 * 1024)
 
 
 def test_output_ceiling_at_its_edge(client: Client) -> None:
@@ -247,7 +246,7 @@ def test_access_log_names_the_operation_and_no_secrets(client: Client, caplog: p
 def test_graceful_shutdown_lets_in_flight_requests_finish(entries: Entries) -> None:
     registry = build_test_registry(entries)
     servers: list[Any] = []
-    server = McpServer.builder(registry).protection_config(ProtectionConfig.with_keyring(KEYRING).build()).build()
+    server = McpServer(registry, protection=ProtectionConfig(keyring=KEYRING))
     with running(server, on_start=servers) as url:
         client = Client(url)
         with ThreadPoolExecutor(1) as pool:
