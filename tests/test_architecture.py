@@ -70,3 +70,16 @@ def test_the_check_sees_a_module_without_a_row() -> None:
     rows = _first_cells(_section(DOC.read_text(encoding="utf-8"), "Every module"))
     assert "soklet_core/json/not_mapped.py" not in rows
     assert "soklet_core/json/not_mapped.py" in (_modules() | {"soklet_core/json/not_mapped.py"}) - rows
+
+
+def test_the_error_tree_is_drawn_the_same_in_both_places() -> None:
+    from soklet_core import errors
+
+    assert errors.__doc__ is not None
+    lines = errors.__doc__.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.strip().startswith("SokletError "))
+    end = next(index for index in range(start, len(lines)) if not lines[index].strip())
+    in_code = [line.removeprefix("    ") for line in lines[start:end]]
+    section = _section(DOC.read_text(encoding="utf-8"), "The error tree")
+    block = section.split("```\n")[1].splitlines()
+    assert block == in_code, "redraw the tree in docs/architecture.md from soklet_core/errors.py's docstring"
