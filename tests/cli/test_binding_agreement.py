@@ -29,7 +29,7 @@ from soklet_core.mcp import McpServer
 from soklet_core.protection import ProtectionConfig
 from soklet_core.protocol import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 from tests.conftest import Result, Soklet
-from tests.server.servertest_harness import running
+from tests.server.support import running
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servertest_harness import Client
 
 from soklet_cli.serve import EXAMPLE_END, EXAMPLE_START
+from tests.server.support import Client
 
 pytestmark = pytest.mark.slow
 

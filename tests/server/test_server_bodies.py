@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servertest_harness import CAPS, FORM_CAPS, PV, VERSION, Client, Entries, running
 from test_server_flows import make_server
 
 from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, params_digest, parse
@@ -30,6 +29,7 @@ from soklet_core.mcp.server.dispatcher import (
     DispatchResult,
     HttpRequest,
 )
+from tests.server.support import CAPS, FORM_CAPS, PV, VERSION, Client, Entries, running
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from servertest_harness import FORM_CAPS, Client, running
+from tests.server.support import FORM_CAPS, Client, running
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "server.md"
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servertest_harness import CAPS, PV, VERSION, Client, running
 
 from soklet_apps import conformance
 from soklet_cli.serve import EXAMPLE_END
@@ -27,6 +26,7 @@ from soklet_core.mcp.server import DEFAULT_MAX_HEAD_BYTES, parse_authority, pars
 from soklet_core.mcp.server.http_runner import MAX_HEAD_BYTES_CEILING, MAX_TIMEOUT_SECONDS, MIN_HEAD_BYTES
 from soklet_core.mcp.server.transport import MalformedAuthority
 from soklet_core.protection import ProtectionConfig
+from tests.server.support import CAPS, PV, VERSION, Client, running
 
 KEYRING = ProtectionKeyring(ProtectionKey.generate("edge"))
 
@@ -441,7 +441,7 @@ def _call(port: int, name: str, **meta: Any) -> bytes:
 
 @pytest.mark.slow
 def test_shutdown_answers_json_rpc_503s_and_logs_no_traceback(processes: list[subprocess.Popen[str]]) -> None:
-    process, lines = _serve("--app", "serve_test_app:registry", "--shutdown-grace", "1s")
+    process, lines = _serve("--app", "support_app:registry", "--shutdown-grace", "1s")
     processes.append(process)
     port = _port_of(lines)
     assert _exchange(port, _call(port, "quick"))[0] == 200

@@ -7,12 +7,12 @@ import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from servertest_harness import FORM_CAPS, Client, Entries, build_test_registry, running
 
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import McpServer
 from soklet_core.mcp.server.metrics import ServerMetrics
 from soklet_core.protection import ProtectionConfig
+from tests.server.support import FORM_CAPS, Client, Entries, build_test_registry, running
 
 KEYRING = ProtectionKeyring(ProtectionKey.generate("metrics-key"))
 ACCEPT = {"action": "accept", "content": {}}

@@ -11,12 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
-from servertest_harness import CAPS, FORM_CAPS, PV, VERSION, Client, Entries, build_test_registry, running
 
 from soklet_apps import conformance
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import McpServer, Registry
 from soklet_core.protection import ProtectionConfig
+from tests.server.support import CAPS, FORM_CAPS, PV, VERSION, Client, Entries, build_test_registry, running
 
 KEYRING = ProtectionKeyring(ProtectionKey.generate("transport"))
 BODY_LIMIT = 4096

@@ -1,4 +1,4 @@
-"""A tiny app for ``soklet serve --app serve_test_app:registry`` in the subprocess tests (shutdown edges)."""
+"""A tiny app for ``soklet serve --app support_app:registry`` in the subprocess tests (shutdown edges)."""
 
 from __future__ import annotations
 
