@@ -1,36 +1,67 @@
-"""What several ``soklet`` commands share: the option checkers and their bounds (the one duration parser,
-FILE names, rounds, times, endpoint paths, partitions, protocol versions), the options seal-state and
-inspect-state both take, and the one way a message names a path the user gave.
+"""What several ``soklet`` commands share, so each command module is only its arguments, a call into core and
+its rendering: the option checkers and their bounds (the one duration parser, FILE names, rounds, times, endpoint
+paths, partitions, protocol versions), the options seal-state and inspect-state both take, the clock they read,
+how a JSON-RPC request file becomes a bound request, and the admin targets of a fleet (``fleet check`` and
+``keys rotate --fleet``).
 
 Durations carry a unit: a bare ``15`` is refused rather than silently taken as seconds, except by an option
 whose name or help says seconds (``fleet check --timeout S``); only ASCII digits count (``str.isdigit`` would
-take other scripts' digits too).
+take other scripts' digits too). Spelling a duration or a time is the core's
+(:mod:`soklet_core.protection.diagnosis`), since its explanations use the same words.
 """
 
 from __future__ import annotations
 
-import os
+import asyncio
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Final
+from urllib.parse import urlsplit
 
 import typer
 
-from soklet_core.files import KeyringFileError
+from soklet_core.files import (
+    DEFAULT_FLEET_TIMEOUT_SECONDS,
+    MAX_FLEET_INSTANCES,
+    AdminTokenEnv,
+    AdminTokenFile,
+    AdminTokenSource,
+    FleetFileError,
+    check_admin_url,
+    read_fleet_file,
+)
+from soklet_core.fleet import AdminTarget, read_admin_token, resolve_targets
+from soklet_core.json import MAX_REQUEST_BODY_BYTES, JsonError, JsonValue, parse
 from soklet_core.keys import printable_name
-from soklet_core.protection import MAX_ENDPOINT_PATH_CHARS, ProtectionUsageError, normalize_endpoint_path
-from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME, PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
+from soklet_core.protection import (
+    MAX_ENDPOINT_PATH_CHARS,
+    BoundRequest,
+    ProtectionUsageError,
+    bind_request,
+    normalize_endpoint_path,
+)
+from soklet_core.protection.diagnosis import duration_text
+from soklet_core.protocol import (
+    DEFAULT_ENDPOINT_PATH,
+    DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,
+    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_META_KEY,
+)
+
+from .exit_codes import ExitCode
+from .output import fail, read_input, shown_path
 
 __all__ = [
     "DEFAULT_LIFETIME",
+    "DEFAULT_PATH",
     "DURATION_HELP",
     "MAX_DURATION",
     "MAX_FILE_NAME_BYTES",
     "MAX_PARTITION_CHARS",
     "MAX_PROTOCOL_VERSION_CHARS",
     "MAX_ROUNDS",
-    "MAX_SHOWN_PATH_CHARS",
     "MAX_TIME_CHARS",
     "MAX_TIME_MS",
     "MIN_TIME_MS",
@@ -40,9 +71,12 @@ __all__ = [
     "PartitionOption",
     "PathOption",
     "ProtocolVersionOption",
+    "bind",
     "check_duration",
     "duration_text",
-    "file_error_text",
+    "fleet_targets",
+    "load_request",
+    "now_ms",
     "parse_duration",
     "parse_endpoint_path",
     "parse_file",
@@ -51,7 +85,6 @@ __all__ = [
     "parse_protocol_version",
     "parse_rounds",
     "parse_time",
-    "shown_path",
 ]
 
 #: The longest duration any option takes: far beyond any sensible request-state lifetime or wait.
@@ -67,7 +100,6 @@ _MAX_PART_DIGITS: Final = 9
 _FRACTION_DIGITS: Final = 3
 #: Longest text looked at (three 9-digit parts and their units, and a fraction); anything longer is refused unread.
 _MAX_TEXT: Final = 3 * (_MAX_PART_DIGITS + 1) + 1 + _FRACTION_DIGITS
-_MILLISECOND: Final = timedelta(milliseconds=1)
 
 
 def parse_duration(
@@ -134,25 +166,6 @@ def check_duration(value: str) -> str:
     """A Typer callback: refuse a malformed duration at parse time, keep the text."""
     parse_duration(value)
     return value
-
-
-def duration_text(span: timedelta) -> str:
-    """``span`` as :func:`parse_duration` reads it back, shortest first: ``15m``, ``10s``, ``1h30m``, ``0.5s``.
-
-    How help texts and defaults spell a duration held as a constant, so the text cannot drift from the value.
-    """
-    milliseconds = span // _MILLISECOND
-    if milliseconds <= 0 or timedelta(milliseconds=milliseconds) != span:
-        raise ValueError("a positive whole number of milliseconds")
-    seconds, fraction = divmod(milliseconds, 1000)
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
-    if fraction:
-        text += f"{seconds}.{fraction:03d}".rstrip("0") + "s"
-    elif seconds or not text:
-        text += f"{seconds}s"
-    return text
 
 
 #: The server's maximum request-state lifetime as the options take it, when they are not given: the server default.
@@ -293,71 +306,6 @@ def parse_keyring(text: str) -> str:
     return str(parse_file(text))
 
 
-# ------------------------------------------------------------------------------------------ paths in messages
-
-#: Longest rendering of a path the user gave in any message: the start and the end (the file's own name) are
-#: kept around a "…", so a 4 KB name cannot flood a terminal.
-MAX_SHOWN_PATH_CHARS: Final = 200
-# What a path component that looks like pasted key material is shown as.
-_MATERIAL_COMPONENT: Final = "a file name"
-
-
-def _escaped(char: str) -> str:
-    # Bytes that are not UTF-8 (surrogate escapes) as \xNN, every other character a terminal could act on (C0,
-    # DEL, C1, line and paragraph separators, format characters, lone surrogates) as Python would escape it;
-    # printable text as it is.
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:
-        return f"\\x{code - 0xDC00:02x}"
-    if char.isprintable():
-        return char
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
-
-
-def shown_path(path: str | os.PathLike[str], *, limit: int | None = MAX_SHOWN_PATH_CHARS) -> str:
-    r"""How a message names a path the user gave (or a text built on one): every ``/``-separated part that looks
-    like key material replaced by a fixed stand-in (:func:`soklet_core.keys.printable_name`), control characters
-    and bytes that are not UTF-8 escaped, and at most ``limit`` characters (start and end kept around ``…``).
-
-    >>> shown_path("keys/ring\x1b[2J.toml")
-    'keys/ring\\x1b[2J.toml'
-    """
-    text = os.fspath(path)
-    parts = [printable_name(part, what=_MATERIAL_COMPONENT) for part in text.split("/")]
-    pieces = [_escaped(char) for char in "/".join(parts)]
-    if limit is None or sum(map(len, pieces)) <= limit:
-        return "".join(pieces)
-    # Whole escapes only: a cut never leaves half of one.
-    budget = (limit - 1) // 2
-    head: list[str] = []
-    used = 0
-    for piece in pieces:
-        if used + len(piece) > budget:
-            break
-        head.append(piece)
-        used += len(piece)
-    tail: list[str] = []
-    used = 0
-    for piece in reversed(pieces[len(head) :]):
-        if used + len(piece) > limit - 1 - budget:
-            break
-        tail.append(piece)
-        used += len(piece)
-    return "".join(head) + "…" + "".join(reversed(tail))
-
-
-def file_error_text(error: KeyringFileError) -> str:
-    """``error``'s message with its path, and the folder or lock file its detail may name, shown by
-    :func:`shown_path` (the core message repeats the path as it was given)."""
-    if error.path is None:
-        return str(error)
-    detail = shown_path(error.detail) if error.detail else None
-    shown = KeyringFileError(error.reason, path=shown_path(error.path), key=error.key, field=error.field, detail=detail)
-    return str(shown)
-
-
 # ------------------------------------------------------------------------------------------ shared options
 
 # The same words and bounds for inspect-state (the retry's values) and seal-state (the emitting request's).
@@ -413,3 +361,150 @@ LifetimeOption = Annotated[
         help=f"The server's maximum request-state lifetime: {DURATION_HELP}; at most {MAX_DURATION.days} days.",
     ),
 ]
+
+
+# ------------------------------------------------------------------------------------------ requests and the clock
+
+#: The endpoint path assumed when --path is not given: the server's default.
+DEFAULT_PATH: Final = DEFAULT_ENDPOINT_PATH
+
+
+def now_ms(at: int | None = None) -> int:
+    """``--at`` when given, else the wall clock, in epoch milliseconds: the "now" a command seals or opens at."""
+    return at if at is not None else int(datetime.now(UTC).timestamp() * 1000)
+
+
+def load_request(path: Path, label: str, *, code: ExitCode) -> JsonValue:
+    """A JSON-RPC request file (or ``-``), parsed strictly; exits with ``code`` if it is not JSON."""
+    data = read_input(str(path), max_bytes=MAX_REQUEST_BODY_BYTES)
+    try:
+        return parse(data)
+    except JsonError as error:
+        fail(f"{label}: not strict JSON: {error}", code)
+
+
+def bind(
+    request: JsonValue, label: str, *, path: str, partition: str, protocol_version: str | None, code: ExitCode
+) -> BoundRequest:
+    """The request's binding and id as the server binds it (:func:`soklet_core.protection.bind_request`), or exit
+    with ``code``."""
+    try:
+        return bind_request(request, path=path, partition=partition, protocol_version=protocol_version)
+    except ProtectionUsageError as error:
+        fail(f"{label}: {error}", code)
+
+
+# ------------------------------------------------------------------------------------------ fleet targets
+
+# Longest --resolve host, in characters: a DNS name is at most 253.
+_MAX_HOST_CHARS: Final = 253
+
+
+def fleet_targets(
+    urls: Sequence[str],
+    fleet: Path | None,
+    resolve: str | None,
+    token_env: str | None,
+    token_file: Path | None,
+    ca_file: Path | None,
+    timeout: float | None,
+) -> list[AdminTarget]:
+    """The instances to read, from exactly one source (URLs, a fleet file or a name to resolve), with their tokens.
+
+    Shared by ``fleet check`` and ``keys rotate --fleet`` so a fleet file is read one way only.
+    """
+    if fleet is not None:
+        if token_env is not None or token_file is not None or ca_file is not None:
+            fail("with --fleet the fleet file names the tokens and CA files", ExitCode.USAGE)
+        try:
+            document = read_fleet_file(fleet)
+        except FleetFileError as error:
+            fail(_fleet_error_text(error), ExitCode.IO if error.is_io else ExitCode.USAGE)
+        tokens: dict[AdminTokenSource, str] = {}
+        targets = []
+        for instance in document.instances:
+            if instance.token not in tokens:
+                tokens[instance.token] = _token(instance.token)
+            targets.append(
+                AdminTarget(
+                    instance.name,
+                    instance.url,
+                    tokens[instance.token],
+                    instance.ca_file,
+                    timeout if timeout is not None else instance.timeout,
+                )
+            )
+        return targets
+    source: AdminTokenSource | None = (
+        AdminTokenEnv(token_env) if token_env is not None else AdminTokenFile(str(token_file)) if token_file else None
+    )
+    if source is None:
+        fail("give the admin token with --token-env VAR or --token-file FILE", ExitCode.USAGE)
+    seconds = timeout if timeout is not None else DEFAULT_FLEET_TIMEOUT_SECONDS
+    ca = str(ca_file) if ca_file is not None else None
+    if resolve is not None:
+        scheme, host, port = _parse_resolve(resolve)
+        token = _token(source)
+        try:
+            found = asyncio.run(resolve_targets(host, port, token=token, scheme=scheme, timeout=seconds, ca_file=ca))
+        except (OSError, UnicodeError):
+            fail(f"--resolve: the name {printable_name(host)} does not resolve", ExitCode.IO)
+        return list(found)
+    if len(urls) > MAX_FLEET_INSTANCES:
+        fail(f"at most {MAX_FLEET_INSTANCES:,} URLs", ExitCode.USAGE)
+    for index, url in enumerate(urls, start=1):
+        problem = check_admin_url(url)
+        if problem is not None:
+            fail(f"URL {index}: the admin URL {problem}", ExitCode.USAGE)
+    token = _token(source)
+    names = _url_names(urls)
+    return [AdminTarget(name, url, token, ca, seconds) for name, url in zip(names, urls, strict=True)]
+
+
+def _url_names(urls: Sequence[str]) -> list[str]:
+    # The host, port and path of each URL (they hold no credentials: check_admin_url refuses those); a
+    # repeated one gets #2, #3.
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for url in urls:
+        parts = urlsplit(url)
+        base = parts.netloc + parts.path.rstrip("/")
+        seen[base] = seen.get(base, 0) + 1
+        names.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
+    return names
+
+
+def _parse_resolve(text: str) -> tuple[str, str, int]:
+    message = "--resolve takes HOST:PORT or https://HOST:PORT (PORT 1 to 65535)"
+    scheme = "http"
+    for prefix in ("https://", "http://"):
+        if text.startswith(prefix):
+            scheme, text = prefix[:-3], text[len(prefix) :]
+    host, _, port_text = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if (
+        not host
+        or len(host) > _MAX_HOST_CHARS
+        or not host.isascii()
+        or not all(char.isalnum() or char in ".-_:" for char in host)
+        or not port_text.isascii()
+        or not port_text.isdigit()
+        or len(port_text) > 5
+        or not 1 <= int(port_text) <= 65535
+    ):
+        fail(message, ExitCode.USAGE)
+    return scheme, host, int(port_text)
+
+
+def _token(source: AdminTokenSource) -> str:
+    try:
+        return read_admin_token(source)
+    except FleetFileError as error:
+        fail(_fleet_error_text(error), ExitCode.IO if error.is_io else ExitCode.USAGE)
+
+
+def _fleet_error_text(error: FleetFileError) -> str:
+    prefix = f"{shown_path(error.path)}: " if error.path is not None else ""
+    where = f"{error.where}: " if error.where is not None else ""
+    return f"{prefix}{where}{error.problem}"

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from soklet_core.keys import FINGERPRINT_VERSIONS, Fingerprint
+from soklet_core.keys import FINGERPRINT_VERSIONS
 
 from .exit_codes import ExitCode
 from .keyring_path import (
@@ -47,7 +47,7 @@ def fingerprint(
     if version not in FINGERPRINT_VERSIONS:
         fail(f"usage: --version must be one of {', '.join(map(str, FINGERPRINT_VERSIONS))}", ExitCode.USAGE)
     document = load_document(resolve_keyring_path(keyring), allow_insecure_permissions=allow_insecure)
-    result = Fingerprint.of(document.keyring(), version=version)
+    result = document.keyring().fingerprint(version=version)
     if as_json:
         emit_json(result.to_json())
         return

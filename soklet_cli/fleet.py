@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
-from urllib.parse import urlsplit
 
 import typer
 from rich.console import Group
@@ -19,15 +18,8 @@ from rich.text import Text
 from soklet_core.files import (
     DEFAULT_FLEET_TIMEOUT_SECONDS,
     MAX_ENV_NAME_CHARS,
-    MAX_FLEET_INSTANCES,
     MAX_FLEET_TIMEOUT_SECONDS,
-    AdminTokenEnv,
-    AdminTokenFile,
-    AdminTokenSource,
-    FleetFileError,
-    check_admin_url,
     is_environment_name,
-    read_fleet_file,
 )
 from soklet_core.fleet import (
     AdminTarget,
@@ -36,13 +28,11 @@ from soklet_core.fleet import (
     InstanceReading,
     compare_fleet,
     parse_expected_fingerprint,
-    read_admin_token,
     read_snapshots,
-    resolve_targets,
 )
 from soklet_core.keys import Fingerprint, printable_name
 
-from ._common import DURATION_HELP, check_duration, parse_duration, parse_file, shown_path
+from ._common import DURATION_HELP, check_duration, fleet_targets, parse_duration, parse_file
 from .exit_codes import ExitCode
 from .output import SokletCommand, SokletGroup, console, emit_json, fail
 
@@ -55,8 +45,6 @@ _TIMEOUT_HELP: Final = (
     f"the timeout is a number of seconds above 0 and at most {MAX_FLEET_TIMEOUT_SECONDS:g}, such as 5 or 0.5 "
     "(at most 3 decimals)"
 )
-# Longest --resolve host, in characters: a DNS name is at most 253.
-_MAX_HOST_CHARS: Final = 253
 
 fleet_app = typer.Typer(
     name="fleet",
@@ -203,116 +191,6 @@ def check(
     if as_json:
         emit_json(_json(report, checks, elapsed_ms))
     raise typer.Exit(int(_EXIT[report.status]))
-
-
-def fleet_targets(
-    urls: Sequence[str],
-    fleet: Path | None,
-    resolve: str | None,
-    token_env: str | None,
-    token_file: Path | None,
-    ca_file: Path | None,
-    timeout: float | None,
-) -> list[AdminTarget]:
-    """The instances to read, from exactly one source (URLs, a fleet file or a name to resolve), with their tokens.
-
-    Shared by ``fleet check`` and ``keys rotate --fleet`` so a fleet file is read one way only.
-    """
-    if fleet is not None:
-        if token_env is not None or token_file is not None or ca_file is not None:
-            fail("with --fleet the fleet file names the tokens and CA files", ExitCode.USAGE)
-        try:
-            document = read_fleet_file(fleet)
-        except FleetFileError as error:
-            fail(_file_error_text(error), ExitCode.IO if error.is_io else ExitCode.USAGE)
-        tokens: dict[AdminTokenSource, str] = {}
-        targets = []
-        for instance in document.instances:
-            if instance.token not in tokens:
-                tokens[instance.token] = _token(instance.token)
-            targets.append(
-                AdminTarget(
-                    instance.name,
-                    instance.url,
-                    tokens[instance.token],
-                    instance.ca_file,
-                    timeout if timeout is not None else instance.timeout,
-                )
-            )
-        return targets
-    source: AdminTokenSource | None = (
-        AdminTokenEnv(token_env) if token_env is not None else AdminTokenFile(str(token_file)) if token_file else None
-    )
-    if source is None:
-        fail("give the admin token with --token-env VAR or --token-file FILE", ExitCode.USAGE)
-    seconds = timeout if timeout is not None else DEFAULT_FLEET_TIMEOUT_SECONDS
-    ca = str(ca_file) if ca_file is not None else None
-    if resolve is not None:
-        scheme, host, port = _parse_resolve(resolve)
-        token = _token(source)
-        try:
-            found = asyncio.run(resolve_targets(host, port, token=token, scheme=scheme, timeout=seconds, ca_file=ca))
-        except (OSError, UnicodeError):
-            fail(f"--resolve: the name {printable_name(host)} does not resolve", ExitCode.IO)
-        return list(found)
-    if len(urls) > MAX_FLEET_INSTANCES:
-        fail(f"at most {MAX_FLEET_INSTANCES:,} URLs", ExitCode.USAGE)
-    for index, url in enumerate(urls, start=1):
-        problem = check_admin_url(url)
-        if problem is not None:
-            fail(f"URL {index}: the admin URL {problem}", ExitCode.USAGE)
-    token = _token(source)
-    names = _url_names(urls)
-    return [AdminTarget(name, url, token, ca, seconds) for name, url in zip(names, urls, strict=True)]
-
-
-def _url_names(urls: Sequence[str]) -> list[str]:
-    # The host, port and path of each URL (they hold no credentials: check_admin_url refuses those); a
-    # repeated one gets #2, #3.
-    names: list[str] = []
-    seen: dict[str, int] = {}
-    for url in urls:
-        parts = urlsplit(url)
-        base = parts.netloc + parts.path.rstrip("/")
-        seen[base] = seen.get(base, 0) + 1
-        names.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
-    return names
-
-
-def _parse_resolve(text: str) -> tuple[str, str, int]:
-    message = "--resolve takes HOST:PORT or https://HOST:PORT (PORT 1 to 65535)"
-    scheme = "http"
-    for prefix in ("https://", "http://"):
-        if text.startswith(prefix):
-            scheme, text = prefix[:-3], text[len(prefix) :]
-    host, _, port_text = text.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if (
-        not host
-        or len(host) > _MAX_HOST_CHARS
-        or not host.isascii()
-        or not all(char.isalnum() or char in ".-_:" for char in host)
-        or not port_text.isascii()
-        or not port_text.isdigit()
-        or len(port_text) > 5
-        or not 1 <= int(port_text) <= 65535
-    ):
-        fail(message, ExitCode.USAGE)
-    return scheme, host, int(port_text)
-
-
-def _token(source: AdminTokenSource) -> str:
-    try:
-        return read_admin_token(source)
-    except FleetFileError as error:
-        fail(_file_error_text(error), ExitCode.IO if error.is_io else ExitCode.USAGE)
-
-
-def _file_error_text(error: FleetFileError) -> str:
-    prefix = f"{shown_path(error.path)}: " if error.path is not None else ""
-    where = f"{error.where}: " if error.where is not None else ""
-    return f"{prefix}{where}{error.problem}"
 
 
 async def _run(

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -12,261 +9,55 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from soklet_core.json import (
-    MAX_REQUEST_BODY_BYTES,
-    JsonArray,
-    JsonError,
-    JsonObject,
-    JsonValue,
-    PythonJson,
-    canonical_bytes,
-    canonical_text,
-    parse,
-    serialize,
-    stable_params,
-)
+from soklet_core.json import JsonValue, canonical_bytes, canonical_text, parse, serialize
 from soklet_core.keys import ProtectionKeyring
 from soklet_core.protection import (
     ANONYMOUS_PARTITION,
-    DEFAULT_MAXIMUM_DECODED_BYTES,
     DEFAULT_MAXIMUM_ENCODED_BYTES,
     BoundRequest,
     CheckStatus,
     EnvelopeHeader,
     OpeningDiagnosis,
-    OpeningStep,
     ProtectionConfig,
-    ProtectionUsageError,
     Reason,
     RequestStateProtectionException,
     RequestStateSealer,
     SealedStateContents,
-    bind_request,
     partition_digest,
 )
-from soklet_core.protocol import DEFAULT_ENDPOINT_PATH, DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
+from soklet_core.protection.diagnosis import explain_checks, iso_time, params_differences, relative_time
+from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
 
 from ._common import (
     DEFAULT_LIFETIME,
+    DEFAULT_PATH,
     AtOption,
     LifetimeOption,
     MaxRoundsOption,
     PartitionOption,
     PathOption,
     ProtocolVersionOption,
-    duration_text,
+    bind,
+    load_request,
+    now_ms,
     parse_duration,
     parse_file,
     parse_keyring,
 )
 from .exit_codes import ExitCode
-from .keyring_path import KEYRING_ENV, InsecureOption, JsonOption, load_document
-from .output import console, fail, read_input
+from .keyring_path import KEYRING_ENV, InsecureOption, JsonOption, load_keyring
+from .output import console, emit_exact_json, fail, read_input
 
 #: Longest token text read (far above the 65,536-byte limit, so the size check itself can report it).
 MAX_TOKEN_INPUT_BYTES: Final = 1024 * 1024
-#: The endpoint path assumed when --path is not given: the server's default.
-DEFAULT_PATH: Final = DEFAULT_ENDPOINT_PATH
-#: At most this many differing JSON paths are listed for a params mismatch.
-MAX_DIFF_PATHS: Final = 50
 
 _NO_KEY_REASONS: Final = frozenset({Reason.UNKNOWN_KEY, Reason.AUTHENTICATION})
 
 
-# ------------------------------------------------------------------------------------------ shared helpers
-
-
-def iso(ms: int) -> str:
-    """Epoch milliseconds as an ISO 8601 UTC time with milliseconds."""
-    try:
-        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    except (OverflowError, OSError, ValueError):
-        return f"{ms} ms"
-
-
-def relative(ms: int) -> str:
-    """A signed span as words: ``in 14m 59s`` or ``3m 2s ago``."""
-    span = abs(ms)
-    days, rest = divmod(span // 1000, 86_400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    parts = [f"{days}d"] if days else []
-    parts += [f"{hours}h"] if hours else []
-    parts += [f"{minutes}m"] if minutes and not days else []
-    parts += [f"{seconds}s"] if not days and not hours else []
-    text = " ".join(parts) if parts else f"{span % 1000}ms"
-    if ms == 0:
-        return "now"
-    return f"in {text}" if ms > 0 else f"{text} ago"
-
-
-def load_request(path: Path, label: str, *, code: ExitCode) -> JsonValue:
-    """A JSON-RPC request file (or ``-``), parsed strictly; exits with ``code`` if it is not JSON."""
-    data = read_input(str(path), max_bytes=MAX_REQUEST_BODY_BYTES)
-    try:
-        return parse(data)
-    except JsonError as error:
-        fail(f"{label}: not strict JSON: {error}", code)
-
-
-def bind(
-    request: JsonValue, label: str, *, path: str, partition: str, protocol_version: str | None, code: ExitCode
-) -> BoundRequest:
-    """The request's binding and id as the server binds it (:func:`soklet_core.protection.bind_request`), or exit
-    with ``code``."""
-    try:
-        return bind_request(request, path=path, partition=partition, protocol_version=protocol_version)
-    except ProtectionUsageError as error:
-        fail(f"{label}: {error}", code)
-
-
-def load_keyring(path: Path, *, allow_insecure: bool) -> ProtectionKeyring:
-    """The keyring of a keyring file, or exit 3 (I/O) / 1 (refused) with the file's error."""
-    return load_document(path, allow_insecure_permissions=allow_insecure).keyring()
-
-
-def json_document(document: Mapping[str, PythonJson]) -> str:
-    """``document`` as one JSON text, written by the core codec (:func:`soklet_core.json.serialize`): members in
-    their order, numbers as given. Value-model parts (a state, a request id) go in as :func:`canonical` values, so
-    exact numbers stay exact and show as the digest sees them.
-
-    The whole document is one value: nothing is substituted into text already serialized, so no value can stand in
-    for another part.
-    """
-    return serialize(JsonValue.from_python(document))
-
-
-def canonical(value: JsonValue) -> JsonValue:
-    """``value`` spelled in canonical form (members sorted, numbers canonical): what the JSON output shows."""
+def _canonical(value: JsonValue) -> JsonValue:
+    # Canonical spelling (members sorted, numbers canonical) in the JSON output: exact numbers stay exact and
+    # show as the digest sees them.
     return parse(canonical_bytes(value))
-
-
-# ------------------------------------------------------------------------------------------ params diff
-
-
-def _pointer(parts: tuple[str, ...]) -> str:
-    return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in parts) or "/"
-
-
-def _differences(left: JsonValue | None, right: JsonValue | None, at: tuple[str, ...]) -> Iterator[str]:
-    if isinstance(left, JsonObject) and isinstance(right, JsonObject):
-        for name in sorted(set(left) | set(right)):
-            yield from _differences(left.get(name), right.get(name), (*at, name))
-    elif isinstance(left, JsonArray) and isinstance(right, JsonArray):
-        for index in range(max(len(left), len(right))):
-            yield from _differences(
-                left[index] if index < len(left) else None,
-                right[index] if index < len(right) else None,
-                (*at, str(index)),
-            )
-    elif left != right:
-        yield _pointer(at)
-
-
-def params_differences(original: JsonValue, retry: JsonValue) -> list[str]:
-    """JSON pointers (into ``params``) where the stable params of two requests differ (numbers by value).
-
-    Both requests have been bound already, so their params are structured: :func:`soklet_core.json.stable_params`
-    (the rule the digest hashes) does not refuse them.
-    """
-    paths = []
-    for path in _differences(stable_params(original), stable_params(retry), ()):
-        paths.append(path)
-        if len(paths) >= MAX_DIFF_PATHS:
-            break
-    return paths
-
-
-# ------------------------------------------------------------------------------------------ explanations
-
-
-def _explain(
-    step: OpeningStep,
-    status: CheckStatus,
-    *,
-    token: str,
-    header: EnvelopeHeader | None,
-    keyring: ProtectionKeyring,
-    contents: SealedStateContents | None,
-    retry: BoundRequest | None,
-    retry_partition: str,
-    now: int,
-    max_rounds: int,
-    max_lifetime: timedelta,
-    params_note: str | None,
-) -> str:
-    passed = status is CheckStatus.PASSED
-    if status is CheckStatus.NOT_RUN:
-        if step.name.startswith("BINDING") or step is OpeningStep.REQUEST_ID:
-            return "not run: give the retry with --request FILE" if retry is None or contents is None else "not run"
-        return "not run: an earlier check failed"
-    if step is OpeningStep.ENCODED_SIZE:
-        size = len(token.encode("utf-8", "surrogatepass"))
-        limit = DEFAULT_MAXIMUM_ENCODED_BYTES
-        return f"{size:,} of {limit:,} bytes" if passed else f"{size:,} bytes exceeds the {limit:,}-byte limit"
-    if step is OpeningStep.BASE64URL:
-        return "canonical unpadded base64url" if passed else "not canonical unpadded base64url text"
-    if step is OpeningStep.VERSION:
-        return "envelope version 1" if passed else "the first byte is not envelope version 1"
-    if step is OpeningStep.KEY_ID:
-        if header is None:
-            return "the envelope has no well-formed key id"
-        if passed:
-            role = "active" if keyring.is_active(header.key_id) else "verification-only"
-            return f"key {header.key_id!r} is in the keyring ({role})"
-        return f"no key {header.key_id!r} in the keyring (it holds {', '.join(keyring.key_ids)})"
-    if step is OpeningStep.AUTHENTICATION:
-        kid = header.key_id if header is not None else "?"
-        if passed:
-            return f"AES-256-GCM tag verified under key {kid!r}"
-        return (
-            f"the tag did not verify: the token was altered, or key {kid!r} in this keyring has other material "
-            "than the key that sealed it"
-        )
-    if step is OpeningStep.DECODED_SIZE:
-        size = header.decoded_size if header is not None else 0
-        limit = DEFAULT_MAXIMUM_DECODED_BYTES
-        return f"{size:,} of {limit:,} bytes" if passed else f"{size:,} bytes exceeds the {limit:,}-byte limit"
-    if step is OpeningStep.JSON:
-        return "the sealed-state schema" if passed else "the plaintext is not the sealed-state schema"
-    assert contents is not None
-    if step is OpeningStep.EXPIRY:
-        left = contents.expires_at_ms - now
-        if passed:
-            return f"expires {iso(contents.expires_at_ms)}, {relative(left)}"
-        if left > 0:
-            return f"its lifetime exceeds the {duration_text(max_lifetime)} maximum"
-        return f"expired {iso(contents.expires_at_ms)}, {relative(left)}"
-    if step is OpeningStep.ROUND:
-        if passed:
-            return f"round {contents.round} of at most {max_rounds}"
-        return f"round {contents.round} is outside 1…{max_rounds}"
-    assert retry is not None
-    sealed, wanted = contents.binding, retry.binding
-    if step is OpeningStep.BINDING_METHOD:
-        return f"{sealed.method}" if passed else f"sealed for {sealed.method!r}, the retry calls {wanted.method!r}"
-    if step is OpeningStep.BINDING_PATH:
-        return f"{sealed.path}" if passed else f"sealed for path {sealed.path!r}, the retry is on {wanted.path!r}"
-    if step is OpeningStep.BINDING_PROTOCOL_VERSION:
-        if passed:
-            return sealed.protocol_version
-        return f"sealed for {sealed.protocol_version!r}, the retry speaks {wanted.protocol_version!r}"
-    if step is OpeningStep.BINDING_PARTITION:
-        if passed:
-            return f"partition {retry_partition!r}"
-        return (
-            f"the retry's partition {retry_partition!r} (digest {wanted.partition_digest}) is not the sealed "
-            f"partition (digest {sealed.partition_digest})"
-        )
-    if step is OpeningStep.BINDING_PARAMS:
-        if passed:
-            return f"stable params digest {sealed.params_digest}"
-        note = f"; {params_note}" if params_note else ""
-        return f"stable params differ: sealed digest {sealed.params_digest}, retry {wanted.params_digest}{note}"
-    emitter = serialize(contents.request_id)
-    if passed:
-        return f"retry id {serialize(retry.request_id)} differs from the emitting id {emitter}"
-    return f"the retry reuses the emitting request id {emitter}"
 
 
 # ------------------------------------------------------------------------------------------ the command
@@ -367,14 +158,11 @@ def inspect_state(
         return
 
     ring = load_keyring(Path(keyring), allow_insecure=allow_insecure)
-    clock_ms = at if at is not None else int(datetime.now(UTC).timestamp() * 1000)
-    config = (
-        ProtectionConfig.with_keyring(ring)
-        .maximum_request_state_lifetime(parse_duration(lifetime))
-        .maximum_request_state_rounds(max_rounds)
-        .build()
+    clock_ms = now_ms(at)
+    config = ProtectionConfig(
+        keyring=ring, maximum_request_state_lifetime=parse_duration(lifetime), maximum_request_state_rounds=max_rounds
     )
-    sealer = RequestStateSealer.for_server(config, clock=lambda: clock_ms)
+    sealer = RequestStateSealer(config, clock=lambda: clock_ms)
 
     retry: BoundRequest | None = None
     retry_value: JsonValue | None = None
@@ -415,32 +203,28 @@ def inspect_state(
     code = ExitCode.OK
     if refusal is not None:
         code = ExitCode.NO_KEY if refusal in _NO_KEY_REASONS else ExitCode.REFUSED
+    details = explain_checks(
+        diagnosis,
+        token=token,
+        config=config,
+        retry=retry,
+        retry_partition=partition,
+        params_note=params_note,
+        retry_hint="give the retry with --request FILE",
+    )
     checks = [
         {
             "check": check.step.value,
             "status": check.status.value,
             "reason": check.step.reason.value if check.status is CheckStatus.FAILED else None,
-            "detail": _explain(
-                check.step,
-                check.status,
-                token=token,
-                header=header,
-                keyring=ring,
-                contents=contents,
-                retry=retry,
-                retry_partition=partition,
-                now=clock_ms,
-                max_rounds=max_rounds,
-                max_lifetime=config.maximum_request_state_lifetime,
-                params_note=params_note,
-            ),
+            "detail": detail,
         }
-        for check in diagnosis.checks
+        for check, detail in zip(diagnosis.checks, details, strict=True)
     ]
     document.update(
         {
             "key": _key_json(header, ring),
-            "at": {"ms": clock_ms, "iso": iso(clock_ms)},
+            "at": {"ms": clock_ms, "iso": iso_time(clock_ms)},
             "sealed": _contents_json(contents, clock_ms),
             "retry": _retry_json(retry, partition),
             "checks": checks,
@@ -451,7 +235,7 @@ def inspect_state(
         }
     )
     if as_json:
-        sys.stdout.write(json_document(document) + "\n")
+        emit_exact_json(document)
     else:
         _human(document, diagnosis, contents, header)
     raise typer.Exit(int(code))
@@ -489,16 +273,16 @@ def _contents_json(contents: SealedStateContents | None, now: int) -> dict[str, 
             "params_digest": binding.params_digest,
         },
         "round": contents.round,
-        "issued_at": {"ms": contents.issued_at_ms, "iso": iso(contents.issued_at_ms)},
+        "issued_at": {"ms": contents.issued_at_ms, "iso": iso_time(contents.issued_at_ms)},
         "expires_at": {
             "ms": contents.expires_at_ms,
-            "iso": iso(contents.expires_at_ms),
+            "iso": iso_time(contents.expires_at_ms),
             "in_ms": contents.expires_at_ms - now,
-            "relative": relative(contents.expires_at_ms - now),
+            "relative": relative_time(contents.expires_at_ms - now),
             "expired": now >= contents.expires_at_ms,
         },
-        "request_id": canonical(contents.request_id),
-        "state": canonical(contents.state),
+        "request_id": _canonical(contents.request_id),
+        "state": _canonical(contents.state),
     }
 
 
@@ -513,7 +297,7 @@ def _retry_json(retry: BoundRequest | None, partition: str) -> dict[str, object]
         "partition": partition,
         "partition_digest": partition_digest(partition),
         "params_digest": binding.params_digest,
-        "request_id": canonical(retry.request_id),
+        "request_id": _canonical(retry.request_id),
     }
 
 
@@ -528,7 +312,7 @@ def _no_key_view(
     document["needs_key"] = header.key_id if header is not None else None
     document["exit_code"] = int(code)
     if as_json:
-        sys.stdout.write(json_document(document) + "\n")
+        emit_exact_json(document)
         raise typer.Exit(int(code))
     table = _pairs_table("Envelope")
     if header is not None:
@@ -576,10 +360,11 @@ def _human(
         sealed.add_row("partition digest", binding.partition_digest)
         sealed.add_row("params digest", binding.params_digest)
         sealed.add_row("round", str(contents.round))
-        sealed.add_row("issued", f"{iso(contents.issued_at_ms)} ({relative(contents.issued_at_ms - diagnosis.now_ms)})")
+        since = relative_time(contents.issued_at_ms - diagnosis.now_ms)
+        sealed.add_row("issued", f"{iso_time(contents.issued_at_ms)} ({since})")
         expired = "expired" if diagnosis.now_ms >= contents.expires_at_ms else "not expired"
-        left = relative(contents.expires_at_ms - diagnosis.now_ms)
-        sealed.add_row("expires", f"{iso(contents.expires_at_ms)} ({left}, {expired})")
+        left = relative_time(contents.expires_at_ms - diagnosis.now_ms)
+        sealed.add_row("expires", f"{iso_time(contents.expires_at_ms)} ({left}, {expired})")
         sealed.add_row("emitting request id", Text(serialize(contents.request_id)))
         console.print(sealed)
         console.print(Text("Application state", style="bold"))

@@ -8,11 +8,11 @@ from typing import Annotated, Final, NoReturn
 import typer
 
 from soklet_core.files import KeyringDocument, KeyringFileError, KeyringFileErrorReason, read_keyring_file
-from soklet_core.keys import KeyringError
+from soklet_core.keys import KeyringError, ProtectionKeyring
 
-from ._common import file_error_text, parse_keyring
+from ._common import parse_keyring
 from .exit_codes import ExitCode
-from .output import fail
+from .output import fail, file_error_text
 
 #: The environment variable that names the keyring file when ``--keyring`` is not given.
 KEYRING_ENV: Final = "SOKLET_KEYRING"
@@ -84,3 +84,8 @@ def load_document(path: Path, *, allow_insecure_permissions: bool) -> KeyringDoc
         return read_keyring_file(path, allow_insecure_permissions=allow_insecure_permissions)
     except (KeyringFileError, KeyringError) as error:
         fail_for(error)
+
+
+def load_keyring(path: Path, *, allow_insecure: bool) -> ProtectionKeyring:
+    """The keyring of the keyring file at ``path``, or exit 3 (I/O) / 1 (refused) with the file's error."""
+    return load_document(path, allow_insecure_permissions=allow_insecure).keyring()

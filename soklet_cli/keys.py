@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shlex
 import stat
@@ -65,15 +64,11 @@ from ._common import (
     DEFAULT_LIFETIME,
     DURATION_HELP,
     check_duration,
-    file_error_text,
+    fleet_targets,
     parse_duration,
     parse_file,
-    shown_path,
 )
 from .exit_codes import ExitCode
-
-# The fleet file is read by fleet check's own reader (one home for tokens, CA files and timeouts).
-from .fleet import fleet_targets
 from .keyring_path import (
     DEFAULT_KEYRING_FILE,
     InsecureOption,
@@ -83,7 +78,7 @@ from .keyring_path import (
     load_document,
     resolve_keyring_path,
 )
-from .output import SokletCommand, SokletGroup, console, emit_json, error_console, fail
+from .output import SokletCommand, SokletGroup, console, emit_json, error_console, fail, file_error_text, shown_path
 
 #: The request-state lifetime ``keys rotate`` assumes when told nothing: the server's default maximum.
 DEFAULT_STATE_LIFETIME: Final = DEFAULT_LIFETIME
@@ -928,7 +923,7 @@ class _Progress:
 
     def __call__(self, event: dict[str, Any]) -> None:
         if self._json:
-            sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
+            emit_json(event)
             sys.stdout.flush()
             return
         if event["event"] == "waiting":

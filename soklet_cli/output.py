@@ -1,20 +1,23 @@
-"""How commands speak: JSON for scripts, rich for people, one line on stderr for errors."""
+"""How commands speak: JSON for scripts, rich for people, one line on stderr for errors, and the one way a
+message names a path the user gave."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import Any, NoReturn
+from collections.abc import Mapping
+from typing import Any, Final, NoReturn
 
 import typer
 from rich.console import Console
 from typer._click import Context, Parameter
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from soklet_core.files import KeyringFileError, KeyringFileErrorReason, read_regular_file
-from soklet_core.json import JsonError, JsonErrorReason
+from soklet_core.json import JsonError, JsonErrorReason, JsonValue, PythonJson, serialize
+from soklet_core.keys import printable_name
 
-from ._common import shown_path
 from .exit_codes import ExitCode
 
 #: Human output; rich degrades to plain text when stdout is not a terminal.
@@ -22,9 +25,85 @@ console = Console(highlight=False, soft_wrap=True)
 error_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+#: Longest rendering of a path the user gave in any message: the start and the end (the file's own name) are
+#: kept around a "…", so a 4 KB name cannot flood a terminal.
+MAX_SHOWN_PATH_CHARS: Final = 200
+# What a path component that looks like pasted key material is shown as.
+_MATERIAL_COMPONENT: Final = "a file name"
+
+
+def _escaped(char: str) -> str:
+    # Bytes that are not UTF-8 (surrogate escapes) as \xNN, every other character a terminal could act on (C0,
+    # DEL, C1, line and paragraph separators, format characters, lone surrogates) as Python would escape it;
+    # printable text as it is.
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    if char.isprintable():
+        return char
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def shown_path(path: str | os.PathLike[str], *, limit: int | None = MAX_SHOWN_PATH_CHARS) -> str:
+    r"""How a message names a path the user gave (or a text built on one): every ``/``-separated part that looks
+    like key material replaced by a fixed stand-in (:func:`soklet_core.keys.printable_name`), control characters
+    and bytes that are not UTF-8 escaped, and at most ``limit`` characters (start and end kept around ``…``).
+
+    >>> shown_path("keys/ring\x1b[2J.toml")
+    'keys/ring\\x1b[2J.toml'
+    """
+    text = os.fspath(path)
+    parts = [printable_name(part, what=_MATERIAL_COMPONENT) for part in text.split("/")]
+    pieces = [_escaped(char) for char in "/".join(parts)]
+    if limit is None or sum(map(len, pieces)) <= limit:
+        return "".join(pieces)
+    # Whole escapes only: a cut never leaves half of one.
+    budget = (limit - 1) // 2
+    head: list[str] = []
+    used = 0
+    for piece in pieces:
+        if used + len(piece) > budget:
+            break
+        head.append(piece)
+        used += len(piece)
+    tail: list[str] = []
+    used = 0
+    for piece in reversed(pieces[len(head) :]):
+        if used + len(piece) > limit - 1 - budget:
+            break
+        tail.append(piece)
+        used += len(piece)
+    return "".join(head) + "…" + "".join(reversed(tail))
+
+
+def file_error_text(error: KeyringFileError) -> str:
+    """``error``'s message with its path, and the folder or lock file its detail may name, shown by
+    :func:`shown_path` (the core message repeats the path as it was given)."""
+    if error.path is None:
+        return str(error)
+    detail = shown_path(error.detail) if error.detail else None
+    shown = KeyringFileError(error.reason, path=shown_path(error.path), key=error.key, field=error.field, detail=detail)
+    return str(shown)
+
+
 def emit_json(document: Any) -> None:
-    """Write one JSON document and a newline to stdout."""
+    """Write one JSON document of plain data (``str``, ``int``, ``bool``, ``None``, lists, dicts) and a newline
+    to stdout, spaced as ``json.dumps`` writes it (the format scripts have parsed since the first release).
+
+    A document holding exact values of the JSON model goes through :func:`emit_exact_json` instead."""
     sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def emit_exact_json(document: Mapping[str, PythonJson]) -> None:
+    """Write ``document`` and a newline to stdout through the core codec (:func:`soklet_core.json.serialize`):
+    compact, members in their order, and its values of the JSON model (a sealed state, a request id) spelled
+    exactly as held, so no number passes through a float.
+
+    The whole document is one value: nothing is substituted into text already serialized, so no value can stand in
+    for another part."""
+    sys.stdout.write(serialize(JsonValue.from_python(document)) + "\n")
 
 
 def fail(message: str, code: ExitCode) -> NoReturn:
@@ -64,18 +143,30 @@ def _too_large(max_bytes: int) -> NoReturn:
 
 def _without_bool_metavar(params: list[Parameter]) -> list[Parameter]:
     # Typer 0.29's rich help prints a flag's type (<bool>) beside it although a flag takes no value; an empty
-    # metavar is what its help renderer shows instead.
+    # metavar is what its help renderer shows instead. A repeated argument gets its Python type (<list[str]>)
+    # beside its metavar whatever the metavar says: the class below leaves the metavar alone to say it.
     for param in params:
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
+        elif type(param) is TyperArgument and param.nargs != 1 and param.metavar is not None:
+            param.__class__ = _RepeatedArgument
     return params
 
 
+class _RepeatedArgument(TyperArgument):
+    """A repeated argument (``URL...``) whose help shows its metavar without a Python type beside it."""
+
+    def display_type_rich(self, ctx: Context) -> str | None:
+        """Nothing: the metavar and the usage line (``[URL]...``) say what it takes."""
+        return None
+
+
 class SokletCommand(TyperCommand):
-    """A Typer command whose help shows flags (``--json``, ``--help``) without a ``<bool>`` value."""
+    """A Typer command whose help shows flags (``--json``, ``--help``) without a ``<bool>`` value, and repeated
+    arguments without a ``<list[str]>`` one."""
 
     def get_params(self, ctx: Context) -> list[Parameter]:
-        """The command's parameters, flags without a ``<bool>`` metavar."""
+        """The command's parameters, flags without a ``<bool>`` metavar, repeated arguments without a type."""
         return _without_bool_metavar(super().get_params(ctx))
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -18,10 +17,12 @@ from soklet_core.protection import (
     RequestStateSealer,
     SealedStateContents,
 )
+from soklet_core.protection.diagnosis import iso_time
 from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
 
 from ._common import (
     DEFAULT_LIFETIME,
+    DEFAULT_PATH,
     MAX_ROUNDS,
     AtOption,
     LifetimeOption,
@@ -29,13 +30,15 @@ from ._common import (
     PartitionOption,
     PathOption,
     ProtocolVersionOption,
+    bind,
+    load_request,
+    now_ms,
     parse_duration,
     parse_file,
     parse_rounds,
 )
 from .exit_codes import ExitCode
-from .inspect_state import DEFAULT_PATH, bind, iso, load_keyring, load_request
-from .keyring_path import DEFAULT_KEYRING_FILE, InsecureOption, KeyringOption, resolve_keyring_path
+from .keyring_path import DEFAULT_KEYRING_FILE, InsecureOption, KeyringOption, load_keyring, resolve_keyring_path
 from .output import emit_json, fail, read_input
 
 
@@ -98,7 +101,7 @@ def seal_state(
     """
     if str(request) == "-" and str(state) == "-":
         fail("--request and --state cannot both read stdin", ExitCode.USAGE)
-    issued = at if at is not None else int(datetime.now(UTC).timestamp() * 1000)
+    issued = now_ms(at)
     span = parse_duration(lifetime)
     ring = load_keyring(resolve_keyring_path(keyring), allow_insecure=allow_insecure)
     request_value = load_request(request, "--request", code=ExitCode.REFUSED)
@@ -116,13 +119,10 @@ def seal_state(
         fail(f"--state: not strict JSON: {error}", ExitCode.REFUSED)
     if round_number > max_rounds:
         fail(f"refused: round {round_number} exceeds --max-rounds {max_rounds}", ExitCode.REFUSED)
-    config = (
-        ProtectionConfig.with_keyring(ring)
-        .maximum_request_state_lifetime(span)
-        .maximum_request_state_rounds(max_rounds)
-        .build()
+    config = ProtectionConfig(
+        keyring=ring, maximum_request_state_lifetime=span, maximum_request_state_rounds=max_rounds
     )
-    sealer = RequestStateSealer.for_server(config, clock=lambda: issued)
+    sealer = RequestStateSealer(config, clock=lambda: issued)
     contents = SealedStateContents(
         bound.binding, round_number, issued, issued + config.lifetime_ms, bound.request_id, value
     )
@@ -139,8 +139,8 @@ def seal_state(
             "token": token,
             "key_id": header.key_id,
             "round": round_number,
-            "issued_at": {"ms": issued, "iso": iso(issued)},
-            "expires_at": {"ms": contents.expires_at_ms, "iso": iso(contents.expires_at_ms)},
+            "issued_at": {"ms": issued, "iso": iso_time(issued)},
+            "expires_at": {"ms": contents.expires_at_ms, "iso": iso_time(contents.expires_at_ms)},
             "encoded_size": header.encoded_size,
             "decoded_size": header.decoded_size,
             "binding": {

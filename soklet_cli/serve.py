@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import importlib
 import ipaddress
-import json
 import logging
 import shlex
 import shutil
@@ -26,9 +25,10 @@ import typer
 from soklet_apps import conformance, demo
 from soklet_core.files import KeyringDocument, KeyringFileError, write_keyring_file
 from soklet_core.files.fleet_file import check_instance_name, is_environment_name
+from soklet_core.json import encode_wire
 from soklet_core.keys import ProtectionKey
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION
-from soklet_core.mcp import HttpLimits, McpServer, Registry, RegistryBuilder
+from soklet_core.mcp import HttpLimits, McpServer, Registry
 from soklet_core.mcp.server import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HEAD_BYTES,
@@ -69,16 +69,14 @@ from ._common import (
     MAX_ROUNDS,
     check_duration,
     duration_text,
-    file_error_text,
     parse_duration,
     parse_file,
     parse_keyring,
     parse_rounds,
-    shown_path,
 )
 from .exit_codes import ExitCode
 from .keyring_path import InsecureOption, load_document
-from .output import emit_json, fail
+from .output import emit_json, fail, file_error_text, shown_path
 
 __all__ = [
     "DEV_KEYRING_NAME",
@@ -126,7 +124,7 @@ class LogLevel(StrEnum):
 
 
 def _request(url: str, request_id: int, params: dict[str, Any]) -> str:
-    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
     headers = [
         "Content-Type: application/json",
         "Accept: application/json, text/event-stream",
@@ -135,7 +133,7 @@ def _request(url: str, request_id: int, params: dict[str, Any]) -> str:
         f"Mcp-Name: {EXAMPLE_TOOL}",
     ]
     parts = ["curl", "-sS", url] + [item for header in headers for item in ("-H", shlex.quote(header))]
-    text = json.dumps(body, separators=(",", ":"))
+    text = encode_wire(body).decode("utf-8")
     return " ".join([*parts, "-d", shlex.quote(text)])
 
 
@@ -190,23 +188,6 @@ def _load_app(reference: str) -> Registry:
     if not isinstance(target, Registry):
         fail("--app must name a Registry or a function returning one", ExitCode.USAGE)
     return target
-
-
-def _combine(registries: list[Registry]) -> Registry:
-    builder = RegistryBuilder()
-    for registry in registries:
-        for tool in registry.tools:
-            builder.add(tool)
-        for prompt in registry.prompts:
-            builder.add(prompt)
-        for resource in registry.resources:
-            builder.add(resource)
-        for template in registry.resource_templates:
-            builder.add(template)
-    for registry in registries:
-        for completion in registry.completions:
-            builder.add(completion)
-    return builder.build()
 
 
 def _configure_logging(level: LogLevel) -> None:
@@ -285,7 +266,8 @@ def serve(
         str | None, typer.Option("--app", metavar="MODULE:OBJECT", help="Serve this Registry instead of the demo.")
     ] = None,
     fixtures: Annotated[
-        list[Fixtures] | None, typer.Option("--fixtures", help="Add a fixture set (conformance).")
+        list[Fixtures] | None,
+        typer.Option("--fixtures", metavar="SET", help="Add a fixture set: conformance (repeatable)."),
     ] = None,
     state_lifetime: Annotated[
         str,
@@ -580,11 +562,8 @@ def _serve(
     allow_insecure_permissions: bool,
 ) -> None:
     ring = document.keyring()
-    config = (
-        ProtectionConfig.with_keyring(ring)
-        .maximum_request_state_lifetime(state_lifetime)
-        .maximum_request_state_rounds(state_rounds)
-        .build()
+    config = ProtectionConfig(
+        keyring=ring, maximum_request_state_lifetime=state_lifetime, maximum_request_state_rounds=state_rounds
     )
     # A stop requested while starting (before uvicorn listens for signals) must still end cleanly.
     early_stop: list[int] = []
@@ -602,9 +581,7 @@ def _serve(
         link_base = f"http://{url_host}:{bound_port}/link" if development else demo.DEFAULT_LINK_BASE_URL
         registries.append(demo.build_registry(link_base_url=link_base, development=development))
     metrics = ServerMetrics(instance=instance)
-    server = (
-        McpServer.builder(_combine(registries)).protection_config(config).http_limits(limits).metrics(metrics).build()
-    )
+    server = McpServer(Registry.merge(*registries), protection=config, http_limits=limits, metrics=metrics)
     url = f"http://{url_host}:{bound_port}{server.path}"
     manager = server.protection_keyring_manager
     assert manager is not None

@@ -186,11 +186,10 @@ def two_versions(soklet: Soklet) -> Iterator[str]:
     :data:`OTHER_VERSION`, sealing with a fresh keyring file's key; its endpoint URL."""
     assert soklet.run("keys", "generate", "--id", "k1").returncode == 0
     keyring = read_keyring_file(soklet.cwd / RING).keyring()
-    server = (
-        McpServer.builder(demo.build_registry())
-        .protection_config(ProtectionConfig.with_keyring(keyring).build())
-        .supported_versions((PROTOCOL_VERSION, OTHER_VERSION))
-        .build()
+    server = McpServer(
+        demo.build_registry(),
+        protection=ProtectionConfig(keyring=keyring),
+        supported_versions=(PROTOCOL_VERSION, OTHER_VERSION),
     )
     with running(server) as base:
         yield base + server.path

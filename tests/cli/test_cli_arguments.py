@@ -365,7 +365,7 @@ def test_option_bounds(table: dict[str, Result], case: Case) -> None:
 def test_bounded_values_are_used_as_given(table: dict[str, Result], table_folder: Path) -> None:
     # The edge values that pass are taken exactly: the core library reads them back from the tokens.
     keyring = read_keyring_file(table_folder / RING).keyring()
-    sealer = RequestStateSealer.for_server(ProtectionConfig.with_keyring(keyring).build(), clock=lambda: 0)
+    sealer = RequestStateSealer(ProtectionConfig(keyring=keyring), clock=lambda: 0)
 
     def contents(case: str) -> SealedStateContents:
         opened = sealer.diagnose(table[case].stdout.strip()).contents

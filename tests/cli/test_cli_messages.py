@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import typer
 
-from soklet_cli._common import MAX_FILE_NAME_BYTES, MAX_SHOWN_PATH_CHARS, parse_keyring, shown_path
+from soklet_cli._common import MAX_FILE_NAME_BYTES, parse_keyring
+from soklet_cli.output import MAX_SHOWN_PATH_CHARS, shown_path
 from soklet_core.keys import decode_base64url, looks_like_key_material
 from tests.conftest import Result, Soklet, materials_in
 
@@ -230,8 +231,8 @@ def test_the_library_logs_nothing_to_stderr_unless_the_application_asks() -> Non
         from soklet_core.protection import (
             ANONYMOUS_PARTITION, ProtectionConfig, RequestStateProtectionException, RequestStateSealer, bind_request,
         )
-        ring = ProtectionKeyring.with_active_key(ProtectionKey.generate("k1")).build()
-        sealer = RequestStateSealer.for_server(ProtectionConfig.with_keyring(ring).build())
+        ring = ProtectionKeyring(ProtectionKey.generate("k1"))
+        sealer = RequestStateSealer(ProtectionConfig(keyring=ring))
         request = parse(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}}')
         bound = bind_request(request, path="/mcp", partition=ANONYMOUS_PARTITION)
         try:

@@ -35,7 +35,7 @@ def write_request(folder: Path, name: str, request_id: object, **params: object)
 
 def sealer_from_file(folder: Path, now: int) -> RequestStateSealer:
     keyring = read_keyring_file(folder / RING).keyring()
-    return RequestStateSealer.for_server(ProtectionConfig.with_keyring(keyring).build(), clock=lambda: now)
+    return RequestStateSealer(ProtectionConfig(keyring=keyring), clock=lambda: now)
 
 
 def test_seal_state_prints_a_token_the_server_opens(soklet) -> None:
@@ -113,8 +113,8 @@ def test_seal_state_options_round_path_partition_lifetime(soklet) -> None:
         sealer.open(token, retry)
     assert caught.value.reason is Reason.EXPIRED
     keyring = read_keyring_file(soklet.cwd / RING).keyring()
-    hour = ProtectionConfig.with_keyring(keyring).maximum_request_state_lifetime(timedelta(hours=1)).build()
-    assert RequestStateSealer.for_server(hour, clock=lambda: T0).open(token, retry).state.to_python() == {"n": 2}
+    hour = ProtectionConfig(keyring=keyring, maximum_request_state_lifetime=timedelta(hours=1))
+    assert RequestStateSealer(hour, clock=lambda: T0).open(token, retry).state.to_python() == {"n": 2}
 
 
 def test_seal_state_refusals(soklet) -> None:
