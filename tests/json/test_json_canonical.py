@@ -1,6 +1,6 @@
-"""The canonical form (DESIGN.md): no whitespace, members in UTF-16 code unit order, minimal string escaping,
-canonical numbers. Checked through the value path (``canonical_bytes(parse(x))``) and the document path
-(``canonical_bytes(x)``), which are built differently and must agree byte for byte."""
+"""The canonical form (docs/json.md, "The canonical form"): no whitespace, members in UTF-16 code unit order,
+minimal string escaping, canonical numbers. Checked through the value path (``canonical_bytes(parse(x))``) and the
+document path (``canonical_bytes(x)``), which are built differently and must agree byte for byte."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The stable params digest (DESIGN.md: "Canonical form and the stable-parameter digest")."""
+"""The stable params digest (docs/json.md: "The stable params digest")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exact numbers and their canonical spelling (DESIGN.md: "Canonical numbers")."""
+"""Exact numbers and their canonical spelling (docs/json.md: "The canonical form")."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from soklet_core.json import (
 )
 from tests.json.support import decimals, oracle_number, rngs, spell_number
 
-# The table in DESIGN.md, then the cases the issue names, then more of the same rule.
+# The canonical spelling docs/json.md gives, then the cases the issue names, then more of the same rule.
 CANONICAL_NUMBERS = [
     ("100", "1E+2"),
     ("120", "1.2E+2"),
