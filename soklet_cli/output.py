@@ -143,18 +143,18 @@ def _too_large(max_bytes: int) -> NoReturn:
 
 def _without_bool_metavar(params: list[Parameter]) -> list[Parameter]:
     # Typer 0.29's rich help prints a flag's type (<bool>) beside it although a flag takes no value; an empty
-    # metavar is what its help renderer shows instead. A repeated argument gets its Python type (<list[str]>)
+    # metavar is what its help renderer shows instead. An argument gets its Python type (<str>, <list[str]>)
     # beside its metavar whatever the metavar says: the class below leaves the metavar alone to say it.
     for param in params:
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
-        elif type(param) is TyperArgument and param.nargs != 1 and param.metavar is not None:
-            param.__class__ = _RepeatedArgument
+        elif type(param) is TyperArgument and param.metavar is not None:
+            param.__class__ = _MetavarArgument
     return params
 
 
-class _RepeatedArgument(TyperArgument):
-    """A repeated argument (``URL...``) whose help shows its metavar without a Python type beside it."""
+class _MetavarArgument(TyperArgument):
+    """An argument whose help shows its metavar (``[TOKEN|-]``, ``URL``) without a Python type beside it."""
 
     def display_type_rich(self, ctx: Context) -> str | None:
         """Nothing: the metavar and the usage line (``[URL]...``) say what it takes."""
@@ -162,11 +162,11 @@ class _RepeatedArgument(TyperArgument):
 
 
 class SokletCommand(TyperCommand):
-    """A Typer command whose help shows flags (``--json``, ``--help``) without a ``<bool>`` value, and repeated
-    arguments without a ``<list[str]>`` one."""
+    """A Typer command whose help shows flags (``--json``, ``--help``) without a ``<bool>`` value, and arguments
+    by their metavar without a ``<str>`` or ``<list[str]>`` beside it."""
 
     def get_params(self, ctx: Context) -> list[Parameter]:
-        """The command's parameters, flags without a ``<bool>`` metavar, repeated arguments without a type."""
+        """The command's parameters, flags without a ``<bool>`` metavar, arguments without a type."""
         return _without_bool_metavar(super().get_params(ctx))
 
 

@@ -248,7 +248,9 @@ def _dev_keyring() -> Iterator[tuple[KeyringDocument, Path]]:
 
 
 def serve(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on (loopback by default).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port; 0 picks a free one.")] = 8765,
     keyring: Annotated[
         str | None,
@@ -298,15 +300,30 @@ def serve(
     ] = DEFAULT_MAX_HEAD_BYTES,
     header_timeout: Annotated[
         str,
-        typer.Option("--header-timeout", callback=_check_timeout, help="Time to send a request head (max 1h)."),
+        typer.Option(
+            "--header-timeout",
+            metavar="DURATION",
+            callback=_check_timeout,
+            help="Time to send a request head (max 1h).",
+        ),
     ] = _default(DEFAULT_HEADER_TIMEOUT_SECONDS),
     body_timeout: Annotated[
         str,
-        typer.Option("--body-timeout", callback=_check_timeout, help="Time to send a body once its head came: 408."),
+        typer.Option(
+            "--body-timeout",
+            metavar="DURATION",
+            callback=_check_timeout,
+            help="Time to send a body once its head came: 408.",
+        ),
     ] = _default(DEFAULT_BODY_TIMEOUT_SECONDS),
     keep_alive_timeout: Annotated[
         str,
-        typer.Option("--keep-alive-timeout", callback=_check_timeout, help="Idle kept-alive connections close after."),
+        typer.Option(
+            "--keep-alive-timeout",
+            metavar="DURATION",
+            callback=_check_timeout,
+            help="Idle kept-alive connections close after.",
+        ),
     ] = _default(DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS),
     max_connections: Annotated[
         int,
@@ -320,7 +337,10 @@ def serve(
     shutdown_grace: Annotated[
         str,
         typer.Option(
-            "--shutdown-grace", callback=_check_timeout, help="On stop, how long running requests may finish."
+            "--shutdown-grace",
+            metavar="DURATION",
+            callback=_check_timeout,
+            help="On stop, how long running requests may finish.",
         ),
     ] = _default(DEFAULT_SHUTDOWN_GRACE_SECONDS),
     admin_port: Annotated[
@@ -333,7 +353,7 @@ def serve(
         ),
     ] = None,
     admin_host: Annotated[
-        str, typer.Option("--admin-host", help="Admin listener address; not loopback needs TLS.")
+        str, typer.Option("--admin-host", metavar="ADDRESS", help="Admin listener address; not loopback needs TLS.")
     ] = "127.0.0.1",
     admin_token_file: Annotated[
         Path | None,
