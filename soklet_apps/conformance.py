@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Mapping
+from typing import TypeVar
 
 from soklet_core.json import JsonObject, serialize
 from soklet_core.mcp import (
@@ -30,6 +31,7 @@ from soklet_core.mcp import (
     PromptArgument,
     PromptMessage,
     ReadResourceResult,
+    Registration,
     Registry,
     RequestContext,
     RequestStateMode,
@@ -98,14 +100,19 @@ def ask_roots() -> InputRequest:
     return InputRequest.from_declaration(ROOTS, {})
 
 
+_R = TypeVar("_R", bound=Registration)
+
 #: The gap between the progress fixture's notifications, like the reference server's.
 PROGRESS_INTERVAL_SECONDS = 0.05
 
 
 def build_registry() -> Registry:
     """The conformance fixtures, in the order the suite needs."""
-    builder = Registry.builder()
-    add = builder.add
+    registrations: list[Registration] = []
+
+    def add(registration: _R) -> _R:
+        registrations.append(registration)
+        return registration
 
     @add
     @tool(name="test_simple_text", description="Returns a simple text response.", input_schema=NO_ARGUMENTS)
@@ -164,14 +171,14 @@ def build_registry() -> Registry:
         name="test_missing_capability",
         description="Needs the client's sampling capability.",
         input_schema=NO_ARGUMENTS,
-        may_request_input=[SAMPLING_REQUIRED],
+        input_request_declarations=[SAMPLING_REQUIRED],
     )
     def missing_capability(context: RequestContext, arguments: JsonObject) -> CallToolResult:
         return CallToolResult.from_text("The client declared sampling.")
 
     for name in ("test_streaming_elicitation", "test_logging_tool", "test_trigger_tool_change",
                  "test_trigger_prompt_change"):  # fmt: skip
-        builder.add(
+        add(
             tool(name=name, description=f"Diagnostic fixture {name}.", input_schema=NO_ARGUMENTS)(
                 lambda context, arguments: CallToolResult.from_text("done")
             )
@@ -182,7 +189,7 @@ def build_registry() -> Registry:
         name="test_input_required_result_elicitation",
         description="Asks for the user's name, then greets.",
         input_schema=NO_ARGUMENTS,
-        may_request_input=[FORM],
+        input_request_declarations=[FORM],
     )
     def mrtr_elicitation(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
         outcome = expect_accept(context.input_responses.find("user_name"), {"name": text_field(min_length=1)})
@@ -195,7 +202,7 @@ def build_registry() -> Registry:
         name="test_input_required_result_sampling",
         description="Asks the client's model a question.",
         input_schema=NO_ARGUMENTS,
-        may_request_input=[SAMPLING],
+        input_request_declarations=[SAMPLING],
     )
     def mrtr_sampling(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
         if context.input_responses.find("capital") is None:
@@ -207,7 +214,7 @@ def build_registry() -> Registry:
         name="test_input_required_result_list_roots",
         description="Asks for the client's roots.",
         input_schema=NO_ARGUMENTS,
-        may_request_input=[ROOTS],
+        input_request_declarations=[ROOTS],
     )
     def mrtr_roots(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
         if context.input_responses.find("roots") is None:
@@ -219,7 +226,7 @@ def build_registry() -> Registry:
         name="test_input_required_result_request_state",
         description="Asks for confirmation and carries state.",
         input_schema=NO_ARGUMENTS,
-        may_request_input=[FORM],
+        input_request_declarations=[FORM],
         request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
     )
     def mrtr_state(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
@@ -233,7 +240,7 @@ def build_registry() -> Registry:
         name="test_input_required_result_multiple_inputs",
         description="Asks three things at once.",
         input_schema=NO_ARGUMENTS,
-        may_request_input=[FORM, SAMPLING, ROOTS],
+        input_request_declarations=[FORM, SAMPLING, ROOTS],
         request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
     )
     def mrtr_multiple(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
@@ -253,7 +260,7 @@ def build_registry() -> Registry:
         name="test_input_required_result_multi_round",
         description="Asks twice before completing.",
         input_schema=NO_ARGUMENTS,
-        may_request_input=[FORM],
+        input_request_declarations=[FORM],
         request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
     )
     def mrtr_rounds(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
@@ -273,7 +280,7 @@ def build_registry() -> Registry:
         name="test_input_required_result_tampered_state",
         description="Carries integrity-protected state.",
         input_schema=NO_ARGUMENTS,
-        may_request_input=[FORM],
+        input_request_declarations=[FORM],
         request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
     )
     def mrtr_tampered(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
@@ -286,7 +293,7 @@ def build_registry() -> Registry:
         name="test_input_required_result_capabilities",
         description="Only asks what the client declared.",
         input_schema=NO_ARGUMENTS,
-        may_request_input=[FORM, SAMPLING],
+        input_request_declarations=[FORM, SAMPLING],
     )
     def mrtr_capabilities(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
         if context.input_responses.find("answer") is not None:
@@ -364,7 +371,7 @@ def build_registry() -> Registry:
     @prompt(
         name="test_input_required_result_prompt",
         description="Asks for context before producing messages.",
-        may_request_input=[FORM],
+        input_request_declarations=[FORM],
     )
     def prompt_mrtr(context: RequestContext, arguments: Mapping[str, str]) -> GetPromptResult | InputRequiredResult:
         outcome = expect_accept(context.input_responses.find("user_context"), {"context": text_field()})
@@ -414,4 +421,4 @@ def build_registry() -> Registry:
     def complete_id(context: RequestContext, arguments: CompletionArguments) -> CompleteResult:
         return CompleteResult.of(["123", "456"])
 
-    return builder.build()
+    return Registry(*registrations)

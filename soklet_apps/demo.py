@@ -106,7 +106,7 @@ def _continue_from(
     name="catalog.continue",
     description="Continue the catalog workflow once the user approves access.",
     input_schema={"type": "object"},
-    may_request_input=[
+    input_request_declarations=[
         may_request_input(type=InputRequestType.ELICITATION_FORM, requirement=InputRequirement.CONDITIONAL)
     ],
     request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
@@ -168,7 +168,7 @@ def _link_tool(base_url: str, development: bool) -> ToolRegistration:
         name="account.link",
         description="Link an external account: the user approves in the browser at an opaque one-time URL.",
         input_schema={"type": "object", "properties": {}},
-        may_request_input=[URL],
+        input_request_declarations=[URL],
         request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
         blocking=False,
     )
@@ -226,7 +226,7 @@ def _int(value: JsonValue | None) -> int | None:
         "type": "object",
         "properties": {"stages": {"type": "integer", "minimum": 1, "maximum": 5}},
     },
-    may_request_input=[FORM],
+    input_request_declarations=[FORM],
     request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
     blocking=False,
 )
@@ -275,8 +275,4 @@ def deploy_approve(context: RequestContext, arguments: JsonObject) -> CallToolRe
 def build_registry(*, link_base_url: str = DEFAULT_LINK_BASE_URL, development: bool = False) -> Registry:
     """The demo tools. ``development`` allows a plain-HTTP loopback ``link_base_url`` (dev key only)."""
     link = _link_tool(link_base_url, development)
-    builder = Registry.builder()
-    builder.add(catalog_continue)
-    builder.add(link)
-    builder.add(deploy_approve)
-    return builder.build()
+    return Registry(catalog_continue, link, deploy_approve)

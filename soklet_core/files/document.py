@@ -109,8 +109,8 @@ class KeyringDocument:
     def keyring(self) -> ProtectionKeyring:
         """The keyring this document describes."""
         active = next(entry.key for entry in self.entries if entry.role is KeyRole.ACTIVE)
-        others = (entry.key for entry in self.entries if entry.role is KeyRole.VERIFICATION)
-        return ProtectionKeyring.with_active_key(active).verification_keys(others).build()
+        others = tuple(entry.key for entry in self.entries if entry.role is KeyRole.VERIFICATION)
+        return ProtectionKeyring(active, others)
 
     def entry(self, key_id: str) -> KeyEntry | None:
         """The entry of key ``key_id``, or ``None``."""

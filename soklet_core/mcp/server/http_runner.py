@@ -1,4 +1,4 @@
-"""The HTTP edge of an :class:`~.server.McpServer` on uvicorn: limits, timeouts, the connection cap and the drain.
+"""The HTTP edge of an :class:`~.app.McpServer` on uvicorn: limits, timeouts, the connection cap and the drain.
 
 One home for every limit the HTTP server itself enforces (the body limit and the output ceiling live with the JSON
 codec; the endpoint path bound with the path rules). :class:`HttpLimits` holds them with named defaults;
@@ -261,7 +261,7 @@ def uvicorn_config(target: McpServer | McpAsgiApp, **options: Any) -> uvicorn.Co
     """A ``uvicorn.Config`` serving ``target`` with its :class:`HttpLimits` (uvloop, httptools, lifespan on).
 
     ``options`` go to ``uvicorn.Config`` (``log_level``, ``host``, ``port``…); the limit settings cannot be
-    overridden there: set them on the server with ``McpServer.builder(...).http_limits(...)``.
+    overridden there: set them on the server with ``McpServer(..., http_limits=...)``.
     """
     app = _app_of(target)
     return limited_uvicorn_config(app, app.http_limits, **options)
@@ -284,7 +284,7 @@ def limited_uvicorn_config(app: Any, limits: HttpLimits, **options: Any) -> uvic
     }
     clash = fixed.intersection(options)
     if clash:
-        raise ValueError("set the HTTP limits with McpServer.builder(...).http_limits(...), not uvicorn options")
+        raise ValueError("set the HTTP limits with McpServer(..., http_limits=...), not uvicorn options")
     settings: dict[str, Any] = {"loop": "uvloop", "lifespan": "on", "access_log": False}
     settings.update(options)
     return uvicorn.Config(
