@@ -530,7 +530,7 @@ def test_dev_key_tokens_can_be_inspected_and_the_key_is_logged(processes: list[s
 
 def test_limits_table_matches_the_constants() -> None:
     from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, MAX_REQUEST_BODY_BYTES, RESPONSE_OUTPUT_CEILING_BYTES
-    from soklet_core.mcp.server import http_runner as http_server
+    from soklet_core.mcp.server import http_runner
     from soklet_core.protection import MAX_ENDPOINT_PATH_CHARS
 
     doc = (HERE.parents[1] / "docs" / "server.md").read_text()
@@ -541,13 +541,13 @@ def test_limits_table_matches_the_constants() -> None:
         "MAX_REQUEST_BODY_BYTES": (MAX_REQUEST_BODY_BYTES, "16 MiB", 16 * 1024 * 1024),
         "RESPONSE_OUTPUT_CEILING_BYTES": (RESPONSE_OUTPUT_CEILING_BYTES, "4 MiB", 4 * 1024 * 1024),
         "MAX_ENDPOINT_PATH_CHARS": (MAX_ENDPOINT_PATH_CHARS, f"{MAX_ENDPOINT_PATH_CHARS:,} characters", 2048),
-        "DEFAULT_MAX_HEAD_BYTES": (http_server.DEFAULT_MAX_HEAD_BYTES, "64 KiB", 64 * 1024),
-        "DEFAULT_HEADER_TIMEOUT_SECONDS": (http_server.DEFAULT_HEADER_TIMEOUT_SECONDS, "10 s", 10),
-        "DEFAULT_BODY_TIMEOUT_SECONDS": (http_server.DEFAULT_BODY_TIMEOUT_SECONDS, "30 s", 30),
-        "DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS": (http_server.DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS, "5 s", 5),
-        "DEFAULT_MAX_CONNECTIONS": (http_server.DEFAULT_MAX_CONNECTIONS, "512", 512),
-        "DEFAULT_SHUTDOWN_GRACE_SECONDS": (http_server.DEFAULT_SHUTDOWN_GRACE_SECONDS, "10 s", 10),
-        "SHUTDOWN_MARGIN_SECONDS": (http_server.SHUTDOWN_MARGIN_SECONDS, "5 s", 5),
+        "DEFAULT_MAX_HEAD_BYTES": (http_runner.DEFAULT_MAX_HEAD_BYTES, "64 KiB", 64 * 1024),
+        "DEFAULT_HEADER_TIMEOUT_SECONDS": (http_runner.DEFAULT_HEADER_TIMEOUT_SECONDS, "10 s", 10),
+        "DEFAULT_BODY_TIMEOUT_SECONDS": (http_runner.DEFAULT_BODY_TIMEOUT_SECONDS, "30 s", 30),
+        "DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS": (http_runner.DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS, "5 s", 5),
+        "DEFAULT_MAX_CONNECTIONS": (http_runner.DEFAULT_MAX_CONNECTIONS, "512", 512),
+        "DEFAULT_SHUTDOWN_GRACE_SECONDS": (http_runner.DEFAULT_SHUTDOWN_GRACE_SECONDS, "10 s", 10),
+        "SHUTDOWN_MARGIN_SECONDS": (http_runner.SHUTDOWN_MARGIN_SECONDS, "5 s", 5),
     }
     for name, (value, spelled, meant) in expected.items():
         row = next(line for line in rows if f"`{name}`" in line)
