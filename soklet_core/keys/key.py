@@ -46,12 +46,11 @@ def is_valid_key_id(key_id: object) -> bool:
 class ProtectionKey:
     """One protection key: a non-secret id and secret material.
 
-    Build one with :meth:`from_id_and_bytes` (or :meth:`generate`); there is no public constructor. The
-    material is copied on the way in, never appears in ``repr``/``str``/pickles/exceptions, and is compared in
-    constant time. Equality is id and material; the hash is the id's, so equal keys hash alike. Instances are
-    immutable.
+    ``ProtectionKey(key_id, material)`` (or :meth:`generate`). The material is copied on the way in, never
+    appears in ``repr``/``str``/pickles/exceptions, and is compared in constant time. Equality is id and
+    material; the hash is the id's, so equal keys hash alike. Instances are immutable.
 
-    >>> ProtectionKey.from_id_and_bytes("2026-08", bytes(32))
+    >>> ProtectionKey("2026-08", bytes(32))
     ProtectionKey(id='2026-08', material=<redacted 32 bytes>)
     """
 
@@ -61,24 +60,12 @@ class ProtectionKey:
     _material: bytes
     _check_value: bytes
 
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use ProtectionKey.from_id_and_bytes(key_id, material) or ProtectionKey.generate(key_id)")
-
-    @classmethod
-    def _create(cls, key_id: str, material: bytes) -> ProtectionKey:
-        key = object.__new__(cls)
-        object.__setattr__(key, "_id", key_id)
-        object.__setattr__(key, "_material", material)
-        # Computed once: snapshots and fingerprints ask for it often; it is a one-way function of the secret.
-        object.__setattr__(key, "_check_value", hmac.new(material, CHECK_VALUE_LABEL, hashlib.sha256).digest())
-        return key
-
-    @classmethod
-    def from_id_and_bytes(cls, key_id: str, material: bytes | bytearray | memoryview) -> ProtectionKey:
+    def __init__(self, key_id: str, material: bytes | bytearray | memoryview) -> None:
         """A key with id ``key_id`` and a private copy of ``material``.
 
-        Raises ``KeyringError`` (``invalid-key-id`` or ``material-too-short``) and ``TypeError`` for a
-        non-bytes material. The caller may wipe its own buffer afterwards: the key holds a copy.
+        Raises ``KeyringError`` (``invalid-key-id``, ``material-too-short`` or ``material-too-long``) and
+        ``TypeError`` for a non-bytes material. The caller may wipe its own buffer afterwards: the key holds a
+        copy.
         """
         if not is_valid_key_id(key_id):
             raise KeyringError(KeyringErrorReason.INVALID_KEY_ID)
@@ -89,7 +76,16 @@ class ProtectionKey:
             raise KeyringError(KeyringErrorReason.MATERIAL_TOO_SHORT, key_id)
         if len(copied) > MAX_KEY_MATERIAL_BYTES:
             raise KeyringError(KeyringErrorReason.MATERIAL_TOO_LONG, key_id)
-        return cls._create(key_id, copied)
+        # The class refuses attribute assignment (immutability), so the constructor sets its slots underneath.
+        object.__setattr__(self, "_id", key_id)
+        object.__setattr__(self, "_material", copied)
+        # Computed once: snapshots and fingerprints ask for it often; it is a one-way function of the secret.
+        object.__setattr__(self, "_check_value", hmac.new(copied, CHECK_VALUE_LABEL, hashlib.sha256).digest())
+
+    @classmethod
+    def from_id_and_bytes(cls, key_id: str, material: bytes | bytearray | memoryview) -> ProtectionKey:
+        """``ProtectionKey(key_id, material)`` under the name the spec gives the factory."""
+        return cls(key_id, material)
 
     @classmethod
     def generate(cls, key_id: str, size: int = DEFAULT_KEY_MATERIAL_BYTES) -> ProtectionKey:
@@ -98,7 +94,7 @@ class ProtectionKey:
             raise KeyringError(KeyringErrorReason.MATERIAL_TOO_SHORT, key_id if is_valid_key_id(key_id) else None)
         if size > MAX_KEY_MATERIAL_BYTES:
             raise KeyringError(KeyringErrorReason.MATERIAL_TOO_LONG, key_id if is_valid_key_id(key_id) else None)
-        return cls.from_id_and_bytes(key_id, secrets.token_bytes(size))
+        return cls(key_id, secrets.token_bytes(size))
 
     @property
     def id(self) -> str:

@@ -285,22 +285,20 @@ class SealedStateContents:
 class OpenedRequestState:
     """A verified state: :attr:`state` is the application JSON; round and times stay inside, for re-emission.
 
-    Only :meth:`RequestStateSealer.open` makes one; pass it back as ``continuing`` when the handler emits state
-    again.
+    :meth:`RequestStateSealer.open` returns one, as ``OpenedRequestState(contents)`` of what it opened; pass it
+    back as ``continuing`` when the handler emits state again. Equality is identity.
     """
 
     __slots__ = ("_contents",)
 
     _contents: SealedStateContents
 
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("OpenedRequestState comes from RequestStateSealer.open")
-
-    @classmethod
-    def _of(cls, contents: SealedStateContents) -> OpenedRequestState:
-        opened = object.__new__(cls)
-        object.__setattr__(opened, "_contents", contents)
-        return opened
+    def __init__(self, contents: SealedStateContents) -> None:
+        """The opened state holding ``contents``; raises ``TypeError`` for anything but ``SealedStateContents``."""
+        if not isinstance(contents, SealedStateContents):
+            raise TypeError("OpenedRequestState holds SealedStateContents")
+        # The class refuses attribute assignment (immutability), so the constructor sets its slot underneath.
+        object.__setattr__(self, "_contents", contents)
 
     @property
     def state(self) -> JsonValue:
@@ -541,7 +539,7 @@ class RequestStateSealer:
             if failed is not None:
                 _logger.warning("request state refused: %s", failed.reason.value)
                 raise RequestStateProtectionException(failed.reason)
-        return OpenedRequestState._of(opening.decoded)
+        return OpenedRequestState(opening.decoded)
 
     def diagnose(self, token: str, request: BoundRequest | None = None) -> OpeningDiagnosis:
         """Run every opening check on ``token`` (against retry ``request`` when given) and report each one.

@@ -14,6 +14,7 @@ import pytest
 
 from soklet_core.keys import (
     MAX_KEY_ID_BYTES,
+    MAX_KEY_MATERIAL_BYTES,
     MIN_KEY_MATERIAL_BYTES,
     KeyringError,
     KeyringErrorReason,
@@ -86,10 +87,18 @@ def test_repr_and_str_redact() -> None:
         assert encode_base64url(MATERIAL) not in text
 
 
-def test_no_public_constructor_and_immutable() -> None:
+def test_the_constructor_validates_and_the_key_is_immutable() -> None:
+    assert ProtectionKey("k", MATERIAL) == ProtectionKey.from_id_and_bytes("k", MATERIAL)
+    assert ProtectionKey(key_id="k", material=bytearray(MATERIAL)).material == MATERIAL
+    with pytest.raises(KeyringError) as caught:
+        ProtectionKey("not a token", MATERIAL)
+    assert caught.value.reason is KeyringErrorReason.INVALID_KEY_ID
+    with pytest.raises(KeyringError) as caught:
+        ProtectionKey("k", bytes(MAX_KEY_MATERIAL_BYTES + 1))
+    assert caught.value.reason is KeyringErrorReason.MATERIAL_TOO_LONG
     with pytest.raises(TypeError):
-        ProtectionKey("k", MATERIAL)  # type: ignore[call-arg]
-    key = ProtectionKey.from_id_and_bytes("k", MATERIAL)
+        ProtectionKey("k", "x" * 40)  # type: ignore[arg-type]
+    key = ProtectionKey("k", MATERIAL)
     with pytest.raises(AttributeError):
         key._material = bytes(32)  # type: ignore[misc]
     with pytest.raises(AttributeError):

@@ -19,6 +19,7 @@ from soklet_core.protection import (
     BoundRequest,
     CheckStatus,
     EnvelopeHeader,
+    OpenedRequestState,
     OpeningStep,
     ProtectionConfig,
     ProtectionUsageError,
@@ -104,8 +105,11 @@ def test_open_returns_application_json_only(setup) -> None:
     public = [name for name in dir(opened) if not name.startswith("_")]
     assert public == ["state"]
     assert "step" not in repr(opened)
-    with pytest.raises(TypeError):
-        type(opened)()
+    contents = sealer.diagnose(token).contents
+    assert contents is not None
+    assert OpenedRequestState(contents).state == state({"step": 2})
+    with pytest.raises(TypeError, match="OpenedRequestState holds SealedStateContents"):
+        OpenedRequestState(state({"step": 2}))  # type: ignore[arg-type]
 
 
 def test_plaintext_is_canonical_and_has_the_documented_schema(setup) -> None:
