@@ -25,9 +25,15 @@ SAMPLING = caps('{"sampling":{}}')
 ROOTS = caps('{"roots":{}}')
 
 
-def test_no_public_constructor_and_immutable() -> None:
-    with pytest.raises(TypeError):
-        ClientCapabilities()
+def test_the_constructor_validates_and_the_value_is_immutable() -> None:
+    declared = parse('{"elicitation":{"form":{}}}')
+    assert isinstance(declared, JsonObject)
+    assert ClientCapabilities(declared) == FORM
+    assert ClientCapabilities(JsonObject.empty_instance()) == ClientCapabilities.empty()
+    for bad in (parse('{"sampling":[]}'), parse('{"elicitation":{"url":1}}'), parse("[]")):
+        with pytest.raises(CapabilitiesError) as caught:
+            ClientCapabilities(bad)  # type: ignore[arg-type]
+        assert caught.value.reason is McpModelErrorReason.INVALID_CAPABILITIES
     value = ClientCapabilities.empty()
     with pytest.raises(AttributeError):
         value.value = JsonObject.empty_instance()  # type: ignore[misc]

@@ -63,11 +63,13 @@ def test_declaration_factories(
     assert may_request_input(type=kind, requirement=requirement) == declaration
 
 
-def test_declarations_are_final_values() -> None:
-    with pytest.raises(TypeError):
-        InputRequestDeclaration()
-    with pytest.raises(TypeError):
-        InputRequestDeclaration(InputRequestType.SAMPLING, REQ)
+def test_declarations_are_validated_final_values() -> None:
+    assert InputRequestDeclaration(InputRequestType.ELICITATION_FORM, InputRequirement.CONDITIONAL) == FORM
+    assert InputRequestDeclaration(InputRequestType.SAMPLING, REQ) == InputRequestDeclaration.from_sampling(REQ)
+    with pytest.raises(TypeError, match="requirement must be an InputRequirement"):
+        InputRequestDeclaration(InputRequestType.SAMPLING, "required")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="input_request_type must be an InputRequestType"):
+        InputRequestDeclaration("sampling", REQ)  # type: ignore[arg-type]
     with pytest.raises(AttributeError):
         FORM.requirement = REQ  # type: ignore[misc]
     assert InputRequestDeclaration.from_elicitation_form(REQ) != FORM
@@ -108,9 +110,17 @@ def test_mode_may_be_omitted_for_form() -> None:
     assert "mode" not in request.params  # type: ignore[operator]
 
 
-def test_request_has_private_constructor_and_is_immutable() -> None:
-    with pytest.raises(TypeError):
-        InputRequest()
+def test_the_request_constructor_validates_and_the_request_is_immutable() -> None:
+    assert InputRequest(FORM, EMPTY_FORM) == InputRequest.from_declaration(FORM, EMPTY_FORM)
+    assert InputRequest(ROOTS).params is None
+    with pytest.raises(InputRequestError) as caught:
+        InputRequest(URL, EMPTY_FORM)
+    assert caught.value.reason is McpModelErrorReason.DECLARATION_MISMATCH
+    with pytest.raises(InputRequestError) as caught:
+        InputRequest(SAMPLING)
+    assert caught.value.reason is McpModelErrorReason.INVALID_INPUT_REQUEST_PARAMS
+    with pytest.raises(TypeError, match="declaration must be an InputRequestDeclaration"):
+        InputRequest("elicitation/create", EMPTY_FORM)  # type: ignore[arg-type]
     request = InputRequest.from_declaration(FORM, EMPTY_FORM)
     with pytest.raises(AttributeError):
         request.params = None  # type: ignore[misc]

@@ -38,9 +38,38 @@ CLIENT_ROOTS = InputRequest.from_declaration(ROOTS, {})
 PHASE = JsonObject.builder().put("phase", "waiting-for-approval").build()
 
 
-def test_private_constructor() -> None:
-    with pytest.raises(TypeError):
-        InputRequiredResult()
+def test_the_constructor_validates_like_the_builder() -> None:
+    both = InputRequiredResult({"a": APPROVAL, "b": GREETING}, framework_request_state=PHASE)
+    assert (
+        both
+        == InputRequiredResult.with_input_request("a", APPROVAL)
+        .with_input_request("b", GREETING)
+        .framework_request_state(PHASE)
+        .build()
+    )
+    assert list(both.input_requests) == ["a", "b"]
+    assert (
+        InputRequiredResult(application_request_state="h").request_state_mode is RequestStateMode.APPLICATION_PROTECTED
+    )
+    refusals: list[tuple[dict[str, object], McpModelErrorReason]] = [
+        ({}, McpModelErrorReason.EMPTY_INPUT_REQUIRED_RESULT),
+        ({"input_requests": {"": APPROVAL}}, McpModelErrorReason.INVALID_INPUT_REQUEST_KEY),
+        ({"input_requests": {"\udc00": APPROVAL}}, McpModelErrorReason.INVALID_INPUT_REQUEST_KEY),
+        ({"application_request_state": ""}, McpModelErrorReason.INVALID_APPLICATION_STATE),
+        ({"application_request_state": "a" * 65_537}, McpModelErrorReason.APPLICATION_STATE_TOO_LARGE),
+        (
+            {"framework_request_state": PHASE, "application_request_state": "h"},
+            McpModelErrorReason.TWO_REQUEST_STATES,
+        ),
+    ]
+    for arguments, reason in refusals:
+        with pytest.raises(InputRequiredResultError) as caught:
+            InputRequiredResult(**arguments)  # type: ignore[arg-type]
+        assert caught.value.reason is reason
+    with pytest.raises(TypeError, match="request must be an InputRequest"):
+        InputRequiredResult({"a": APPROVAL.to_wire()})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="framework_request_state must be a JsonValue"):
+        InputRequiredResult(framework_request_state={"phase": 1})  # type: ignore[arg-type]
 
 
 def test_spec_example_shape() -> None:

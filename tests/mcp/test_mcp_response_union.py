@@ -15,6 +15,7 @@ from soklet_core.mcp import (
     ElicitationResponse,
     InputResponseError,
     InputResponses,
+    McpModelErrorReason,
     input_response_methods,
     matches_input_response,
 )
@@ -129,8 +130,21 @@ def test_elicitation_response_parsing() -> None:
     assert ElicitationResponse.from_json(parse('{"action":"cancel"}')).cancelled
     with pytest.raises(InputResponseError):
         ElicitationResponse.from_json(parse('{"action":"maybe"}'))
-    with pytest.raises(TypeError):
-        ElicitationResponse()
+    content = parse('{"x":"secret-ish"}')
+    assert isinstance(content, JsonObject)
+    assert ElicitationResponse(ElicitationAction.ACCEPT, content) == accepted
+    assert ElicitationResponse(ElicitationAction.DECLINE) == declined
+    refused = [
+        (ElicitationAction.DECLINE, content),
+        (ElicitationAction.ACCEPT, parse('{"x":null}')),
+        (ElicitationAction.ACCEPT, parse('["x"]')),
+    ]
+    for action, bad in refused:
+        with pytest.raises(InputResponseError) as caught:
+            ElicitationResponse(action, bad)  # type: ignore[arg-type]
+        assert caught.value.reason is McpModelErrorReason.INVALID_INPUT_RESPONSE
+    with pytest.raises(TypeError, match="action must be an ElicitationAction"):
+        ElicitationResponse("accept", content)  # type: ignore[arg-type]
 
 
 # --- properties ------------------------------------------------------------------------------------------------

@@ -136,6 +136,19 @@ def test_misplaced_dots_in_a_variable_name_are_refused(text: str) -> None:
     assert caught.value.reason is McpModelErrorReason.INVALID_URI_TEMPLATE
 
 
+def test_the_constructor_parses_and_validates() -> None:
+    template = UriTemplate("test://{+x.y}/{q}")
+    assert template == UriTemplate.parse("test://{+x.y}/{q}")
+    assert hash(template) == hash(UriTemplate.parse("test://{+x.y}/{q}"))
+    assert template.variables == ("x.y", "q")
+    assert template.match("test://a/b/c") == {"x.y": "a/b", "q": "c"}
+    assert repr(template) == "UriTemplate('test://{+x.y}/{q}')"
+    for bad in ("test://{a}/{a}", 7):
+        with pytest.raises(RegistrationError) as caught:
+            UriTemplate(bad)  # type: ignore[arg-type]
+        assert caught.value.reason is McpModelErrorReason.INVALID_URI_TEMPLATE
+
+
 # --- URL-mode elicitation: the host check -------------------------------------------------------------------------
 
 #: The host pattern before issue 8 (star height 2: the audit refuses it now), as the oracle.

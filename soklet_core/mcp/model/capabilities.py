@@ -20,7 +20,6 @@ from typing import Any, Final
 from soklet_core.json import JsonObject, JsonValue, serialize
 from soklet_core.protocol import CLIENT_CAPABILITIES_META_KEY
 
-from ._frozen import new_frozen
 from .errors import CapabilitiesError, McpModelErrorReason
 
 __all__ = ["CLIENT_CAPABILITIES_META_KEY", "ClientCapabilities"]
@@ -31,12 +30,15 @@ _NESTED_OBJECT_MEMBERS: Final = {"elicitation": ("form", "url"), "sampling": ("c
 _MAP_OF_OBJECTS: Final = ("extensions", "experimental")
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class ClientCapabilities:
     """An immutable client-capabilities object, kept exactly as declared.
 
-    Build it with :meth:`from_json`, :meth:`from_mapping`, :meth:`from_meta` or :meth:`empty`. Equality is JSON
-    equality of the object (member order ignored).
+    ``ClientCapabilities(json_object)``, or :meth:`from_json`, :meth:`from_mapping`, :meth:`from_meta` or
+    :meth:`empty`. The known members (``elicitation``, ``sampling``, ``roots``, ``experimental``,
+    ``extensions``, and ``elicitation.form|url``, ``sampling.context|tools``, each extension) must be objects,
+    :class:`CapabilitiesError` otherwise; unknown members are kept unchanged. Equality is JSON equality of the
+    object (member order ignored).
 
     Elicitation follows the wire rule that ``{"elicitation":{}}`` means form mode only: it satisfies a
     ``{"elicitation":{"form":{}}}`` requirement but not ``{"elicitation":{"url":{}}}``.
@@ -44,22 +46,8 @@ class ClientCapabilities:
 
     value: JsonObject
 
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use ClientCapabilities.from_json, .from_mapping, .from_meta or .empty")
-
-    @classmethod
-    def empty(cls) -> ClientCapabilities:
-        """``{}``: a client that declared no capability."""
-        return _EMPTY
-
-    @classmethod
-    def from_json(cls, value: JsonValue) -> ClientCapabilities:
-        """Capabilities from a JSON value; raises :class:`CapabilitiesError` unless it is a well-formed object.
-
-        The known members (``elicitation``, ``sampling``, ``roots``, ``experimental``, ``extensions``, and
-        ``elicitation.form|url``, ``sampling.context|tools``, each extension) must be objects; unknown members
-        are kept unchanged.
-        """
+    def __post_init__(self) -> None:
+        value = self.value
         if not isinstance(value, JsonObject):
             raise CapabilitiesError(McpModelErrorReason.INVALID_CAPABILITIES)
         for name in _OBJECT_MEMBERS:
@@ -78,7 +66,17 @@ class ClientCapabilities:
             assert member is None or isinstance(member, JsonObject)
             if member is not None and not all(isinstance(item, JsonObject) for item in member.values()):
                 raise CapabilitiesError(McpModelErrorReason.INVALID_CAPABILITIES, name)
-        return new_frozen(cls, value=value)
+
+    @classmethod
+    def empty(cls) -> ClientCapabilities:
+        """``{}``: a client that declared no capability."""
+        return _EMPTY
+
+    @classmethod
+    def from_json(cls, value: JsonValue) -> ClientCapabilities:
+        """Capabilities from any JSON value, checked as ``ClientCapabilities(value)`` checks them: raises
+        :class:`CapabilitiesError` unless it is a well-formed object."""
+        return cls(value)  # type: ignore[arg-type]  # the constructor refuses a non-object
 
     @classmethod
     def from_mapping(cls, capabilities: Mapping[str, Any]) -> ClientCapabilities:
@@ -190,8 +188,8 @@ def _merge_into(target: dict[str, JsonValue], source: JsonObject) -> None:
             target[name] = JsonObject.from_mapping(combined)
 
 
-_EMPTY: Final = new_frozen(ClientCapabilities, value=JsonObject.empty_instance())
-_FORM: Final = new_frozen(ClientCapabilities, value=JsonObject.from_mapping({"elicitation": {"form": {}}}))
-_URL: Final = new_frozen(ClientCapabilities, value=JsonObject.from_mapping({"elicitation": {"url": {}}}))
-_SAMPLING: Final = new_frozen(ClientCapabilities, value=JsonObject.from_mapping({"sampling": {}}))
-_ROOTS: Final = new_frozen(ClientCapabilities, value=JsonObject.from_mapping({"roots": {}}))
+_EMPTY: Final = ClientCapabilities(JsonObject.empty_instance())
+_FORM: Final = ClientCapabilities.from_mapping({"elicitation": {"form": {}}})
+_URL: Final = ClientCapabilities.from_mapping({"elicitation": {"url": {}}})
+_SAMPLING: Final = ClientCapabilities.from_mapping({"sampling": {}})
+_ROOTS: Final = ClientCapabilities.from_mapping({"roots": {}})

@@ -1,7 +1,8 @@
 """Input-request declarations and the input requests an operation emits.
 
-An operation *declares* every client request it might emit (:class:`InputRequestDeclaration`, built only by its
-four named factories) and then *emits* keyed :class:`InputRequest` values inside an ``input_required`` result::
+An operation *declares* every client request it might emit (:class:`InputRequestDeclaration`, usually by one
+of its four named factories) and then *emits* keyed :class:`InputRequest` values inside an ``input_required``
+result::
 
     FORM = InputRequestDeclaration.from_elicitation_form(InputRequirement.CONDITIONAL)
     request = InputRequest.from_declaration(FORM, {
@@ -25,7 +26,6 @@ from typing import Any, Final
 
 from soklet_core.json import JsonArray, JsonNumber, JsonObject, JsonString, JsonValue, PythonJson
 
-from ._frozen import new_frozen
 from ._wire import Members, to_object
 from .capabilities import ClientCapabilities
 from .client_results import matches_input_response
@@ -86,47 +86,45 @@ _CAPABILITIES: Final = {
 }
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class InputRequestDeclaration:
     """One client request an operation may emit, and when its capability is checked.
 
-    A final immutable value with a private constructor: build it with :meth:`from_elicitation_form`,
-    :meth:`from_elicitation_url`, :meth:`from_sampling` or :meth:`from_roots_list`. Equal declarations (same
-    type and requirement) are interchangeable. Declarations are not an escape hatch for arbitrary client methods.
+    ``InputRequestDeclaration(InputRequestType.SAMPLING, InputRequirement.CONDITIONAL)``, or by the spec's four
+    named factories :meth:`from_elicitation_form`, :meth:`from_elicitation_url`, :meth:`from_sampling` and
+    :meth:`from_roots_list`. A final immutable value: equal declarations (same type and requirement) are
+    interchangeable. Declarations are not an escape hatch for arbitrary client methods.
     """
 
     input_request_type: InputRequestType
     requirement: InputRequirement
 
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use InputRequestDeclaration.from_elicitation_form/_url, .from_sampling or .from_roots_list")
-
-    @classmethod
-    def _of(cls, kind: InputRequestType, requirement: InputRequirement) -> InputRequestDeclaration:
-        if not isinstance(requirement, InputRequirement):
+    def __post_init__(self) -> None:
+        if not isinstance(self.input_request_type, InputRequestType):
+            raise TypeError("input_request_type must be an InputRequestType")
+        if not isinstance(self.requirement, InputRequirement):
             raise TypeError("requirement must be an InputRequirement")
-        return new_frozen(cls, input_request_type=kind, requirement=requirement)
 
     @classmethod
     def from_elicitation_form(cls, requirement: InputRequirement) -> InputRequestDeclaration:
         """Form-mode ``elicitation/create``; needs ``{"elicitation":{"form":{}}}`` (``{"elicitation":{}}`` also
         satisfies it)."""
-        return cls._of(InputRequestType.ELICITATION_FORM, requirement)
+        return cls(InputRequestType.ELICITATION_FORM, requirement)
 
     @classmethod
     def from_elicitation_url(cls, requirement: InputRequirement) -> InputRequestDeclaration:
         """URL-mode ``elicitation/create``; needs ``{"elicitation":{"url":{}}}``."""
-        return cls._of(InputRequestType.ELICITATION_URL, requirement)
+        return cls(InputRequestType.ELICITATION_URL, requirement)
 
     @classmethod
     def from_sampling(cls, requirement: InputRequirement) -> InputRequestDeclaration:
         """``sampling/createMessage`` (deprecated in the protocol but valid); needs ``{"sampling":{}}``."""
-        return cls._of(InputRequestType.SAMPLING, requirement)
+        return cls(InputRequestType.SAMPLING, requirement)
 
     @classmethod
     def from_roots_list(cls, requirement: InputRequirement) -> InputRequestDeclaration:
         """``roots/list`` (deprecated in the protocol but valid); needs ``{"roots":{}}``."""
-        return cls._of(InputRequestType.ROOTS_LIST, requirement)
+        return cls(InputRequestType.ROOTS_LIST, requirement)
 
     @property
     def json_rpc_method(self) -> str:
@@ -227,27 +225,27 @@ def _extra_capabilities(kind: InputRequestType, params: JsonObject | None) -> Cl
 class InputRequest:
     """One embedded client request of an ``input_required`` result: a declaration and its params.
 
-    A final immutable value with a private constructor: build it with :meth:`from_declaration` (or the helpers
-    ``form_request`` / ``url_request`` of :mod:`soklet_core.mcp.model.elicitation`). ``params`` is kept exactly as
-    given; ``None`` only for a ``roots/list`` request without params.
+    ``InputRequest(declaration, params)`` validates the params against the declaration (the spec's
+    :meth:`from_declaration` and the helpers ``form_request`` / ``url_request`` of
+    :mod:`soklet_core.mcp.model.elicitation` build one the same way). A final immutable value; ``params`` is kept
+    exactly as given, ``None`` only for a ``roots/list`` request without params; ``capabilities`` is what the
+    client must have declared for it.
     """
 
     declaration: InputRequestDeclaration
     params: JsonObject | None
     capabilities: ClientCapabilities
 
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use InputRequest.from_declaration(declaration, params)")
-
-    @classmethod
-    def from_declaration(
-        cls,
+    # Written by hand rather than generated: params come in as a mapping or JSON and are kept as a JsonObject,
+    # the form policy and development flag steer validation without being kept, and capabilities are derived.
+    def __init__(
+        self,
         declaration: InputRequestDeclaration,
         params: JsonValue | Mapping[str, Any] | None = None,
         *,
         form_policy: FormSchemaPolicy = DEFAULT_FORM_POLICY,
         development: bool = False,
-    ) -> InputRequest:
+    ) -> None:
         """A request of ``declaration`` with ``params`` (a ``JsonObject`` or plain mapping), validated.
 
         * form elicitation: ``mode`` absent or ``"form"``, a string ``message``, and a ``requestedSchema`` of the
@@ -277,7 +275,22 @@ class InputRequest:
         needed = (
             declaration.capabilities if extra is None else ClientCapabilities.merged([declaration.capabilities, extra])
         )
-        return new_frozen(cls, declaration=declaration, params=body, capabilities=needed)
+        # The class is frozen, so its own constructor sets the fields underneath (as a generated one would).
+        object.__setattr__(self, "declaration", declaration)
+        object.__setattr__(self, "params", body)
+        object.__setattr__(self, "capabilities", needed)
+
+    @classmethod
+    def from_declaration(
+        cls,
+        declaration: InputRequestDeclaration,
+        params: JsonValue | Mapping[str, Any] | None = None,
+        *,
+        form_policy: FormSchemaPolicy = DEFAULT_FORM_POLICY,
+        development: bool = False,
+    ) -> InputRequest:
+        """``InputRequest(declaration, params, ...)`` under the spec's name for the factory."""
+        return cls(declaration, params, form_policy=form_policy, development=development)
 
     @property
     def json_rpc_method(self) -> str:

@@ -24,7 +24,6 @@ from typing import Final
 
 from soklet_core.json import JsonArray, JsonBoolean, JsonNumber, JsonObject, JsonString, JsonValue
 
-from ._frozen import new_frozen
 from .errors import InputResponseError, McpModelErrorReason
 from .methods import ELICITATION_CREATE, ROOTS_LIST, SAMPLING_CREATE_MESSAGE
 
@@ -60,16 +59,20 @@ def _optional_object(response: JsonObject, name: str) -> bool:
     return name not in response or isinstance(response[name], JsonObject)
 
 
+def _is_elicitation_content(action: ElicitationAction, content: JsonValue | None) -> bool:
+    """Whether ``content`` may come with ``action``: none, or for ``accept`` an object of content values."""
+    if content is None:
+        return True
+    if action is not ElicitationAction.ACCEPT or not isinstance(content, JsonObject):
+        return False
+    return all(is_elicitation_content_value(item) for item in content.values())
+
+
 def _is_elicit_result(response: JsonObject) -> bool:
     action = response.get("action")
     if not isinstance(action, JsonString) or action.value not in _ACTIONS or not _optional_object(response, "_meta"):
         return False
-    if "content" not in response:
-        return True
-    content = response["content"]
-    if action.value != ElicitationAction.ACCEPT.value or not isinstance(content, JsonObject):
-        return False
-    return all(is_elicitation_content_value(item) for item in content.values())
+    return _is_elicitation_content(_ACTIONS[action.value], response.get("content"))
 
 
 def _is_string(block: JsonObject, *names: str) -> bool:
@@ -155,19 +158,24 @@ _SHAPE_OF_METHOD: Final = {
 }
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class ElicitationResponse:
     """A parsed ``ElicitResult``: the ``action`` and, for an accepted form, its exact ``content``.
 
-    Build it with :meth:`from_json`. ``content`` is ``None`` when the client sent none (always so for decline and
-    cancel, and for an accepted URL-mode elicitation).
+    ``ElicitationResponse(action, content)``, or :meth:`from_json` for the result a client sent. ``content`` is
+    ``None`` when the client sent none (always so for decline and cancel, and for an accepted URL-mode
+    elicitation); a content with another action, or holding a value outside the union, raises
+    :class:`InputResponseError`.
     """
 
     action: ElicitationAction
-    content: JsonObject | None
+    content: JsonObject | None = None
 
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use ElicitationResponse.from_json(value)")
+    def __post_init__(self) -> None:
+        if not isinstance(self.action, ElicitationAction):
+            raise TypeError("action must be an ElicitationAction")
+        if not _is_elicitation_content(self.action, self.content):
+            raise InputResponseError(McpModelErrorReason.INVALID_INPUT_RESPONSE, detail="not an elicitation result")
 
     @classmethod
     def from_json(cls, response: JsonValue) -> ElicitationResponse:
@@ -178,7 +186,7 @@ class ElicitationResponse:
         assert isinstance(action, JsonString)
         content = response.get("content")
         assert content is None or isinstance(content, JsonObject)
-        return new_frozen(cls, action=_ACTIONS[action.value], content=content)
+        return cls(_ACTIONS[action.value], content)
 
     @property
     def accepted(self) -> bool:

@@ -2,28 +2,31 @@
 
 It holds keyed input requests, a request state, or both — never neither::
 
+    InputRequiredResult({"approval": request}, framework_request_state=JsonValue.from_python({"phase": "waiting"}))
+
+or, in the spec's builder vocabulary::
+
     InputRequiredResult.with_input_request("approval", request) \\
         .framework_request_state(JsonObject.builder().put("phase", "waiting-for-approval").build()) \\
         .build()
 
     InputRequiredResult.builder().application_request_state(handle).build()   # state only ("load shedding")
 
-Keys are exact, application-assigned JSON member names, unique within one result. The two state setters are
-mutually exclusive and the last call wins. There are deliberately no cache fields: an ``input_required`` result
-is never cacheable.
+Keys are exact, application-assigned JSON member names, unique within one result. The builder's two state
+setters are mutually exclusive and the last call wins. There are deliberately no cache fields: an
+``input_required`` result is never cacheable.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
 from soklet_core.json import JsonObject, JsonString, JsonValue
 
-from ._frozen import new_frozen
 from ._wire import Members, encode_bytes, to_object
 from .capabilities import ClientCapabilities
 from .client_requests import InputRequest
@@ -71,20 +74,48 @@ def check_application_request_state(state: object) -> str:
     return state
 
 
-@dataclass(frozen=True, slots=True, init=False)
-class InputRequiredResult:
-    """An immutable ``input_required`` result. Build it with :meth:`with_input_request` or :meth:`builder`.
+def _check_input_request(key: object, request: object) -> None:
+    """Refuse a request that is not an :class:`InputRequest` or a key that is not a non-empty JSON string."""
+    if not isinstance(request, InputRequest):
+        raise TypeError("request must be an InputRequest (see InputRequest.from_declaration)")
+    if not isinstance(key, str) or not key:
+        raise InputRequiredResultError(McpModelErrorReason.INVALID_INPUT_REQUEST_KEY)
+    try:
+        JsonString.from_value(key)
+    except ValueError:
+        raise InputRequiredResultError(McpModelErrorReason.INVALID_INPUT_REQUEST_KEY) from None
 
-    ``input_requests`` is a read-only mapping in insertion order. At most one of ``framework_request_state`` and
-    ``application_request_state`` is not ``None``.
+
+@dataclass(frozen=True, slots=True)
+class InputRequiredResult:
+    """An immutable ``input_required`` result.
+
+    ``InputRequiredResult({"approval": request}, framework_request_state=state)``, or the spec's builder
+    (:meth:`with_input_request`, :meth:`builder`). ``input_requests`` is kept as a read-only mapping in
+    insertion order; at most one of ``framework_request_state`` and ``application_request_state`` is not
+    ``None`` (``two-request-states`` otherwise), and a result with neither and no request is refused
+    (``empty-input-required-result``).
     """
 
-    input_requests: Mapping[str, InputRequest]
-    framework_request_state: JsonValue | None
-    application_request_state: str | None
+    input_requests: Mapping[str, InputRequest] = field(default_factory=dict)
+    _: KW_ONLY
+    framework_request_state: JsonValue | None = None
+    application_request_state: str | None = None
 
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use InputRequiredResult.with_input_request(key, request) or InputRequiredResult.builder()")
+    def __post_init__(self) -> None:
+        requests = MappingProxyType(dict(self.input_requests))
+        for key, request in requests.items():
+            _check_input_request(key, request)
+        framework, application = self.framework_request_state, self.application_request_state
+        if framework is not None and not isinstance(framework, JsonValue):
+            raise TypeError("framework_request_state must be a JsonValue (see JsonValue.from_python)")
+        if application is not None:
+            check_application_request_state(application)
+            if framework is not None:
+                raise InputRequiredResultError(McpModelErrorReason.TWO_REQUEST_STATES)
+        elif not requests and framework is None:
+            raise InputRequiredResultError(McpModelErrorReason.EMPTY_INPUT_REQUIRED_RESULT)
+        object.__setattr__(self, "input_requests", requests)
 
     @classmethod
     def with_input_request(cls, key: str, request: InputRequest) -> InputRequiredResultBuilder:
@@ -153,14 +184,7 @@ class InputRequiredResultBuilder:
 
     def with_input_request(self, key: str, request: InputRequest) -> InputRequiredResultBuilder:
         """Add ``request`` under ``key`` (a non-empty JSON string, new to this result)."""
-        if not isinstance(request, InputRequest):
-            raise TypeError("request must be an InputRequest (see InputRequest.from_declaration)")
-        if not isinstance(key, str) or not key:
-            raise InputRequiredResultError(McpModelErrorReason.INVALID_INPUT_REQUEST_KEY)
-        try:
-            JsonString.from_value(key)
-        except ValueError:
-            raise InputRequiredResultError(McpModelErrorReason.INVALID_INPUT_REQUEST_KEY) from None
+        _check_input_request(key, request)
         if key in self._requests:
             raise InputRequiredResultError(McpModelErrorReason.DUPLICATE_INPUT_REQUEST_KEY, key)
         self._requests[key] = request
@@ -182,11 +206,8 @@ class InputRequiredResultBuilder:
 
     def build(self) -> InputRequiredResult:
         """The result; raises ``empty-input-required-result`` with neither a request nor a state."""
-        if not self._requests and self._framework_state is None and self._application_state is None:
-            raise InputRequiredResultError(McpModelErrorReason.EMPTY_INPUT_REQUIRED_RESULT)
-        return new_frozen(
-            InputRequiredResult,
-            input_requests=MappingProxyType(dict(self._requests)),
+        return InputRequiredResult(
+            self._requests,
             framework_request_state=self._framework_state,
             application_request_state=self._application_state,
         )

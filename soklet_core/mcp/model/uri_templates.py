@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import quote, unquote
 
-from ._frozen import new_frozen
 from .errors import McpModelErrorReason, RegistrationError
 
 __all__ = ["MAX_MATCHED_URI_CHARS", "UriTemplate", "is_absolute_uri"]
@@ -103,21 +102,20 @@ def _walk(uri: str, parts: tuple[tuple[str, str, bool], ...]) -> list[str] | Non
     return values
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class UriTemplate:
-    """A parsed resource URI template. Build it with :meth:`parse`; it is kept as written (``text``)."""
+    """A parsed resource URI template: ``UriTemplate(text)`` (or :meth:`parse`); it is kept as written (``text``).
+
+    Raises :class:`RegistrationError` ``invalid-uri-template`` for anything outside the subset, a repeated
+    variable, or a template that does not start like an absolute URI. Equality and hash are the text's.
+    """
 
     text: str
-    variables: tuple[str, ...]
-    _parts: tuple[tuple[str, str, bool], ...]
+    variables: tuple[str, ...] = field(init=False)
+    _parts: tuple[tuple[str, str, bool], ...] = field(init=False)
 
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("use UriTemplate.parse(text)")
-
-    @classmethod
-    def parse(cls, text: str) -> UriTemplate:
-        """Parse ``text``; raises :class:`RegistrationError` ``invalid-uri-template`` for anything outside the
-        subset, a repeated variable, or a template that does not start like an absolute URI."""
+    def __post_init__(self) -> None:
+        text = self.text
         if not isinstance(text, str):
             raise RegistrationError(McpModelErrorReason.INVALID_URI_TEMPLATE)
         parts: list[tuple[str, str, bool]] = []  # (literal before, variable, reserved)
@@ -135,7 +133,13 @@ class UriTemplate:
         if len(set(names)) != len(names) or not is_absolute_uri(parts[0][0] + "x"):
             raise RegistrationError(McpModelErrorReason.INVALID_URI_TEMPLATE, text)
         parts.append((tail, "", False))
-        return new_frozen(cls, text=text, variables=names, _parts=tuple(parts))
+        object.__setattr__(self, "variables", names)
+        object.__setattr__(self, "_parts", tuple(parts))
+
+    @classmethod
+    def parse(cls, text: str) -> UriTemplate:
+        """Parse ``text`` as a template: the same as ``UriTemplate(text)``."""
+        return cls(text)
 
     def match(self, uri: str) -> dict[str, str] | None:
         """The percent-decoded variable values if ``uri`` matches the whole template, else ``None``.
