@@ -105,6 +105,10 @@ class McpModelErrorReason(ErrorReason):
         "application request state must be at most 65,536 UTF-8 bytes",
     )
     SEALED_STATE_MISMATCH = "sealed-state-mismatch", "a sealed state token goes with framework state, and only with it"
+    TWO_REQUEST_STATES = (
+        "two-request-states",
+        "an input-required result carries framework or application state, not both",
+    )
     # input responses
     INVALID_INPUT_RESPONSE = (
         "invalid-input-response",

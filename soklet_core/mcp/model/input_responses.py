@@ -20,7 +20,6 @@ from typing import Any, Final, TypeVar, overload
 
 from soklet_core.json import JsonArray, JsonBoolean, JsonNumber, JsonObject, JsonString, JsonValue
 
-from ._frozen import new_frozen
 from .client_results import ElicitationResponse, matches_input_response
 from .errors import InputResponseError, McpModelErrorReason
 
@@ -89,6 +88,14 @@ class InputResponses:
     _responses: Mapping[str, JsonValue]
 
     def __init__(self, responses: Mapping[str, Any] = _NO_RESPONSES) -> None:
+        if isinstance(responses, JsonObject):
+            # A JSON object's keys are valid JSON strings and its values JSON already: only the union check is left
+            # (the path of every verified retry, through from_wire).
+            for value in responses.values():
+                if not matches_input_response(value):
+                    raise InputResponseError(McpModelErrorReason.INVALID_INPUT_RESPONSE)
+            object.__setattr__(self, "_responses", MappingProxyType(dict(responses.items())))
+            return
         values: dict[str, JsonValue] = {}
         for key, response in responses.items():
             if not isinstance(key, str):
@@ -116,10 +123,7 @@ class InputResponses:
         :class:`InputResponseError` (``invalid-input-response``) as :meth:`from_responses` does."""
         if not isinstance(responses, JsonObject):
             raise InputResponseError(McpModelErrorReason.INVALID_INPUT_RESPONSE)
-        for value in responses.values():
-            if not matches_input_response(value):
-                raise InputResponseError(McpModelErrorReason.INVALID_INPUT_RESPONSE)
-        return new_frozen(InputResponses, _responses=MappingProxyType(dict(responses.items())))
+        return cls(responses)
 
     @overload
     def find(self, key: str) -> JsonValue | None: ...
@@ -191,4 +195,4 @@ class InputResponses:
         return f"InputResponses(<{len(self._responses)} responses>)"
 
 
-_EMPTY: Final = new_frozen(InputResponses, _responses=MappingProxyType({}))
+_EMPTY: Final = InputResponses()
