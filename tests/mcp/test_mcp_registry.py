@@ -437,8 +437,9 @@ def test_uri_template_expand() -> None:
     assert template.expand(id="a b/c", rest="x/y z") == "test://template/a%20b%2Fc/x/y%20z"
     assert template.expand({"id": "1"}, rest="r") == "test://template/1/r"
     assert template == UriTemplate.parse("test://template/{id}/{+rest}")
-    with pytest.raises(TypeError):
-        UriTemplate()
+    assert UriTemplate("test://template/{id}/{+rest}") == template  # the constructor parses, as parse does
+    with pytest.raises(RegistrationError):
+        UriTemplate("test://template/{id}/{id}")
 
 
 def test_completions() -> None:
