@@ -33,8 +33,8 @@ from urllib.parse import urlsplit
 from soklet_core.errors import SokletError
 
 from .errors import KeyringFileError
-from .keyring_format import _ENV_NAME, _POSITION, _field_label
 from .regular_file import read_regular_file
+from .toml_text import ENV_NAME, field_label, syntax_error_position
 
 __all__ = [
     "DEFAULT_FLEET_TIMEOUT_SECONDS",
@@ -141,7 +141,7 @@ class FleetFile:
 def is_environment_name(name: object) -> bool:
     """Whether ``name`` is an environment variable name a token may come from: a letter or ``_``, then letters,
     digits and ``_`` (the keyring format's rule for ``material_env``), at most :data:`MAX_ENV_NAME_CHARS`."""
-    return isinstance(name, str) and len(name) <= MAX_ENV_NAME_CHARS and _ENV_NAME.fullmatch(name) is not None
+    return isinstance(name, str) and len(name) <= MAX_ENV_NAME_CHARS and ENV_NAME.fullmatch(name) is not None
 
 
 def check_instance_name(name: object) -> str | None:
@@ -227,10 +227,7 @@ class _Parser:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
-            # tomllib's messages can quote a character of the file; keep only the position.
-            found = _POSITION.search(str(error))
-            where = f"line {found.group(1)}, column {found.group(2)}" if found else None
-            raise self._error("the file is not valid TOML", where) from None
+            raise self._error("the file is not valid TOML", syntax_error_position(error)) from None
         except RecursionError:
             raise self._error("the file is not valid TOML (values nested too deeply)") from None
         except ValueError:
@@ -265,7 +262,7 @@ class _Parser:
     def _known(self, table: dict[str, Any], fields: frozenset[str], where: str | None) -> None:
         for name in sorted(table):
             if name not in fields:
-                label = _field_label(name)
+                label = field_label(name)
                 raise self._error(
                     f"unknown field (known: {', '.join(sorted(fields))})", f"{where}.{label}" if where else label
                 )

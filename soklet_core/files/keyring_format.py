@@ -19,7 +19,6 @@ field. Nothing here touches the file system except to resolve ``material_file`` 
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -52,6 +51,7 @@ from .document import (
 from .errors import KeyringFileError
 from .errors import KeyringFileErrorReason as Reason
 from .secret_file import read_secret_file
+from .toml_text import ENV_NAME, field_label, syntax_error_position
 
 __all__ = [
     "KEYRING_FORMAT",
@@ -72,9 +72,6 @@ MAX_MATERIAL_FILE_BYTES: Final = 64 * 1024
 _TOP_FIELDS: Final = frozenset({"format", "profile", "keys"})
 _KEY_FIELDS: Final = frozenset({"id", "role", "material", "material_file", "material_env", "created"})
 _MATERIAL_FIELDS: Final = ("material", "material_file", "material_env")
-_POSITION: Final = re.compile(r"\(at line (\d+), column (\d+)\)")
-_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_FIELD_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,31}")
 
 
 def parse_keyring_document(
@@ -147,10 +144,7 @@ class _Parser:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
-            # tomllib's messages can quote a character of the file; keep only the position.
-            found = _POSITION.search(str(error))
-            detail = f"line {found.group(1)}, column {found.group(2)}" if found else None
-            raise self._error(Reason.INVALID_TOML, detail=detail) from None
+            raise self._error(Reason.INVALID_TOML, detail=syntax_error_position(error)) from None
         except RecursionError:
             # tomllib recurses once per nested array or inline table.
             raise self._error(Reason.INVALID_TOML, detail="values nested too deeply") from None
@@ -159,7 +153,7 @@ class _Parser:
             raise self._error(Reason.INVALID_TOML, detail="a number too long to read") from None
         for name in sorted(data):
             if name not in _TOP_FIELDS:
-                raise self._error(Reason.UNKNOWN_FIELD, field=_field_label(name))
+                raise self._error(Reason.UNKNOWN_FIELD, field=field_label(name))
         if "format" not in data:
             raise self._error(Reason.MISSING_FIELD, field="format")
         if data["format"] != KEYRING_FORMAT:
@@ -193,7 +187,7 @@ class _Parser:
         label = _key_label(index, key_id if is_valid_key_id(key_id) else None)
         for name in sorted(table):
             if name not in _KEY_FIELDS:
-                raise self._error(Reason.UNKNOWN_FIELD, key=label, field=_field_label(name))
+                raise self._error(Reason.UNKNOWN_FIELD, key=label, field=field_label(name))
         if key_id is None:
             raise self._error(Reason.MISSING_FIELD, key=position, field="id")
         if not isinstance(key_id, str):
@@ -245,7 +239,7 @@ class _Parser:
         if field == "material":
             return InlineMaterial(), field, value
         if field == "material_env":
-            if not _ENV_NAME.fullmatch(value):
+            if not ENV_NAME.fullmatch(value):
                 raise self._error(Reason.INVALID_FIELD, key=label, field=field, detail="an environment name")
             if value not in self._environ:
                 shown = printable_name(value, what="a name")
@@ -285,10 +279,3 @@ def _key_label(index: int, key_id: str | None) -> str:
     if key_id is None or looks_like_key_material(key_id):
         return f"keys[{index}]"
     return f"{key_id!r} (keys[{index}])"
-
-
-def _field_label(name: str) -> str:
-    # A field name is file content too: show it only if it looks like a name, not like pasted material.
-    if looks_like_key_material(name):
-        return "<a name that looks like key material>"
-    return name if _FIELD_NAME.fullmatch(name) else "<unprintable>"
