@@ -6,6 +6,17 @@
 <FleetStatus.CONVERGED: 'converged'>
 """
 
+from soklet_core.mcp.server.admin_snapshot import (
+    ADMIN_SNAPSHOT_PATH,
+    MAX_SNAPSHOT_BYTES,
+    MAX_SNAPSHOT_KEYS,
+    AdminKey,
+    AdminSnapshot,
+    KeyRoleName,
+    SnapshotError,
+    parse_admin_snapshot,
+)
+
 from .client import (
     MAX_CA_FILE_BYTES,
     MAX_CONCURRENT_READS,
@@ -40,16 +51,6 @@ from .rotation import (
     rotate_fleet,
     rotation_refusal,
     write_record,
-)
-from .snapshot import (
-    ADMIN_SNAPSHOT_PATH,
-    MAX_SNAPSHOT_BYTES,
-    MAX_SNAPSHOT_KEYS,
-    AdminKey,
-    AdminSnapshot,
-    KeyRoleName,
-    SnapshotError,
-    parse_admin_snapshot,
 )
 from .tokens import read_admin_token
 

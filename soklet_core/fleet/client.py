@@ -22,8 +22,13 @@ from typing import Final
 import httpx
 
 from soklet_core.files import DEFAULT_FLEET_TIMEOUT_SECONDS, KeyringFileError, read_regular_file
-
-from .snapshot import ADMIN_SNAPSHOT_PATH, MAX_SNAPSHOT_BYTES, AdminSnapshot, SnapshotError, parse_admin_snapshot
+from soklet_core.mcp.server.admin_snapshot import (
+    ADMIN_SNAPSHOT_PATH,
+    MAX_SNAPSHOT_BYTES,
+    AdminSnapshot,
+    SnapshotError,
+    parse_admin_snapshot,
+)
 
 __all__ = [
     "MAX_CA_FILE_BYTES",

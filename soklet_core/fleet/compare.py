@@ -21,9 +21,9 @@ from soklet_core.keys import (
     FingerprintComparison,
     KeyringError,
 )
+from soklet_core.mcp.server.admin_snapshot import AdminSnapshot
 
 from .client import InstanceReading
-from .snapshot import AdminSnapshot
 
 __all__ = [
     "MAX_EXPECT_CHARS",

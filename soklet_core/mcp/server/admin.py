@@ -31,6 +31,7 @@ from soklet_core.keys import KeyringError, KeyringErrorReason, KeyringSnapshot, 
 from soklet_core.keys.base64url import decode_base64url
 from soklet_core.keys.profile import PROTECTION_PROFILE
 
+from .admin_snapshot import AdminKey, AdminSnapshot, KeyRoleName
 from .live_keyring import LiveKeyring, LiveKeyringError
 from .metrics import ServerMetrics
 
@@ -169,32 +170,33 @@ class AdminTokens:
 def keyring_document(
     snapshot: KeyringSnapshot, live: LiveKeyring, *, instance: str, lifetime_ms: int, rounds: int
 ) -> dict[str, object]:
-    """The ``GET /v1/keyring`` document of ``snapshot`` (exactly the members docs/fleet.md lists)."""
-    keys: list[dict[str, object]] = []
+    """The ``GET /v1/keyring`` document of ``snapshot``: an :class:`AdminSnapshot`, as the contract spells it."""
+    keys: list[AdminKey] = []
     for entry in snapshot.check_values:
         use = snapshot.use(entry.key_id)
         keys.append(
-            {
-                "id": entry.key_id,
-                "role": "active" if entry.key_id == snapshot.active_key_id else "verification",
-                "check_value": entry.check_value,
-                "created": live.created(entry.key_id),
-                "last_sealed_ms": use.last_sealed_ms,
-                "last_opened_ms": use.last_opened_ms,
-                "reservations": use.reservations,
-            }
+            AdminKey(
+                id=entry.key_id,
+                role=KeyRoleName.ACTIVE if entry.key_id == snapshot.active_key_id else KeyRoleName.VERIFICATION,
+                check_value=entry.check_value,
+                created=live.created(entry.key_id),
+                last_sealed_ms=use.last_sealed_ms,
+                last_opened_ms=use.last_opened_ms,
+                reservations=use.reservations,
+            )
         )
-    return {
-        "instance": instance,
-        "profile": PROTECTION_PROFILE,
-        "generation": snapshot.generation,
-        "active": snapshot.active_key_id,
-        "verification": list(snapshot.verification_key_ids),
-        "keys": keys,
-        "max_state_lifetime_ms": lifetime_ms,
-        "max_state_rounds": rounds,
-        "fingerprint": snapshot.fingerprint.to_json(),
-    }
+    document = AdminSnapshot(
+        instance=instance,
+        profile=PROTECTION_PROFILE,
+        generation=snapshot.generation,
+        active=snapshot.active_key_id,
+        verification=tuple(snapshot.verification_key_ids),
+        keys=tuple(keys),
+        max_state_lifetime_ms=lifetime_ms,
+        max_state_rounds=rounds,
+        fingerprint=snapshot.fingerprint,
+    )
+    return document.to_json()
 
 
 class _Refused(Exception):

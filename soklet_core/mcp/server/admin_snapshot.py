@@ -1,8 +1,11 @@
-"""What an instance's admin API answers at ``GET /v1/keyring``, read strictly into a frozen value.
+"""The admin contract's keyring document, ``GET /v1/keyring``: one value, written by the admin listener and read
+strictly by the fleet client.
 
-The document must hold exactly the members of the admin contract (docs/fleet.md), each of its type: an
-instance that answers anything else is reported as unreadable rather than guessed at. Errors name the member
-and never repeat the answer's content.
+:class:`AdminSnapshot` is the document; :meth:`AdminSnapshot.to_json` is how an instance writes it
+(:mod:`.admin`), and :func:`parse_admin_snapshot` how ``soklet fleet`` reads another instance's answer
+(:mod:`soklet_core.fleet.client`). The document must hold exactly the members of the admin contract
+(docs/fleet.md), each of its type: an instance that answers anything else is reported as unreadable rather than
+guessed at. Errors name the member and never repeat the answer's content.
 """
 
 from __future__ import annotations
