@@ -25,6 +25,7 @@ from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 from .admission import AdmissionPolicy, AnonymousAdmission
 from .dispatcher import (
     DEFAULT_LIST_CACHE_HINT,
+    DEFAULT_SERVER_NAME,
     SUPPORTED_PROTOCOL_VERSIONS,
     Dispatcher,
     Interceptor,
@@ -83,7 +84,7 @@ class McpServer:
         max_request_body_bytes: int = DEFAULT_REQUEST_BODY_BYTES,
         output_ceiling_bytes: int = RESPONSE_OUTPUT_CEILING_BYTES,
         supported_versions: Iterable[str] = SUPPORTED_PROTOCOL_VERSIONS,
-        server_name: str = "soklet",
+        server_name: str = DEFAULT_SERVER_NAME,
         server_version: str = __version__,
         instructions: str | None = None,
         list_cache_hint: CacheHint = DEFAULT_LIST_CACHE_HINT,

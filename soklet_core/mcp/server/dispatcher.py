@@ -146,6 +146,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_LIST_CACHE_HINT",
+    "DEFAULT_SERVER_NAME",
     "HEADER_MISMATCH",
     "INLINE_BODY_BYTES",
     "INTERNAL_ERROR",
@@ -177,6 +178,8 @@ _logger = logging.getLogger("soklet.mcp")
 _LOG_LEVELS: Final = frozenset({"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"})
 #: Cache hint of ``server/discover`` and the list results (their content is the same for every caller).
 DEFAULT_LIST_CACHE_HINT: Final = CacheHint(300_000, CacheScope.PUBLIC)
+#: The name a server gives in its ``serverInfo`` unless told another.
+DEFAULT_SERVER_NAME: Final = "soklet"
 
 #: Bodies up to this many bytes are parsed on the event loop: the densest JSON of this size (a run of numbers) costs
 #: about 15 ms, less than handing it to a thread and back would save. Larger bodies go to a worker thread.
@@ -503,7 +506,7 @@ class Dispatcher:
         sealer: RequestStateSealer | None = None,
         admission: AdmissionPolicy | None = None,
         supported_versions: Iterable[str] = SUPPORTED_PROTOCOL_VERSIONS,
-        server_name: str = "soklet",
+        server_name: str = DEFAULT_SERVER_NAME,
         server_version: str = __version__,
         instructions: str | None = None,
         list_cache_hint: CacheHint = DEFAULT_LIST_CACHE_HINT,
