@@ -85,18 +85,18 @@ async def _servers() -> AsyncIterator[dict[str, str]]:
 
 
 def test_each_failure_is_an_outcome_with_fixed_text() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
-
-    async def scenario() -> tuple[list[AdminTarget], tuple[InstanceReading, ...]]:
+    async def scenario(closed: str) -> tuple[list[AdminTarget], tuple[InstanceReading, ...]]:
         async with _servers() as servers:
             targets = [AdminTarget(name, url, TOKEN, timeout=1.0) for name, url in servers.items()]
             targets.append(AdminTarget("closed", closed, TOKEN, timeout=1.0))
             return targets, await read_snapshots(targets)
 
-    started = time.monotonic()
-    targets, answers = asyncio.run(scenario())
+    # The probe stays bound, never listening, for the whole scenario: a connection to it is refused, and no server
+    # the scenario starts on port 0 can be given its port (released early, it was once handed to "good").
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        started = time.monotonic()
+        targets, answers = asyncio.run(scenario(f"http://127.0.0.1:{probe.getsockname()[1]}"))
     readings = {reading.name: reading for reading in answers}
     # Concurrent: the silent instance costs its own timeout once, not once per instance.
     assert time.monotonic() - started < 5
