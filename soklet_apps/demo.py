@@ -1,12 +1,19 @@
 """The demo app of ``soklet serve``: three input-required tools written with the ``soklet_core.mcp`` API.
 
-* ``catalog.continue`` — the spec's tool, exactly as the spec writes it: a form elicitation keyed ``approval``
-  and FRAMEWORK_PROTECTED state ``{"phase":"waiting-for-approval"}``; on retry the phase is validated, decline
-  and cancel are normal endings, and only an accept with the expected empty content completes.
+* ``catalog.continue`` — the spec's tool: a form elicitation keyed ``approval`` and FRAMEWORK_PROTECTED state
+  ``{"phase":"waiting-for-approval"}``; on retry the phase is validated, decline and cancel are normal endings,
+  and only an accept with the expected empty content completes.
 * ``account.link`` — URL elicitation done by the spec's rules: the URL carries one opaque, single-purpose
-  handle in its path (no user data, no query, no fragment), stored server-side and bound to the admitted
-  subject and partition; a plain-HTTP loopback origin is used only with the development key.
+  handle in its path (no user data, no query, no fragment), stored server-side in a
+  :class:`~soklet_apps.link_page.LinkStore` and bound to the admitted subject and partition; a plain-HTTP
+  loopback origin is used only with the development key. The user approves on the page
+  :class:`~soklet_apps.link_page.LinkPage` serves (``soklet serve`` mounts it at ``/link/``); the retry with
+  ``accept`` then links, once, and only for the same caller.
 * ``deploy.approve`` — a multi-round approval that carries its own step counter and deadline in its state.
+
+A missing answer, or an ``accept`` of the wrong shape (fields missing, added or of the wrong type; for
+``account.link`` an accept before the page was completed), gets the same request again with the state kept, as
+the elicitation rules ask: it is not an error ending. The framework's round limit bounds how often.
 
 Every handler here is a plain ``def`` that never blocks (no I/O, no sleeps; the link store's lock is held for
 a dictionary update), so each is registered with ``blocking=False`` and runs on the event loop.
@@ -14,10 +21,7 @@ a dictionary update), so each is registered with ``blocking=False`` and runs on 
 
 from __future__ import annotations
 
-import secrets
-import threading
 import time
-from dataclasses import dataclass
 from typing import Final
 
 from soklet_core.json import JsonNumber, JsonObject, JsonString, JsonValue
@@ -37,11 +41,12 @@ from soklet_core.mcp import (
     expect_accept,
     form_request,
     may_request_input,
-    mint_url_handle,
     tool,
     url_request,
     url_with_handle,
 )
+
+from .link_page import LinkStatus, LinkStore
 
 __all__ = [
     "APPROVAL_DEADLINE_SECONDS",
@@ -58,7 +63,6 @@ URL: Final = InputRequestDeclaration.from_elicitation_url(InputRequirement.CONDI
 DEFAULT_LINK_BASE_URL: Final = "https://link.example.com/approve"
 #: How long ``deploy.approve`` waits for all its rounds; kept within the default 15-minute state lifetime.
 APPROVAL_DEADLINE_SECONDS: Final = 600
-_LINK_LIFETIME_SECONDS: Final = 600
 _WAITING: Final = JsonObject.builder().put("phase", "waiting-for-approval").build()
 
 
@@ -87,18 +91,16 @@ def _continue_from(
     if protected_state != _WAITING:
         return CallToolResult.error_text("This continuation is not waiting for approval.")
     outcome = expect_accept(approval_response, {})  # the approval form has no fields
-    if outcome.kind is AcceptOutcomeKind.MISSING:  # re-request, keeping the phase
+    if outcome.kind is AcceptOutcomeKind.DECLINED:
+        return CallToolResult.from_text("Catalog access was declined.")
+    if outcome.kind is AcceptOutcomeKind.CANCELLED:
+        return CallToolResult.from_text("Catalog access was cancelled.")
+    if not outcome.ok:  # missing or wrong-shaped: ask again, keeping the phase
         return (
             InputRequiredResult.with_input_request("approval", _APPROVAL)
             .framework_request_state(protected_state)
             .build()
         )
-    if outcome.kind is AcceptOutcomeKind.DECLINED:
-        return CallToolResult.from_text("Catalog access was declined.")
-    if outcome.kind is AcceptOutcomeKind.CANCELLED:
-        return CallToolResult.from_text("Catalog access was cancelled.")
-    if not outcome.ok:
-        return CallToolResult.error_text("The approval answer was not the expected empty form.")
     return CallToolResult.from_text("Catalog access approved.")  # authorize again here before any side effect
 
 
@@ -119,50 +121,15 @@ def catalog_continue(context: RequestContext, arguments: JsonObject) -> CallTool
     return _continue_from(context.framework_request_state, context.input_responses.find("approval"))
 
 
-@dataclass(frozen=True, slots=True)
-class _LinkRecord:
-    subject: str | None
-    partition: str
-    expires_at: float
-
-
-class _LinkStore:
-    """Server-side records of URL handles: what each stands for and whom it is bound to.
-
-    Process-local on purpose (a demo); a real deployment keeps them in shared durable storage.
-    """
-
-    def __init__(self) -> None:
-        self._records: dict[str, _LinkRecord] = {}
-        self._lock = threading.Lock()
-
-    def mint(self, context: RequestContext) -> str:
-        handle = mint_url_handle()
-        with self._lock:
-            now = time.time()
-            self._records = {k: v for k, v in self._records.items() if v.expires_at > now}
-            self._records[handle] = _LinkRecord(
-                context.identity.subject, context.partition, now + _LINK_LIFETIME_SECONDS
-            )
-        return handle
-
-    def consume(self, handle: str, context: RequestContext) -> bool:
-        """Consume ``handle`` if it is live and bound to this caller; a crossed handle is not consumed."""
-        with self._lock:
-            record = self._records.get(handle)
-            if record is None or record.expires_at <= time.time():
-                return False
-            if not (
-                secrets.compare_digest(record.partition, context.partition)
-                and record.subject == context.identity.subject
-            ):
-                return False
-            del self._records[handle]
-            return True
-
-
-def _link_tool(base_url: str, development: bool) -> ToolRegistration:
-    store = _LinkStore()
+def _link_tool(base_url: str, development: bool, store: LinkStore) -> ToolRegistration:
+    def ask(handle: str) -> InputRequiredResult:
+        url = url_with_handle(base_url, handle, development=development)
+        request = url_request(URL, "Open this page to link your account.", url, development=development)
+        return (
+            InputRequiredResult.with_input_request("link", request)
+            .framework_request_state(JsonObject.builder().put("handle", handle).build())
+            .build()
+        )
 
     @tool(
         name="account.link",
@@ -176,26 +143,25 @@ def _link_tool(base_url: str, development: bool) -> ToolRegistration:
         state = context.framework_request_state
         if state is None:
             handle = store.mint(context)
-            url = url_with_handle(base_url, handle, development=development)
-            request = url_request(URL, "Open this page to link your account.", url, development=development)
-            return (
-                InputRequiredResult.with_input_request("link", request)
-                .framework_request_state(JsonObject.builder().put("handle", handle).build())
-                .build()
-            )
+            if handle is None:
+                return CallToolResult.error_text("Too many account links are waiting; try again later.")
+            return ask(handle)
         handle_value = state.get("handle") if isinstance(state, JsonObject) else None
-        response = context.input_responses.find("link")
-        outcome = expect_accept(response, {}, allow_extra=False)
+        if not isinstance(handle_value, JsonString):
+            return CallToolResult.error_text("This continuation is not an account link.")
+        outcome = expect_accept(context.input_responses.find("link"), {}, allow_extra=False)
         if outcome.kind is AcceptOutcomeKind.DECLINED:
             return CallToolResult.from_text("Account linking was declined.")
         if outcome.kind is AcceptOutcomeKind.CANCELLED:
             return CallToolResult.from_text("Account linking was cancelled.")
-        if not outcome.ok or not isinstance(handle_value, JsonString):
-            return CallToolResult.error_text("Account linking did not complete.")
-        # URL-mode accept only says the user agreed to open the page; the server-side record decides. The demo
-        # has no browser page, so a live record bound to this same caller counts as the completed step.
-        if not store.consume(handle_value.value, context):
-            return CallToolResult.error_text("Account linking did not complete.")
+        if not outcome.ok:  # missing or wrong-shaped: the same URL again
+            return ask(handle_value.value)
+        # URL-mode accept only says the user agreed to open the page; the server-side record decides.
+        status = store.consume(handle_value.value, context)
+        if status is LinkStatus.PENDING:  # accepted before the page was completed: ask again
+            return ask(handle_value.value)
+        if status is LinkStatus.GONE:
+            return CallToolResult.error_text("Account linking did not complete; start again.")
         return CallToolResult.from_text("Account linked.")
 
     return account_link
@@ -251,18 +217,14 @@ def deploy_approve(context: RequestContext, arguments: JsonObject) -> CallToolRe
     if time.time() * 1000 >= deadline:
         return CallToolResult.error_text("The approval deadline has passed; start again.")
     outcome = expect_accept(context.input_responses.find("stage"), {"approve": boolean_field()})
-    if outcome.kind is AcceptOutcomeKind.MISSING:
+    if outcome.is_normal_ending or (outcome.ok and outcome.value("approve") is False):
+        return CallToolResult.from_text(f"Deployment stopped at stage {step} of {stages}.")
+    if not outcome.ok:  # missing or wrong-shaped: the same stage again, state kept
         return (
             InputRequiredResult.with_input_request("stage", _stage_request(step, stages))
             .framework_request_state(state)
             .build()
         )
-    if outcome.kind in (AcceptOutcomeKind.DECLINED, AcceptOutcomeKind.CANCELLED) or (
-        outcome.ok and outcome.value("approve") is False
-    ):
-        return CallToolResult.from_text(f"Deployment stopped at stage {step} of {stages}.")
-    if not outcome.ok:
-        return CallToolResult.error_text("The approval answer was not the expected form.")
     if step >= stages:
         return CallToolResult.from_text(f"All {stages} stages approved; deploying.")
     return (
@@ -272,7 +234,11 @@ def deploy_approve(context: RequestContext, arguments: JsonObject) -> CallToolRe
     )
 
 
-def build_registry(*, link_base_url: str = DEFAULT_LINK_BASE_URL, development: bool = False) -> Registry:
-    """The demo tools. ``development`` allows a plain-HTTP loopback ``link_base_url`` (dev key only)."""
-    link = _link_tool(link_base_url, development)
+def build_registry(
+    *, link_base_url: str = DEFAULT_LINK_BASE_URL, development: bool = False, links: LinkStore | None = None
+) -> Registry:
+    """The demo tools. ``development`` allows a plain-HTTP loopback ``link_base_url`` (dev key only); ``links`` is
+    the store ``account.link`` shares with the :class:`~soklet_apps.link_page.LinkPage` serving ``link_base_url``
+    (default: a store of its own, so no page can approve its links)."""
+    link = _link_tool(link_base_url, development, links if links is not None else LinkStore())
     return Registry(catalog_continue, link, deploy_approve)

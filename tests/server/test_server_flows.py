@@ -92,11 +92,12 @@ def test_decline_and_cancel_are_normal_endings(client: Client, action: str, text
     assert "isError" not in done.result
 
 
-def test_accept_with_unexpected_content_is_not_success(client: Client) -> None:
+def test_accept_with_unexpected_content_is_asked_again(client: Client) -> None:
     first = client.call("catalog.continue", {}, capabilities=FORM_CAPS)
     answer = {"approval": {"action": "accept", "content": {"admin": True}}}
-    done = client.retry("catalog.continue", {}, first.state, answer, capabilities=FORM_CAPS)
-    assert done.result["isError"] is True
+    again = client.retry("catalog.continue", {}, first.state, answer, capabilities=FORM_CAPS)
+    assert again.result["resultType"] == "input_required"
+    assert list(again.result["inputRequests"]) == ["approval"]
 
 
 def test_missing_key_is_requested_again_with_new_state(client: Client) -> None:
