@@ -1,0 +1,38 @@
+// The v1 TypeScript MCP SDK, @modelcontextprotocol/sdk 1.x (what most shipped hosts embed), against a server URL.
+//   node client_v1.mjs URL default NODE_MODULES
+// It speaks only the 2025 era: `initialize`, an Mcp-Session-Id session, server-to-client elicitation requests.
+// Lists the tools, runs the demo flows (flows.mjs) with a scripted elicitation handler, prints one JSON report.
+import { ScriptedAnswers, load, packageVersion, parseArguments, report, runFlows } from './flows.mjs';
+
+const PACKAGE = '@modelcontextprotocol/sdk';
+
+await report(async () => {
+    const { url, mode, modules } = parseArguments(['default']);
+    const { Client } = await load(modules, PACKAGE, './client/index.js');
+    const { StreamableHTTPClientTransport } = await load(modules, PACKAGE, './client/streamableHttp.js');
+    const { ElicitRequestSchema } = await load(modules, PACKAGE, './types.js');
+    const client = new Client(
+        { name: 'soklet-interop-client-v1', version: '1.0.0' },
+        { capabilities: { elicitation: {} } }
+    );
+    const answers = new ScriptedAnswers();
+    client.setRequestHandler(ElicitRequestSchema, async request => answers.answer(request.params));
+    const transport = new StreamableHTTPClientTransport(new URL(url));
+    await client.connect(transport);
+    try {
+        const listed = await client.listTools();
+        const calls = await runFlows(answers, (name, args) => client.callTool({ name, arguments: args }));
+        return {
+            client: PACKAGE,
+            clientVersion: packageVersion(modules, PACKAGE),
+            mode,
+            era: 'legacy',
+            protocolVersion: transport.protocolVersion ?? null,
+            sessionId: transport.sessionId !== undefined,
+            tools: listed.tools.map(tool => tool.name).sort(),
+            calls
+        };
+    } finally {
+        await client.close();
+    }
+});

@@ -1,0 +1,124 @@
+// What every interoperability client script shares: loading a package from the pinned install folder, the
+// scripted elicitation answers, the demo flows, and the one JSON report on stdout.
+//
+// The scripts live in the repository, the packages in the install folder (.cache/conformance/node_modules), so a
+// bare `import '@modelcontextprotocol/...'` would not find them: `load` resolves the package's own "exports" map
+// (the "import" condition) inside that folder and imports the file it names.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+/** The command line every script takes: <url> <mode> <node_modules folder>. */
+export function parseArguments(modes) {
+    const [url, mode, modules] = process.argv.slice(2);
+    if (!url || !mode || !modules || !modes.includes(mode)) {
+        throw new Error(`usage: node SCRIPT URL MODE NODE_MODULES (MODE one of ${modes.join(', ')})`);
+    }
+    return { url, mode, modules };
+}
+
+function exportTarget(entry) {
+    if (typeof entry === 'string') return entry;
+    if (entry && typeof entry === 'object') return exportTarget(entry.import ?? entry.default);
+    return undefined;
+}
+
+/** The version the install folder holds of package `name`. */
+export function packageVersion(modules, name) {
+    return JSON.parse(readFileSync(join(modules, ...name.split('/'), 'package.json'), 'utf8')).version;
+}
+
+/** Import `subpath` ('.' or './x/y.js') of package `name` from the `modules` folder, as Node's "import" would. */
+export async function load(modules, name, subpath = '.') {
+    const home = join(modules, ...name.split('/'));
+    const manifest = JSON.parse(readFileSync(join(home, 'package.json'), 'utf8'));
+    const exports = manifest.exports ?? {};
+    let target = exportTarget(exports[subpath]);
+    if (target === undefined) {
+        for (const [key, entry] of Object.entries(exports)) {
+            const star = key.indexOf('*');
+            if (star < 0) continue;
+            const [head, tail] = [key.slice(0, star), key.slice(star + 1)];
+            if (subpath.startsWith(head) && subpath.endsWith(tail) && subpath.length >= key.length - 1) {
+                const middle = subpath.slice(head.length, subpath.length - tail.length);
+                target = exportTarget(entry)?.replace('*', middle);
+                break;
+            }
+        }
+    }
+    if (target === undefined) throw new Error(`${name} exports no ${subpath}`);
+    return import(pathToFileURL(join(home, target)).href);
+}
+
+/**
+ * The elicitation answers, given out in order: each flow queues the answers it expects to need, and the handler
+ * takes the next one. A request with no queued answer is an error (the server asked more than the flow expects),
+ * and so is an answer left over when the flow ends (it asked less).
+ */
+export class ScriptedAnswers {
+    constructor() {
+        this.queue = [];
+        this.asked = [];
+    }
+
+    expect(...answers) {
+        this.queue.push(...answers);
+        this.asked = [];
+    }
+
+    /** The elicitation/create handler body: record what was asked, return the next scripted answer. */
+    answer(params) {
+        this.asked.push({ mode: params?.mode ?? 'form', message: params?.message ?? null });
+        const next = this.queue.shift();
+        if (next === undefined) throw new Error(`unexpected elicitation: ${JSON.stringify(params?.message)}`);
+        return next;
+    }
+
+    finish(flow) {
+        if (this.queue.length > 0) throw new Error(`${flow}: ${this.queue.length} scripted answer(s) never asked for`);
+        return this.asked;
+    }
+}
+
+export const ACCEPT = { action: 'accept', content: {} };
+export const DECLINE = { action: 'decline' };
+export const CANCEL = { action: 'cancel' };
+export const APPROVE = { action: 'accept', content: { approve: true } };
+
+/** The flows: catalog.continue answered accept, decline and cancel, then deploy.approve with two stages. */
+export const FLOWS = [
+    { name: 'catalog.continue', label: 'accept', arguments: {}, answers: [ACCEPT] },
+    { name: 'catalog.continue', label: 'decline', arguments: {}, answers: [DECLINE] },
+    { name: 'catalog.continue', label: 'cancel', arguments: {}, answers: [CANCEL] },
+    { name: 'deploy.approve', label: 'stages=2', arguments: { stages: 2 }, answers: [APPROVE, APPROVE] },
+];
+
+/** Run every flow with `callTool(name, arguments)`; the report's `calls`. */
+export async function runFlows(answers, callTool) {
+    const calls = [];
+    for (const flow of FLOWS) {
+        answers.expect(...flow.answers);
+        const result = await callTool(flow.name, flow.arguments);
+        const texts = (result.content ?? []).filter(item => item.type === 'text').map(item => item.text);
+        calls.push({
+            tool: flow.name,
+            flow: flow.label,
+            isError: result.isError === true,
+            texts,
+            elicitations: answers.finish(`${flow.name} ${flow.label}`)
+        });
+    }
+    return calls;
+}
+
+/** Run `main`, print its report as one JSON line, and exit 0; on any error print it on stderr and exit 1. */
+export async function report(main) {
+    try {
+        const value = await main();
+        process.stdout.write(JSON.stringify(value) + '\n');
+        process.exit(0);
+    } catch (error) {
+        process.stderr.write(`${error?.stack ?? error}\n`);
+        process.exit(1);
+    }
+}
