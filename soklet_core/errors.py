@@ -25,6 +25,7 @@ so a caller may catch the whole library, one layer, or switch on one reason::
     ├── MalformedAuthority (ValueError)             soklet_core.mcp.server.transport   None
     ├── AdminTokenError (ValueError)                soklet_core.mcp.server       None
     ├── LiveKeyringError                            soklet_core.mcp.server       LiveKeyringRefusal
+    ├── SessionsFull                                soklet_core.mcp.server       SessionLimitReason
     ├── SnapshotError                               soklet_core.mcp.server       None (soklet_core.fleet exports it)
     ├── RecordError                                 soklet_core.fleet            None
     └── RotationAbort                               soklet_core.fleet            FleetStatus (the verdict)

@@ -52,6 +52,8 @@ from soklet_core.mcp.server import (
     LiveKeyringError,
     LiveKeyringRefusal,
     McpError,
+    SessionLimitReason,
+    SessionsFull,
     parse_authority,
     read_admin_tokens,
 )
@@ -204,6 +206,7 @@ EXAMPLES: list[SokletError] = [
     MalformedAuthority("malformed port"),
     AdminTokenError("line 3: the label is used twice"),
     LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, KeyringFileErrorReason.NOT_FOUND),
+    SessionsFull(SessionLimitReason.SESSIONS),
     SnapshotError("missing", "keys[0].id"),
     RecordError("not JSON"),
     RotationAbort(FleetStatus.DIVERGED, "stage: refused on a, b; nothing was activated"),

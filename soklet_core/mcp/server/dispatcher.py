@@ -158,6 +158,7 @@ __all__ = [
     "MISSING_CAPABILITY",
     "PARSE_ERROR",
     "PROTOCOL_VERSION_META_KEY",
+    "SERVER_CAPABILITIES",
     "SERVER_INFO_META_KEY",
     "SUPPORTED_PROTOCOL_VERSIONS",
     "UNSUPPORTED_VERSION",
@@ -170,6 +171,7 @@ __all__ = [
     "ProgressChannel",
     "Target",
     "ValidatedRequest",
+    "encode_header",
     "error_response",
 ]
 
@@ -180,6 +182,8 @@ _LOG_LEVELS: Final = frozenset({"debug", "info", "notice", "warning", "error", "
 DEFAULT_LIST_CACHE_HINT: Final = CacheHint(300_000, CacheScope.PUBLIC)
 #: The name a server gives in its ``serverInfo`` unless told another.
 DEFAULT_SERVER_NAME: Final = "soklet"
+#: The server capabilities every soklet server declares (``server/discover``; a 2025-era ``initialize``).
+SERVER_CAPABILITIES: Final = JsonObject.from_mapping({"tools": {}, "prompts": {}, "resources": {}, "completions": {}})
 
 #: Bodies up to this many bytes are parsed on the event loop: the densest JSON of this size (a run of numbers) costs
 #: about 15 ms, less than handing it to a thread and back would save. Larger bodies go to a worker thread.
@@ -471,6 +475,14 @@ def _decode_header(value: str) -> str:
         raise _header_mismatch("a base64 header value does not decode") from None
 
 
+def encode_header(text: str) -> str:
+    """``text`` as an ``Mcp-Name`` or ``Mcp-Param-*`` header value: as is when it is printable ASCII without
+    surrounding spaces (and not itself sentinel-shaped), else the ``=?base64?...?=`` sentinel the server decodes."""
+    if text.isascii() and text.isprintable() and text == text.strip() and _BASE64_SENTINEL.fullmatch(text) is None:
+        return text
+    return "=?base64?" + base64.b64encode(text.encode("utf-8")).decode("ascii") + "?="
+
+
 def _header_matches(header: str, body: JsonValue) -> bool:
     if isinstance(body, JsonString):
         return header == body.value
@@ -530,9 +542,8 @@ class Dispatcher:
         self._cache_hint = list_cache_hint
         self._interceptor = interceptor
         self._lifecycle = tuple(lifecycle)
-        self._server_meta = JsonObject.from_mapping(
-            {SERVER_INFO_META_KEY: {"name": server_name, "version": server_version}}
-        )
+        self._server_info = JsonObject.from_mapping({"name": server_name, "version": server_version})
+        self._server_meta = JsonObject.builder().put(SERVER_INFO_META_KEY, self._server_info).build()
         # Every result ends with the same _meta member: encoded once, spliced in before the closing brace.
         self._meta_tail = b',"_meta":' + encode_wire(self._server_meta) + b"}"
         # Only framework-protected operations bind a state to the params digest.
@@ -558,6 +569,35 @@ class Dispatcher:
         return self._registry
 
     @property
+    def supported_versions(self) -> tuple[str, ...]:
+        """The protocol versions this dispatcher accepts, preferred first."""
+        return self._versions
+
+    @property
+    def server_info(self) -> JsonObject:
+        """``{"name": ..., "version": ...}``: what the server calls itself."""
+        return self._server_info
+
+    @property
+    def instructions(self) -> str | None:
+        """The server's instructions for clients (``None``: none)."""
+        return self._instructions
+
+    def admit(self, path: str, headers: Mapping[str, str]) -> Admission:
+        """Validation step 8 alone: the admission policy's verdict on these headers, or the same 401
+        :class:`~.jsonrpc.McpError` :meth:`dispatch` answers (for transports that admit before dispatching)."""
+        try:
+            return self._admission.admit(AdmissionRequest(path, headers))
+        except AdmissionRefused as refused:
+            raise McpError(
+                INVALID_REQUEST,
+                "Unauthorized",
+                http_status=401,
+                log_reason=f"admission-{refused.reason.value}",
+                headers=(("www-authenticate", "Bearer"),),
+            ) from None
+
+    @property
     def params_digests_taken(self) -> int:
         """How many params digests this dispatcher has taken: at most one per request, and only for a request
         that opens or seals a framework-protected state (or a large body, digested before it is parsed)."""
@@ -581,12 +621,11 @@ class Dispatcher:
 
     def _build_lists(self) -> Mapping[str, bytes]:
         # Registrations are immutable, so each list result is encoded once and reused for every request.
-        capabilities = JsonObject.from_mapping({"tools": {}, "prompts": {}, "resources": {}, "completions": {}})
         discover = (
             JsonObject.builder()
             .put("resultType", "complete")
             .put("supportedVersions", self._supported_data)
-            .put("capabilities", capabilities)
+            .put("capabilities", SERVER_CAPABILITIES)
         )
         if self._instructions is not None:
             discover.put("instructions", self._instructions)
@@ -714,16 +753,7 @@ class Dispatcher:
         if entry is None:
             raise _method_refusal()  # step 6
         tool = self._routing_headers(headers, method, entry, params, meta)  # step 7
-        try:  # step 8
-            admission = self._admission.admit(AdmissionRequest(request.path, headers))
-        except AdmissionRefused as refused:
-            raise McpError(
-                INVALID_REQUEST,
-                "Unauthorized",
-                http_status=401,
-                log_reason=f"admission-{refused.reason.value}",
-                headers=(("www-authenticate", "Bearer"),),
-            ) from None
+        admission = self.admit(request.path, headers)  # step 8
         resolved = entry.resolve(self, params, tool)  # step 9
         target, answer = (resolved, None) if isinstance(resolved, Target) else (None, resolved)
         return ValidatedRequest(
