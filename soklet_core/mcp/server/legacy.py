@@ -17,7 +17,10 @@ opened and checked on every round, round limit, expiry) holds for both eras:
 4. Complete results lose the modern-only members (``resultType``, ``ttlMs``, ``cacheScope``). A failure the
    2025 client could not have caused by its own input (a capability it did not declare, the round limit, a
    round's timeout, its refusal of our request) becomes a ``CallToolResult`` with ``isError`` and a sentence for
-   ``tools/call``, and a JSON-RPC error with the same sentence for other methods.
+   ``tools/call``, and a JSON-RPC error with the same sentence for other methods. Every other error is the
+   dispatcher's own answer (code, message, data), sent to the client's id; inside a session it travels with HTTP
+   200 (401, 403 and 503 excepted), since a 2025-era client reads a 4xx as a broken transport and 404 as a lost
+   session.
 """
 
 from __future__ import annotations
@@ -105,6 +108,9 @@ REQUEST_CANCELLED: Final = -32800
 _MODELESS_ELICITATION: Final = frozenset({"2025-06-18", "2025-03-26"})
 # Modern-only result members a 2025 client does not know.
 _MODERN_ONLY_RESULT_MEMBERS: Final = frozenset({"resultType", "ttlMs", "cacheScope"})
+# Statuses a session request keeps from the dispatcher; every other JSON-RPC error of a request inside a session
+# is sent with 200, as 2025-era clients read a 4xx as a broken transport (404: the session is gone).
+_KEPT_STATUSES: Final = frozenset({200, 401, 403, 503})
 # The 2025 methods answered by running a modern request through the dispatcher.
 _TRANSLATED: Final = frozenset(
     {
@@ -326,6 +332,14 @@ def modern_request(
                         if value is not None:
                             synthesized["mcp-param-" + header.lower()] = value
     return synthesized, encode_wire(JsonObject.from_mapping(body))
+
+
+def _modern_answer(result: JsonObject) -> JsonObject:
+    # Some 2025 clients write an absent optional member as null ("content": null on decline); the modern union
+    # has no null members, so they are dropped rather than refused.
+    if not any(isinstance(value, JsonNull) for value in result.values()):
+        return result
+    return JsonObject.from_mapping({k: v for k, v in result.items() if not isinstance(v, JsonNull)})
 
 
 def _strip_modern(result: JsonObject) -> JsonObject:
@@ -560,7 +574,8 @@ class LegacyProtocol:
         if method == _PING:
             return DispatchResult(200, encode_result(request_id, b"{}"), method=logged, request_id=request_id)
         if method not in _TRANSLATED:
-            return _refused(McpError(METHOD_NOT_FOUND, "Method not found"), request_id, logged)
+            unknown = McpError(METHOD_NOT_FOUND, "Method not found", http_status=200, log_reason="method-not-found")
+            return _refused(unknown, request_id, logged)
         return await self._tracked(request, session, message, method, request_id, channel)
 
     def _session(self, request: LegacyRequest) -> LegacySession:
@@ -723,7 +738,12 @@ class LegacyProtocol:
     ) -> DispatchResult:
         params_value = message.get("params")
         if params_value is not None and not isinstance(params_value, JsonObject):
-            error = McpError(INVALID_PARAMS, "Invalid params: params must be an object", log_reason="params-not-object")
+            error = McpError(
+                INVALID_PARAMS,
+                "Invalid params: params must be an object",
+                http_status=200,
+                log_reason="params-not-object",
+            )
             return _refused(error, request_id, method)
         params = params_value if isinstance(params_value, JsonObject) else JsonObject.empty_instance()
         cap = self._round_cap(method, params)
@@ -813,7 +833,7 @@ class LegacyProtocol:
                 result = answer.get("result")
                 if not isinstance(result, JsonObject):
                     raise _failure(f"The client's answer to {named} was not understood.", "input-malformed")
-                responses.put(key, result)
+                responses.put(key, _modern_answer(result))
             return responses.build()
         finally:
             for server_id, _, _ in waiting.values():
@@ -875,7 +895,7 @@ class LegacyProtocol:
             code,
             text,
             data,
-            http_status=result.status,
+            http_status=result.status if result.status in _KEPT_STATUSES else 200,
             log_reason=result.reason or None,
             headers=result.headers,
         )
