@@ -747,3 +747,120 @@ def test_engine_options_are_checked() -> None:
     with pytest.raises(TypeError):
         LegacyProtocol(dispatcher(), eras="both")  # type: ignore[arg-type]
     assert LegacyProtocol.DEFAULT_INPUT_TIMEOUT_SECONDS == 300.0
+
+
+def test_a_url_elicitation_to_a_2025_11_25_client_carries_an_elicitation_id() -> None:
+    async def run() -> None:
+        protocol = engine()
+        session_id = await initialize(protocol, capabilities={"elicitation": {"url": {}}})
+        _, channel = await call(protocol, session_id, "tools/call", {"name": "account.link"}, action("decline"))
+        params = channel.sent[0]["params"]
+        assert params["mode"] == "url"
+        assert isinstance(params["elicitationId"], str)
+        assert len(params["elicitationId"]) >= 16
+
+    asyncio.run(run())
+
+
+def test_a_prompt_missing_a_required_capability_is_a_json_rpc_error_with_the_sentence() -> None:
+    from soklet_core.mcp import (
+        GetPromptResult,
+        InputRequestType,
+        InputRequirement,
+        PromptMessage,
+        may_request_input,
+        prompt,
+    )
+
+    @prompt(
+        name="sampled",
+        description="Needs sampling.",
+        input_request_declarations=[
+            may_request_input(type=InputRequestType.SAMPLING, requirement=InputRequirement.REQUIRED)
+        ],
+    )
+    def sampled(context: RequestContext, arguments: Any) -> GetPromptResult:
+        return GetPromptResult.of([PromptMessage.user("hi")])
+
+    async def run() -> None:
+        protocol = engine(registry=Registry(sampled))
+        session_id = await initialize(protocol, capabilities={})
+        result, _ = await call(protocol, session_id, "prompts/get", {"name": "sampled"})
+        error = body(result)["error"]
+        assert error["code"] == -32021
+        assert error["message"] == (
+            "This request needs the client capability sampling, which this client did not declare in initialize."
+        )
+        assert error["data"] == {"requiredCapabilities": {"sampling": {}}}
+        sampling = await initialize(protocol, capabilities={"sampling": {}})
+        ok, _ = await call(protocol, sampling, "prompts/get", {"name": "sampled"})
+        got = body(ok)["result"]
+        assert got["messages"] == [{"role": "user", "content": {"type": "text", "text": "hi"}}]
+        assert "resultType" not in got
+
+    asyncio.run(run())
+
+
+def test_a_large_result_reaches_the_client_whole_without_modern_members() -> None:
+    text = "x" * (200 * 1024)
+
+    @tool(name="big", description="A long answer.", input_schema={"type": "object"})
+    def big(context: RequestContext, arguments: JsonObject) -> CallToolResult:
+        return CallToolResult.from_text(text)
+
+    async def run() -> None:
+        protocol = engine(registry=Registry(big))
+        session_id = await initialize(protocol)
+        result, _ = await call(protocol, session_id, "tools/call", {"name": "big"})
+        assert tool_text(result) == (text, False)
+        assert "resultType" not in body(result)["result"]
+
+    asyncio.run(run())
+
+
+def test_progress_reaches_the_client_through_the_channel() -> None:
+    @tool(name="busy", description="Reports progress.", input_schema={"type": "object"})
+    async def busy(context: RequestContext, arguments: JsonObject) -> CallToolResult:
+        context.invocation.report_progress(1, total=2, message="half")
+        await asyncio.sleep(0)
+        return CallToolResult.from_text("done")
+
+    async def run() -> None:
+        protocol = engine(registry=Registry(busy))
+        session_id = await initialize(protocol)
+        result, channel = await call(
+            protocol, session_id, "tools/call", {"name": "busy", "_meta": {"progressToken": "tok"}}
+        )
+        assert tool_text(result) == ("done", False)
+        assert channel.sent == [
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": "tok", "progress": 1, "total": 2, "message": "half"},
+            }
+        ]
+
+    asyncio.run(run())
+
+
+def test_the_handler_sees_the_session_capabilities_and_client_info() -> None:
+    seen: dict[str, Any] = {}
+
+    @tool(name="who", description="Looks at the caller.", input_schema={"type": "object"})
+    def who(context: RequestContext, arguments: JsonObject) -> CallToolResult:
+        seen["capabilities"] = context.client_capabilities
+        seen["info"] = context.client_info
+        seen["version"] = context.protocol_version
+        return CallToolResult.from_text("ok")
+
+    async def run() -> None:
+        protocol = engine(registry=Registry(who))
+        session_id = await initialize(protocol, capabilities={"elicitation": {}, "roots": {"listChanged": True}})
+        await call(protocol, session_id, "tools/call", {"name": "who"})
+        assert seen["capabilities"].elicitation_form
+        assert seen["capabilities"].roots
+        assert not seen["capabilities"].elicitation_url
+        assert seen["info"] == message({"name": "test", "version": "1"})
+        assert seen["version"] == "2026-07-28"
+
+    asyncio.run(run())

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import itertools
+import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol
@@ -41,6 +42,7 @@ from soklet_core.json import (
     JsonString,
     JsonValue,
     encode_wire,
+    parse,
 )
 from soklet_core.mcp.model import methods
 from soklet_core.mcp.model.capabilities import ClientCapabilities
@@ -56,7 +58,14 @@ from soklet_core.protocol import (
     PROTOCOL_VERSION_META_KEY,
 )
 
-from .dispatcher import SERVER_CAPABILITIES, Dispatcher, DispatchResult, HttpRequest, encode_header
+from .dispatcher import (
+    INLINE_BODY_BYTES,
+    SERVER_CAPABILITIES,
+    Dispatcher,
+    DispatchResult,
+    HttpRequest,
+    encode_header,
+)
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -130,10 +139,9 @@ _INITIALIZED: Final = "notifications/initialized"
 _CANCELLED: Final = "notifications/cancelled"
 # The methods the access log may name (never raw client text).
 _KNOWN: Final = _TRANSLATED | {_INITIALIZE, _PING, _INITIALIZED, _CANCELLED}
-# Server-to-client methods named in sentences (a handler could emit others; they are named generically).
-_SERVER_REQUESTS: Final = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
 _JSONRPC: Final = JsonString.from_value("2.0")
 _FORM: Final = JsonString.from_value("form")
+_URL: Final = JsonString.from_value("url")
 _INPUT_REQUIRED: Final = JsonString.from_value("input_required")
 # How often a round's wait looks whether the client has gone (the transport also cancels the task).
 _GONE_CHECK_SECONDS: Final = 1.0
@@ -346,6 +354,24 @@ def _strip_modern(result: JsonObject) -> JsonObject:
     return JsonObject.from_mapping({k: v for k, v in result.items() if k not in _MODERN_ONLY_RESULT_MEMBERS})
 
 
+async def _read_reply(body: bytes | None) -> JsonObject | None:
+    """The dispatcher's answer as a value; a large one (a big resource, a long tool output) is parsed in a worker
+    thread, as the dispatcher parses large bodies, so the event loop never works in proportion to it."""
+    if body is None:
+        return None
+    value = parse(body) if len(body) <= INLINE_BODY_BYTES else await asyncio.to_thread(parse, body)
+    return value if isinstance(value, JsonObject) else None
+
+
+async def _encode_complete(request_id: RequestId, answer: JsonObject, size: int) -> bytes:
+    """The 2025 client's response: the complete result without the modern-only members (large ones off the loop)."""
+
+    def encode() -> bytes:
+        return encode_result(request_id, encode_wire(_strip_modern(answer)))
+
+    return encode() if size <= INLINE_BODY_BYTES else await asyncio.to_thread(encode)
+
+
 def _capability_names(required: JsonValue | None, prefix: str = "") -> list[str]:
     # {"elicitation":{"url":{}},"sampling":{}} -> ["elicitation.url", "sampling"]; names come from registrations.
     if not isinstance(required, JsonObject):
@@ -358,14 +384,15 @@ def _capability_names(required: JsonValue | None, prefix: str = "") -> list[str]
     return names
 
 
-def _missing_sentence(required: JsonValue | None) -> str:
+def _missing_sentence(required: JsonValue | None, method: str) -> str:
+    subject = "This tool" if method == methods.TOOLS_CALL else "This request"
     names = _capability_names(required)
     if not names:
-        return "This operation needs a client capability this client did not declare in initialize."
+        return f"{subject} needs a client capability this client did not declare in initialize."
     if len(names) == 1:
-        return f"This tool needs the client capability {names[0]}, which this client did not declare in initialize."
+        return f"{subject} needs the client capability {names[0]}, which this client did not declare in initialize."
     listed = ", ".join(names[:-1]) + " and " + names[-1]
-    return f"This tool needs the client capabilities {listed}, which this client did not declare in initialize."
+    return f"{subject} needs the client capabilities {listed}, which this client did not declare in initialize."
 
 
 def _failure(sentence: str, reason: str, code: int = INTERNAL_ERROR, data: JsonValue | None = None) -> McpError:
@@ -766,7 +793,7 @@ class LegacyProtocol:
                 )
                 result = await self._dispatcher.dispatch(HttpRequest(request.path, headers, body), progress)
                 operation = result.operation or operation
-                reply = result.message
+                reply = await _read_reply(result.body)
                 if reply is None:
                     raise _failure("The server could not answer this request.", "no-answer")
                 if "error" in reply:
@@ -775,7 +802,7 @@ class LegacyProtocol:
                 if not isinstance(answer, JsonObject):
                     raise _failure("The server could not answer this request.", "no-answer")
                 if answer.get("resultType") != _INPUT_REQUIRED:
-                    body_bytes = encode_result(request_id, encode_wire(_strip_modern(answer)))
+                    body_bytes = await _encode_complete(request_id, answer, len(result.body or b""))
                     return DispatchResult(200, body_bytes, method=method, operation=operation, request_id=request_id)
                 rounds += 1
                 if cap is not None and rounds > cap:
@@ -827,7 +854,7 @@ class LegacyProtocol:
             responses = JsonObject.builder()
             for key, (_, future, asked) in waiting.items():
                 answer = future.result()
-                named = asked if asked in _SERVER_REQUESTS else "a request"
+                named = asked if asked in methods.INPUT_REQUEST_METHODS else "a request"
                 if "error" in answer:
                     raise _failure(f"The client refused the server's request ({named}).", "input-refused")
                 result = answer.get("result")
@@ -840,13 +867,14 @@ class LegacyProtocol:
                 session.forget(server_id)
 
     def _client_params(self, session: LegacySession, method: str, params: JsonObject) -> JsonObject:
+        if method != methods.ELICITATION_CREATE:
+            return params
         # A form elicitation to a client before 2025-11-25 is written without "mode" (that version's shape).
-        if (
-            method == "elicitation/create"
-            and session.protocol_version in _MODELESS_ELICITATION
-            and params.get("mode") == _FORM
-        ):
+        if session.protocol_version in _MODELESS_ELICITATION and params.get("mode") == _FORM:
             return JsonObject.from_mapping({k: v for k, v in params.items() if k != "mode"})
+        # 2025-11-25 requires an elicitationId on a URL elicitation (for its completion notice); 2026-07-28 has none.
+        if params.get("mode") == _URL and "elicitationId" not in params:
+            return JsonObject.from_mapping({**dict(params.items()), "elicitationId": secrets.token_urlsafe(16)})
         return params
 
     async def _wait(self, futures: list[asyncio.Future[JsonObject]], channel: ClientChannel) -> None:
@@ -877,7 +905,7 @@ class LegacyProtocol:
         data = error.get("data") if isinstance(error, JsonObject) else None
         if code == MISSING_CAPABILITY:
             required = data.get("requiredCapabilities") if isinstance(data, JsonObject) else None
-            failure = _failure(_missing_sentence(required), "missing-capability", MISSING_CAPABILITY, data)
+            failure = _failure(_missing_sentence(required, method), "missing-capability", MISSING_CAPABILITY, data)
             return self._failed(failure, request_id, method, result.operation)
         if reason in ("seal-last-round", "state-round"):
             failure = _failure("This tool needed more rounds of input than the server allows; start again.", reason)
