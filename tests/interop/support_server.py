@@ -33,7 +33,8 @@ DEMO_FLOWS: tuple[tuple[str, str, dict[str, object], tuple[dict[str, object], ..
 )
 #: The demo's tools, as tools/list names them.
 DEMO_TOOLS = ["account.link", "catalog.continue", "deploy.approve"]
-_ACCESS_METHOD = re.compile(r" soklet\.mcp\.access \w+ method=(\S+)")
+_ACCESS_LINE = re.compile(r" soklet\.mcp\.access [A-Z]+ (method=[^\n]*)")
+_FIELD = re.compile(r"([a-z_]+)=(\S+)")
 
 
 class Served:
@@ -48,9 +49,13 @@ class Served:
         """Everything the server has logged so far."""
         return self.log.read_text("utf-8", "replace")
 
+    def access_log(self) -> list[dict[str, str]]:
+        """Every access-log line so far, in order, as its ``key=value`` fields (method, operation, status, reason)."""
+        return [dict(_FIELD.findall(fields)) for fields in _ACCESS_LINE.findall(self.log_text())]
+
     def access_methods(self) -> list[str]:
         """The ``method=`` of every access-log line so far, in order."""
-        return _ACCESS_METHOD.findall(self.log_text())
+        return [entry.get("method", "-") for entry in self.access_log()]
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if it lingers."""

@@ -8,6 +8,7 @@ two-stage ``deploy.approve`` through one scripted elicitation callback; the acce
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,12 +96,16 @@ def test_python_client_completes_the_demo_flows(served: Served, mode: str, era: 
         failure = ""
     if failure:
         pytest.fail(f"mode={mode}: {failure}\n--- server log ---\n{served.log_text()[-3000:]}", pytrace=False)
+    assert importlib.metadata.version("mcp") == "2.3.0"  # the client the dev lock pins
     assert negotiated == version
     assert tools == DEMO_TOOLS
     assert outcomes == [(tool, label, False, [text], len(scripted)) for tool, label, _, scripted, text in DEMO_FLOWS]
     methods = served.access_methods()
     if era == "legacy":
         assert "initialize" in methods, methods
+        # Each elicitation went out as a server-to-client request and came back as a JSON-RPC response POST.
+        answered = [entry for entry in served.access_log() if entry.get("reason") == "response"]
+        assert len(answered) == sum(len(answers) for _, _, _, answers, _ in DEMO_FLOWS)
     else:
         assert "initialize" not in methods, methods
         assert methods.count("tools/call") >= len(DEMO_FLOWS)

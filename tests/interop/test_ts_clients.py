@@ -93,6 +93,9 @@ def test_client_completes_the_demo_flows(
     if era == "legacy":
         # The 2025 era: one initialize opens an Mcp-Session-Id session; the rounds travel as server requests.
         assert "initialize" in methods, methods
+        # Each elicitation went out as a server-to-client request and came back as a JSON-RPC response POST.
+        answered = [entry for entry in served.access_log() if entry.get("reason") == "response"]
+        assert len(answered) == sum(len(answers) for _, _, _, answers, _ in DEMO_FLOWS)
         assert report["sessionId"] is True
         assert report["protocolVersion"] == "2025-11-25"
     else:
