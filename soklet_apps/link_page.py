@@ -15,7 +15,8 @@ What the page guards, and how:
   expired"; no page ever shows whom a handle is bound to.
 * **Framing, scripts, caching, leaks.** Every page is sent with ``Content-Security-Policy: default-src 'none';
   style-src 'unsafe-inline'; form-action 'self'``, ``X-Frame-Options: DENY``, ``Cache-Control: no-store`` and
-  ``Referrer-Policy: no-referrer``; all text on it is the server's own, HTML-escaped.
+  ``Referrer-Policy: same-origin`` (not ``no-referrer``: under it a browser's form post says ``Origin: null``,
+  which the endpoint's Origin check refuses); all text on it is the server's own, HTML-escaped.
 * **Bodies.** A POST is ``application/x-www-form-urlencoded`` only, at most :data:`LINK_FORM_BODY_BYTES` bytes,
   read within :data:`LINK_FORM_TIMEOUT_SECONDS`; the store holds at most :data:`MAX_LINK_RECORDS` live records.
 
@@ -206,7 +207,7 @@ _SECURITY_HEADERS: Final = (
     (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-store"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
 )
 _STYLE: Final = (
     "body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem;line-height:1.5}"
