@@ -1,0 +1,422 @@
+"""The stdio transport: newline-delimited JSON-RPC over standard input and output, for hosts that launch a server
+by command.
+
+One connection per process: every line of the input is one JSON-RPC message, every line of the output is one.
+Standard output carries protocol messages only; logs go to standard error (the caller configures logging so).
+
+* **Lines** are bounded by the server's request body limit: a longer line is answered at once with a ``-32600``
+  error (id null) and the rest of it is read and dropped, never held whole. Lines up to
+  :data:`~.dispatcher.INLINE_BODY_BYTES` are parsed on the event loop, larger ones by the dispatcher's bounded
+  worker pool (the same parser and the same limits as an HTTP body). Invalid UTF-8 or JSON: ``-32700``, id null.
+* **Requests run concurrently**, each in its own task, at most :data:`MAX_STDIO_IN_FLIGHT` at a time; one more is
+  answered ``-32603`` (busy) at once. Notifications and the client's responses are handled in input order.
+* **2026-07-28 messages** (``params._meta`` names the protocol version) go through the dispatcher as an HTTP POST
+  would, with the headers a POST would carry synthesized from the message (stdio has none). Progress
+  notifications are written as lines while the handler runs.
+* **Writes are serialized** through one writer task, so lines never interleave.
+* **Admission** sees no headers: with the default policy every request is anonymous; a policy that needs a bearer
+  token refuses every stdio request (401 becomes a JSON-RPC ``-32600`` ``Unauthorized`` line).
+* **End of input** cancels the requests still running, writes what is queued and returns: the process exits 0.
+* One access-log line per answered request on ``soklet.mcp.access``, as the HTTP transport writes it, with
+  ``transport=stdio``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from types import MappingProxyType
+from typing import BinaryIO, Final
+
+from soklet_core.json import (
+    DEFAULT_REQUEST_BODY_BYTES,
+    MAX_REQUEST_BODY_BYTES,
+    RESPONSE_OUTPUT_CEILING_BYTES,
+    JsonError,
+    JsonNumber,
+    JsonObject,
+    JsonString,
+    encode_wire,
+    parse,
+)
+from soklet_core.mcp.model.context import RequestId
+from soklet_core.protection import normalize_endpoint_path
+from soklet_core.protocol import PROTOCOL_VERSION_META_KEY
+
+from .dispatcher import INLINE_BODY_BYTES, DispatchResult, HttpRequest
+from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, McpError, encode_error
+from .legacy import SESSION_HEADER, LegacyProtocol, LegacyRequest, modern_request
+from .metrics import request_outcome
+from .sessions import MAX_INFLIGHT_PER_SESSION, LegacySession
+
+__all__ = ["StdioTransport", "open_pipe_streams"]
+
+#: How much of the input is read at a time.
+_READ_CHUNK: Final = 64 * 1024
+#: Progress notifications queued for output beyond which more are dropped (a reader that does not keep up loses
+#: progress, never answers).
+_MAX_QUEUED_NOTIFICATIONS: Final = 1024
+
+_META_VERSION: Final = PROTOCOL_VERSION_META_KEY
+#: stdio has no headers: admission and era detection see none.
+_NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
+
+_access_log = logging.getLogger("soklet.mcp.access")
+_logger = logging.getLogger("soklet.mcp.stdio")
+
+
+class _Writer:
+    """The one task that writes output lines, in the order they were queued."""
+
+    __slots__ = ("_closed", "_notifications", "_queue", "_stream", "_task")
+
+    def __init__(self, stream: asyncio.StreamWriter) -> None:
+        self._stream = stream
+        self._queue: asyncio.Queue[tuple[bytes, bool] | None] = asyncio.Queue()
+        self._notifications = 0
+        self._closed = False
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def line(self, message: bytes, *, droppable: bool = False) -> None:
+        """Queue one encoded message (without its newline); a droppable one only while the queue is short."""
+        if self._closed:
+            return
+        if droppable:
+            if self._notifications >= _MAX_QUEUED_NOTIFICATIONS:
+                return
+            self._notifications += 1
+        self._queue.put_nowait((message, droppable))
+
+    async def _run(self) -> None:
+        while True:
+            item = await self._queue.get()
+            if item is None:
+                return
+            message, droppable = item
+            if droppable:
+                self._notifications -= 1
+            try:
+                self._stream.write(message + b"\n")
+                await self._stream.drain()
+            except (ConnectionError, RuntimeError) as error:
+                # The host closed our output: nobody reads answers any more; keep consuming the queue quietly.
+                if not self._closed:
+                    _logger.warning("standard output closed (%s): answers are dropped", type(error).__name__)
+                self._closed = True
+
+    async def close(self) -> None:
+        """Write everything queued, then stop."""
+        self._queue.put_nowait(None)
+        await self._task
+
+
+class _Progress:
+    """The :class:`~.dispatcher.ProgressChannel` of one stdio request: frames become output lines."""
+
+    __slots__ = ("_held", "_writer", "allowed", "cancelled")
+
+    def __init__(self, writer: _Writer) -> None:
+        self._writer = writer
+        self._held: list[JsonObject] = []
+        self.allowed = False
+        self.cancelled = False
+
+    def allow_streaming(self) -> None:
+        self.allowed = True
+        held, self._held = self._held, []
+        for frame in held:
+            self._writer.line(encode_wire(frame), droppable=True)
+
+    def progress(self, frame: JsonObject) -> None:
+        if self.allowed:
+            self._writer.line(encode_wire(frame), droppable=True)
+        elif len(self._held) < _MAX_QUEUED_NOTIFICATIONS:
+            self._held.append(frame)
+
+    def release(self, result: DispatchResult) -> None:
+        """Frames held back until the answer is known go out before a successful answer, as over HTTP."""
+        if result.status == 200 and result.code is None:
+            self.allow_streaming()
+
+
+class _Lines:
+    """The :class:`~.legacy.ClientChannel` of a 2025-era request on stdio: server requests become output lines."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: _Connection) -> None:
+        self._connection = connection
+
+    @property
+    def cancelled(self) -> bool:
+        return self._connection.closing
+
+    def send(self, frame: JsonObject) -> None:
+        # A server request must reach the client (its round waits for the answer); a notification may be dropped.
+        self._connection.writer.line(encode_wire(frame), droppable="id" not in frame)
+
+
+class StdioTransport:
+    """Serve one server over a pair of byte streams, one JSON-RPC message a line, in the eras the server speaks.
+
+    ``StdioTransport(server.legacy_protocol, max_line_bytes=..., output_ceiling_bytes=...)`` (the server's
+    :class:`~.legacy.LegacyProtocol` holds all it needs: the dispatcher, the eras, the session table, the
+    endpoint path); then ``await transport.serve(reader, writer)`` returns at the end of the input. Requests are
+    bound to the endpoint path (a state sealed over stdio opens over stdio, or over HTTP at the same path and
+    partition).
+    ``max_line_bytes`` is the request body limit (default 10 MiB, at most 16 MiB: give the server's own when it
+    was built with another); ``output_ceiling_bytes`` replaces a larger answer by a ``-32603`` error, as over
+    HTTP.
+
+    A 2025-era ``initialize`` creates the connection's one session in the server's session table (a second
+    ``initialize`` is refused with ``-32600``); from then on every message without a ``_meta`` protocol version
+    belongs to it, the client's responses included. The session ends with the input. It is never expired for
+    idleness: nothing else can create a session on this connection, so the table's sweep never runs for it.
+    """
+
+    __slots__ = ("_ceiling", "_engine", "_max_line", "_path")
+
+    def __init__(
+        self,
+        engine: LegacyProtocol,
+        *,
+        max_line_bytes: int = DEFAULT_REQUEST_BODY_BYTES,
+        output_ceiling_bytes: int = RESPONSE_OUTPUT_CEILING_BYTES,
+    ) -> None:
+        if not isinstance(engine, LegacyProtocol):
+            raise TypeError("StdioTransport takes the server's LegacyProtocol")
+        if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int):
+            raise TypeError("max_line_bytes must be an int")
+        if not 0 < max_line_bytes <= MAX_REQUEST_BODY_BYTES:
+            raise ValueError(f"the line limit must be between 1 and {MAX_REQUEST_BODY_BYTES} bytes")
+        if isinstance(output_ceiling_bytes, bool) or not isinstance(output_ceiling_bytes, int):
+            raise TypeError("output_ceiling_bytes must be an int")
+        if output_ceiling_bytes <= 0:
+            raise ValueError("the output ceiling must be positive")
+        self._engine = engine
+        self._path = normalize_endpoint_path(engine.endpoint_path)
+        self._max_line = max_line_bytes
+        self._ceiling = output_ceiling_bytes
+
+    def __repr__(self) -> str:
+        return f"StdioTransport(max_line_bytes={self._max_line}, output_ceiling_bytes={self._ceiling})"
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answer the messages of ``reader`` on ``writer`` until the end of the input; then cancel what still runs,
+        end the session, write what is queued and return (the writer stays open: it belongs to the caller).
+        ``asyncio.CancelledError`` (the process is stopping) does the same, then propagates."""
+        connection = _Connection(self._engine, self._path, self._ceiling, _Writer(writer))
+        try:
+            async for line in _lines(reader, self._max_line):
+                if line is None:
+                    connection.oversized(self._max_line)
+                else:
+                    await connection.receive(line)
+        finally:
+            await connection.close()
+
+
+class _Connection:
+    """The state of one stdio connection: its 2025-era session, the running requests and the output."""
+
+    __slots__ = ("_ceiling", "_engine", "_path", "_session", "_tasks", "closing", "writer")
+
+    def __init__(self, engine: LegacyProtocol, path: str, ceiling: int, writer: _Writer) -> None:
+        self._engine = engine
+        self._path = path
+        self._ceiling = ceiling
+        self.writer = writer
+        self._session: LegacySession | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.closing = False
+
+    async def close(self) -> None:
+        """Cancel the running requests, end the session, write what is queued.
+
+        The end of the input is the host's way to stop the server: it has read the answers it wanted, so a request
+        still running then is cancelled, not waited for."""
+        self.closing = True
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._session is not None:
+            self._engine.sessions.remove(self._session.id)
+        await self.writer.close()
+
+    def _answer(self, result: DispatchResult, started: float) -> None:
+        body = result.body
+        if body is not None and len(body) > self._ceiling:
+            _logger.error("response over the %d-byte output ceiling replaced by an error", self._ceiling)
+            body = encode_error(result.request_id, INTERNAL_ERROR, "Response too large")
+            result = DispatchResult(
+                200,
+                body,
+                method=result.method,
+                operation=result.operation,
+                reason="output-ceiling",
+                code=INTERNAL_ERROR,
+                request_id=result.request_id,
+            )
+        if body is not None:
+            self.writer.line(body)
+        metrics = self._engine.dispatcher.metrics
+        if metrics is not None:
+            metrics.request(result.method, request_outcome(result.status, result.code, result.reason))
+        if _access_log.isEnabledFor(logging.INFO):
+            _access_log.info(
+                "transport=stdio method=%s operation=%s status=%d code=%s duration_ms=%.1f%s",
+                result.method or "-",
+                result.operation or "-",
+                result.status,
+                result.code if result.code is not None else "-",
+                (time.perf_counter() - started) * 1000,
+                "" if result.reason is None else f" reason={result.reason}",
+            )
+
+    def _refuse(self, error: McpError, started: float, request_id: RequestId | None = None) -> None:
+        self._answer(DispatchResult.refused(error, request_id), started)
+
+    def oversized(self, limit: int) -> None:
+        """A line over the limit (already dropped): answered with id null."""
+        error = McpError(INVALID_REQUEST, f"Message too large (over {limit} bytes)", log_reason="body-too-large")
+        self._refuse(error, time.perf_counter())
+
+    async def receive(self, line: bytes) -> None:
+        """One input line: notifications, the client's responses and ``initialize`` are handled before the next
+        line is read (their order matters); requests are started as tasks."""
+        started = time.perf_counter()
+        if not line.strip():
+            return  # blank lines between messages are allowed
+        try:
+            message = parse(line) if len(line) <= INLINE_BODY_BYTES else await asyncio.to_thread(parse, line)
+        except JsonError:
+            self._refuse(McpError(PARSE_ERROR, "Parse error"), started)
+            return
+        if not isinstance(message, JsonObject):
+            self._refuse(McpError(INVALID_REQUEST, "Invalid Request", log_reason="envelope"), started)
+            return
+        raw_id, method = message.get("id"), message.get("method")
+        request_id = raw_id if isinstance(raw_id, JsonString | JsonNumber) else None
+        engine = self._engine
+        legacy = engine.is_legacy(_NO_HEADERS, message, legacy_connection=self._session is not None)
+        if method is None and "id" in message and ("result" in message or "error" in message):
+            # The client's answer to one of our requests: only a session has asked any.
+            if legacy:
+                self._answer(await self._legacy(message, len(line)), started)
+            else:
+                self._answer(DispatchResult(202, None, reason="response-unmatched"), started)
+            return
+        if not legacy and not engine.eras.modern:
+            if _META_VERSION not in _meta(message):
+                legacy = True  # a legacy-only server: the engine asks for initialize
+            elif request_id is None:
+                return  # a notification gets no answer, not even a refusal
+            else:
+                self._answer(engine.refuse_modern(message), started)
+                return
+        if request_id is None or (legacy and self._session is None):
+            # Notifications (and a request without a usable id, refused at once) are answered in input order; a
+            # 2025-era message before the session exists (initialize) must make it before the next line is read.
+            self._answer(await self._run(message, line, legacy, None), started)
+            return
+        if len(self._tasks) >= MAX_INFLIGHT_PER_SESSION:
+            busy = McpError(
+                INTERNAL_ERROR, "Server busy: too many requests in flight", http_status=503, log_reason="busy"
+            )
+            self._refuse(busy, started, request_id)
+            return
+        task = asyncio.get_running_loop().create_task(self._task(message, line, legacy, started))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _task(self, message: JsonObject, line: bytes, legacy: bool, started: float) -> None:
+        self._answer(await self._run(message, line, legacy, _Lines(self)), started)
+
+    async def _run(self, message: JsonObject, line: bytes, legacy: bool, channel: _Lines | None) -> DispatchResult:
+        if legacy:
+            return await self._legacy(message, len(line), channel)
+        return await self._modern(message, len(line))
+
+    async def _legacy(self, message: JsonObject, size: int, channel: _Lines | None = None) -> DispatchResult:
+        request = LegacyRequest(self._path, _NO_HEADERS, message, self._session, size)
+        result = await self._engine.handle(request, channel)
+        if self._session is None and result.status == 200:
+            session_id = dict(result.headers).get(SESSION_HEADER)
+            if session_id is not None:
+                self._session = self._engine.sessions.get(session_id)
+        return result
+
+    async def _modern(self, message: JsonObject, size: int) -> DispatchResult:
+        dispatcher = self._engine.dispatcher
+        if size <= INLINE_BODY_BYTES:
+            headers, body = modern_request(message, registry=dispatcher.registry)
+        else:
+            headers, body = await asyncio.to_thread(lambda: modern_request(message, registry=dispatcher.registry))
+        # No version in _meta: the pipeline's own answer names what _meta lacks (a missing header means nothing on
+        # stdio, where the client sends none).
+        headers.setdefault("mcp-protocol-version", dispatcher.supported_versions[0])
+        progress = _Progress(self.writer)
+        try:
+            result = await dispatcher.dispatch(HttpRequest(self._path, headers, body), progress)
+        except asyncio.CancelledError:
+            progress.cancelled = True
+            raise
+        progress.release(result)
+        return result
+
+
+def _meta(message: JsonObject) -> JsonObject:
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, JsonObject) else None
+    return meta if isinstance(meta, JsonObject) else JsonObject.empty_instance()
+
+
+async def open_pipe_streams(
+    read_from: BinaryIO, write_to: BinaryIO
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Asyncio streams over two pipe (or terminal) files of this process: ``read_from`` becomes the reader,
+    ``write_to`` the writer (standard input and output for ``soklet serve --stdio``; ``os.pipe`` ends in tests).
+    A regular file cannot be watched by the event loop and is refused with ``ValueError`` by asyncio."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_READ_CHUNK, loop=loop)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), read_from)
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop), write_to
+    )
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def _lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[bytes | None]:
+    """The input's lines without their newline, each at most ``limit`` bytes; ``None`` for a longer one, given as
+    soon as it passes the limit (its rest is then read and dropped, never held). A last line without a newline
+    counts."""
+    buffer = bytearray()
+    dropping = False
+    while True:
+        chunk = await reader.read(_READ_CHUNK)
+        if not chunk:
+            if buffer and not dropping:
+                yield bytes(buffer)
+            return
+        start = 0
+        while start <= len(chunk):
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if not dropping:
+                if len(buffer) + len(piece) > limit:
+                    buffer.clear()
+                    dropping = True
+                    yield None
+                else:
+                    buffer += piece
+            if end < 0:
+                break
+            if not dropping:
+                line = bytes(buffer)
+                buffer.clear()
+                yield line
+            dropping = False
+            start = end + 1
