@@ -379,3 +379,39 @@ def test_requests_past_the_in_flight_bound_are_answered_busy() -> None:
         assert pong["result"] == {}
 
     run(scenario)
+
+
+def test_a_large_line_under_the_limit_is_answered() -> None:
+    async def scenario(client: Client, _serving: asyncio.Task[None]) -> None:
+        # Over the inline threshold (64 KiB): parsed and rewritten in a worker thread, then dispatched.
+        pad = "y" * (200 * 1024)
+        first = await client.request(modern(1, "tools/call", {"name": "catalog.continue", "arguments": {"pad": pad}}))
+        assert first["id"] == 1
+        assert first["result"]["resultType"] == "input_required"
+
+    run(scenario)
+
+
+def test_modern_progress_notifications_come_before_the_answer() -> None:
+    from soklet_apps import conformance
+
+    async def scenario(client: Client, _serving: asyncio.Task[None]) -> None:
+        params = {"name": "test_tool_with_progress", "arguments": {}}
+        request = modern(1, "tools/call", params)
+        request["params"]["_meta"]["progressToken"] = "p-1"
+        await client.send(request)
+        frames = []
+        while True:
+            message = await client.read()
+            if "id" in message:
+                break
+            frames.append(message)
+        assert message["id"] == 1
+        assert "result" in message
+        assert frames
+        assert all(frame["method"] == "notifications/progress" for frame in frames)
+        assert all(frame["params"]["progressToken"] == "p-1" for frame in frames)
+
+    config = ProtectionConfig(keyring=ProtectionKeyring(ProtectionKey.generate("stdio-test")))
+    server = McpServer(conformance.build_registry(), protection=config)
+    run(scenario, LegacyProtocol(server.dispatcher))

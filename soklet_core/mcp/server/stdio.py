@@ -6,13 +6,19 @@ Standard output carries protocol messages only; logs go to standard error (the c
 
 * **Lines** are bounded by the server's request body limit: a longer line is answered at once with a ``-32600``
   error (id null) and the rest of it is read and dropped, never held whole. Lines up to
-  :data:`~.dispatcher.INLINE_BODY_BYTES` are parsed on the event loop, larger ones by the dispatcher's bounded
-  worker pool (the same parser and the same limits as an HTTP body). Invalid UTF-8 or JSON: ``-32700``, id null.
-* **Requests run concurrently**, each in its own task, at most :data:`MAX_STDIO_IN_FLIGHT` at a time; one more is
-  answered ``-32603`` (busy) at once. Notifications and the client's responses are handled in input order.
+  :data:`~.dispatcher.INLINE_BODY_BYTES` are parsed on the event loop, larger ones in a worker thread, one at a
+  time (the reader waits for it), by the parser and within the limits of an HTTP body. Invalid UTF-8 or JSON:
+  ``-32700``, id null.
+* **Requests run concurrently**, each in its own task, at most :data:`~.sessions.MAX_INFLIGHT_PER_SESSION` (32)
+  at a time; one more is answered ``-32603`` (busy) at once. Notifications, the client's responses and
+  ``initialize`` are handled in input order, before the next line is read.
 * **2026-07-28 messages** (``params._meta`` names the protocol version) go through the dispatcher as an HTTP POST
-  would, with the headers a POST would carry synthesized from the message (stdio has none). Progress
-  notifications are written as lines while the handler runs.
+  would, with the headers a POST would carry synthesized by :func:`~.legacy.modern_request` (stdio has none).
+  Progress notifications are written as lines while the handler runs.
+* **2025-era messages** (:func:`~.legacy.is_legacy_message`): ``initialize`` creates the connection's one session
+  in the engine's table, and the engine answers everything else of that session; its server-to-client requests
+  (``elicitation/create``...) are written as lines and the client's responses, read as lines, are delivered to the
+  session. A second ``initialize`` is refused (``-32600``).
 * **Writes are serialized** through one writer task, so lines never interleave.
 * **Admission** sees no headers: with the default policy every request is anonymous; a policy that needs a bearer
   token refuses every stdio request (401 becomes a JSON-RPC ``-32600`` ``Unauthorized`` line).
