@@ -864,3 +864,17 @@ def test_the_handler_sees_the_session_capabilities_and_client_info() -> None:
         assert seen["version"] == "2026-07-28"
 
     asyncio.run(run())
+
+
+def test_an_oversized_initialize_is_refused() -> None:
+    async def run() -> None:
+        protocol = engine()
+        huge = {"experimental": {f"x{n}": {"pad": "y" * 100} for n in range(1000)}}
+        sent = message({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": huge}})
+        for size in (0, 200_000):
+            result = await protocol.handle(LegacyRequest(PATH, {}, sent, body_bytes=size), None)
+            assert result.status == 400
+            assert body(result)["error"] == {"code": -32602, "message": "Invalid params: initialize is too large"}
+        assert len(protocol.sessions) == 0
+
+    asyncio.run(run())

@@ -81,6 +81,7 @@ from .sessions import LegacySession, SessionLimitReason, SessionsFull, SessionTa
 __all__ = [
     "DEFAULT_INPUT_TIMEOUT_SECONDS",
     "LEGACY_PROTOCOL_VERSIONS",
+    "MAX_INITIALIZE_BYTES",
     "MAX_INPUT_TIMEOUT_SECONDS",
     "MIN_INPUT_TIMEOUT_SECONDS",
     "REQUEST_CANCELLED",
@@ -106,6 +107,9 @@ MIN_INPUT_TIMEOUT_SECONDS: Final = 1.0
 MAX_INPUT_TIMEOUT_SECONDS: Final = 3600.0
 #: The HTTP header that names a 2025-era session (lower-case, as the transport hands headers over).
 SESSION_HEADER: Final = "mcp-session-id"
+#: The largest ``initialize`` body, and the most its capabilities and client info may take together: both are
+#: carried in every later request of the session (a real client's initialize is under 2 KiB).
+MAX_INITIALIZE_BYTES: Final = 64 * 1024
 #: JSON-RPC code of an unknown, expired or foreign session (HTTP 404), as 2025-era servers answer it.
 SESSION_NOT_FOUND: Final = -32001
 #: Its message.
@@ -142,6 +146,7 @@ _KNOWN: Final = _TRANSLATED | {_INITIALIZE, _PING, _INITIALIZED, _CANCELLED}
 _JSONRPC: Final = JsonString.from_value("2.0")
 _FORM: Final = JsonString.from_value("form")
 _URL: Final = JsonString.from_value("url")
+_NO_INFO: Final = JsonObject.empty_instance()
 _INPUT_REQUIRED: Final = JsonString.from_value("input_required")
 # How often a round's wait looks whether the client has gone (the transport also cancels the task).
 _GONE_CHECK_SECONDS: Final = 1.0
@@ -430,6 +435,10 @@ def _session_not_found() -> McpError:
     return McpError(SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, http_status=404, log_reason="session-not-found")
 
 
+def _too_large() -> McpError:
+    return McpError(INVALID_PARAMS, "Invalid params: initialize is too large", log_reason="initialize-too-large")
+
+
 def _invalid_request(message: str = "Invalid Request", reason: str = "envelope") -> McpError:
     return McpError(INVALID_REQUEST, message, log_reason=reason)
 
@@ -656,14 +665,21 @@ class LegacyProtocol:
                 if isinstance(requested, JsonString) and requested.value in LEGACY_PROTOCOL_VERSIONS
                 else LEGACY_PROTOCOL_VERSIONS[0]
             )
+            if request.body_bytes > MAX_INITIALIZE_BYTES:
+                raise _too_large()
             capabilities = legacy_capabilities(params.get("capabilities"))
             info = params.get("clientInfo")
+            info = info if isinstance(info, JsonObject) else None
+            # Both travel in every later request's _meta: their size is bounded once here (a transport that did
+            # not say the body size is covered too).
+            if len(encode_wire(capabilities.to_wire())) + len(encode_wire(info or _NO_INFO)) > MAX_INITIALIZE_BYTES:
+                raise _too_large()
             admission = self._dispatcher.admit(request.path, request.headers)
             try:
                 session = self._sessions.create(
                     protocol_version=version,
                     client_capabilities=capabilities,
-                    client_info=info if isinstance(info, JsonObject) else None,
+                    client_info=info,
                     partition=admission.partition,
                 )
             except SessionsFull:
