@@ -415,3 +415,19 @@ def test_modern_progress_notifications_come_before_the_answer() -> None:
     config = ProtectionConfig(keyring=ProtectionKeyring(ProtectionKey.generate("stdio-test")))
     server = McpServer(conformance.build_registry(), protection=config)
     run(scenario, LegacyProtocol(server.dispatcher))
+
+
+def test_an_admission_policy_that_needs_a_token_refuses_every_stdio_request() -> None:
+    from soklet_core.mcp.server import BearerTokenAdmission
+
+    async def scenario(client: Client, _serving: asyncio.Task[None]) -> None:
+        refused = await client.request(modern(1, "tools/call", {"name": "catalog.continue", "arguments": {}}))
+        assert refused["id"] == 1
+        assert refused["error"] == {"code": -32600, "message": "Unauthorized"}
+        init = await client.request(initialize())
+        assert init["id"] == 0
+        assert init["error"]["code"] == -32600
+        assert "result" not in init
+
+    admission = BearerTokenAdmission({"a-token-stdio-cannot-send": ("someone", "team")})
+    run(scenario, LegacyProtocol(_server(admission=admission).dispatcher))
