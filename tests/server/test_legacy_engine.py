@@ -15,8 +15,23 @@ import pytest
 from soklet_apps import demo
 from soklet_core.json import JsonObject, JsonValue, encode_wire, parse
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import BearerTokenAdmission, CallToolResult, Registry, RequestContext, tool
-from soklet_core.mcp.server.dispatcher import Dispatcher, DispatchResult
+from soklet_core.mcp import (
+    BearerTokenAdmission,
+    CallToolResult,
+    GetPromptResult,
+    InputRequestDeclaration,
+    InputRequestType,
+    InputRequiredResult,
+    InputRequirement,
+    PromptMessage,
+    Registry,
+    RequestContext,
+    form_request,
+    may_request_input,
+    prompt,
+    tool,
+)
+from soklet_core.mcp.server.dispatcher import Dispatcher, DispatchResult, HttpRequest
 from soklet_core.mcp.server.legacy import (
     LEGACY_PROTOCOL_VERSIONS,
     SESSION_HEADER,
@@ -498,8 +513,6 @@ def test_missing_capability_names_the_capability() -> None:
 
 
 def _modern_state(protocol: LegacyProtocol, tool_name: str) -> str:
-    from soklet_core.mcp.server.dispatcher import HttpRequest
-
     sent = message({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": tool_name, "arguments": {}}})
     assert isinstance(sent, JsonObject)
     headers, encoded = modern_request(
@@ -539,6 +552,19 @@ def test_a_client_sent_state_is_refused_as_on_the_modern_path(tamper: str) -> No
         assert result.reason is not None
         assert result.reason.startswith("state-")
         assert channel.sent == []
+        # The same retry on the 2026-07-28 path: the same error, for the same logged reason.
+        sent = message({"jsonrpc": "2.0", "id": 50, "method": "tools/call", "params": params})
+        assert isinstance(sent, JsonObject)
+        headers, encoded = modern_request(
+            sent,
+            version="2026-07-28",
+            capabilities=legacy_capabilities(message(FORM)),
+            registry=protocol.dispatcher.registry,
+        )
+        modern = await protocol.dispatcher.dispatch(HttpRequest(PATH, headers, encoded))
+        assert modern.status == 400
+        assert body(modern)["error"] == body(result)["error"]
+        assert modern.reason == result.reason
 
     asyncio.run(run())
 
@@ -565,15 +591,6 @@ def test_exceeding_the_round_limit_ends_cleanly_and_the_session_still_works() ->
 
 
 def test_an_unprotected_tool_that_never_completes_is_capped() -> None:
-    from soklet_core.mcp import (
-        InputRequestDeclaration,
-        InputRequestType,
-        InputRequiredResult,
-        InputRequirement,
-        form_request,
-        may_request_input,
-    )
-
     declaration = InputRequestDeclaration.from_elicitation_form(InputRequirement.CONDITIONAL)
 
     @tool(
@@ -763,15 +780,6 @@ def test_a_url_elicitation_to_a_2025_11_25_client_carries_an_elicitation_id() ->
 
 
 def test_a_prompt_missing_a_required_capability_is_a_json_rpc_error_with_the_sentence() -> None:
-    from soklet_core.mcp import (
-        GetPromptResult,
-        InputRequestType,
-        InputRequirement,
-        PromptMessage,
-        may_request_input,
-        prompt,
-    )
-
     @prompt(
         name="sampled",
         description="Needs sampling.",
