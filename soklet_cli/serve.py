@@ -23,6 +23,7 @@ from typing import Annotated, Any, Final
 import typer
 
 from soklet_apps import conformance, demo
+from soklet_apps.link_page import LINK_PAGE_PREFIX, LinkPage, LinkStore
 from soklet_core.files import KeyringDocument, KeyringFileError, write_keyring_file
 from soklet_core.files.fleet_file import check_instance_name, is_environment_name
 from soklet_core.json import encode_wire
@@ -593,15 +594,20 @@ def _serve(
     bound_port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
     registries: list[Registry] = []
+    mounts: dict[str, LinkPage] = {}
     if Fixtures.conformance in fixtures:
         registries.append(conformance.build_registry())
     if app is not None:
         registries.append(_load_app(app))
     else:
         link_base = f"http://{url_host}:{bound_port}/link" if development else demo.DEFAULT_LINK_BASE_URL
-        registries.append(demo.build_registry(link_base_url=link_base, development=development))
+        links = LinkStore()  # shared by account.link and the page it links to (mounted at /link/)
+        registries.append(demo.build_registry(link_base_url=link_base, development=development, links=links))
+        mounts[LINK_PAGE_PREFIX] = LinkPage(links)
     metrics = ServerMetrics(instance=instance)
-    server = McpServer(Registry.merge(*registries), protection=config, http_limits=limits, metrics=metrics)
+    server = McpServer(
+        Registry.merge(*registries), protection=config, http_limits=limits, metrics=metrics, mounts=mounts
+    )
     url = f"http://{url_host}:{bound_port}{server.path}"
     manager = server.protection_keyring_manager
     assert manager is not None
