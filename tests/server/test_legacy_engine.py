@@ -886,3 +886,23 @@ def test_an_oversized_initialize_is_refused() -> None:
         assert len(protocol.sessions) == 0
 
     asyncio.run(run())
+
+
+def test_a_state_that_expires_while_the_client_answers_ends_with_a_sentence() -> None:
+    now = {"ms": 1_800_000_000_000}
+    sealer = RequestStateSealer(ProtectionConfig(keyring=KEYRING), clock=lambda: now["ms"])
+    protocol = LegacyProtocol(Dispatcher(registry=demo.build_registry(), sealer=sealer))
+
+    def late(frame: dict[str, Any]) -> dict[str, Any]:
+        now["ms"] += 16 * 60 * 1000  # past the 15-minute state lifetime
+        return accept()(frame) or {}
+
+    async def run() -> None:
+        session_id = await initialize(protocol)
+        result, _ = await call(protocol, session_id, "tools/call", {"name": "catalog.continue"}, late)
+        text, is_error = tool_text(result)
+        assert is_error
+        assert text == "This tool's saved progress expired or was refused; start again."
+        assert result.reason == "state-expired"
+
+    asyncio.run(run())
