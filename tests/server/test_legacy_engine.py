@@ -736,6 +736,10 @@ def test_a_session_is_bound_to_its_partition() -> None:
         assert foreign.status == 404
         anonymous, _ = await call(protocol, session_id, "tools/list", {})
         assert anonymous.status == 401
+        guessed, _ = await call(protocol, "not-a-session", "tools/list", {})
+        assert guessed.status == 401  # a refused caller learns nothing about sessions
+        unknown, _ = await call(protocol, "not-a-session", "tools/list", {}, headers=alice)
+        assert unknown.status == 404
         unauthorized = await protocol.handle(
             LegacyRequest(PATH, {}, message({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})), None
         )

@@ -615,6 +615,8 @@ class LegacyProtocol:
         return await self._tracked(request, session, message, method, request_id, channel)
 
     def _session(self, request: LegacyRequest) -> LegacySession:
+        # Admission first: a caller the policy refuses learns nothing about sessions (401 whatever the id).
+        admission = self._dispatcher.admit(request.path, request.headers)
         session = request.session
         if session is None:
             session_id = request.headers.get(SESSION_HEADER)
@@ -622,13 +624,12 @@ class LegacyProtocol:
                 # A session request without a session: the 2025 transport's "Bad Request: no valid session".
                 raise _invalid_request("Bad Request: no valid session; send initialize first", "no-session")
             session = self._sessions.get(session_id.strip())
-            if session is None:
-                raise _session_not_found()
-        if session.closed:
-            raise _session_not_found()
-        admission = self._dispatcher.admit(request.path, request.headers)
-        if admission.partition != session.partition:
-            raise _session_not_found()  # never tell a foreign caller that the session exists
+        if (
+            session is None
+            or session.closed
+            or not secrets.compare_digest(admission.partition.encode(), session.partition.encode())
+        ):
+            raise _session_not_found()  # unknown, ended, or another partition's: never say which
         session.touch()
         return session
 
