@@ -910,3 +910,15 @@ def test_a_state_that_expires_while_the_client_answers_ends_with_a_sentence() ->
         assert result.reason == "state-expired"
 
     asyncio.run(run())
+
+
+def test_legacy_request_checks_its_fields() -> None:
+    ok = message({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    with pytest.raises(ValueError, match="path"):
+        LegacyRequest("mcp", {}, ok)
+    with pytest.raises(TypeError, match="message"):
+        LegacyRequest(PATH, {}, {"jsonrpc": "2.0"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="session"):
+        LegacyRequest(PATH, {}, ok, session="id")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="body_bytes"):
+        LegacyRequest(PATH, {}, ok, body_bytes=-1)

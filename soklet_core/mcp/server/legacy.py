@@ -30,7 +30,7 @@ import enum
 import itertools
 import secrets
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from soklet_core.json import (
@@ -192,7 +192,19 @@ class LegacyRequest:
     headers: Mapping[str, str]
     message: JsonValue
     session: LegacySession | None = None
-    body_bytes: int = field(default=0)
+    body_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or not self.path.startswith("/"):
+            raise ValueError("path must be a path starting with '/'")
+        if not isinstance(self.headers, Mapping):
+            raise TypeError("headers must be a mapping of lower-case names")
+        if not isinstance(self.message, JsonValue):
+            raise TypeError("message must be a JsonValue")
+        if self.session is not None and not isinstance(self.session, LegacySession):
+            raise TypeError("session must be a LegacySession or None")
+        if isinstance(self.body_bytes, bool) or not isinstance(self.body_bytes, int) or self.body_bytes < 0:
+            raise ValueError("body_bytes must be a non-negative int")
 
 
 # ------------------------------------------------------------------------------------------------ era detection
