@@ -42,7 +42,7 @@ from soklet_core.mcp.server.legacy import (
     legacy_capabilities,
     modern_request,
 )
-from soklet_core.mcp.server.sessions import SessionTable
+from soklet_core.mcp.server.sessions import MAX_INFLIGHT_PER_SESSION, SessionTable
 from soklet_core.protection import ProtectionConfig, RequestStateSealer
 
 KEYRING = ProtectionKeyring(ProtectionKey.generate("legacy-engine"))
@@ -922,3 +922,36 @@ def test_legacy_request_checks_its_fields() -> None:
         LegacyRequest(PATH, {}, ok, session="id")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="body_bytes"):
         LegacyRequest(PATH, {}, ok, body_bytes=-1)
+
+
+def test_requests_past_the_in_flight_cap_get_503_and_the_session_recovers() -> None:
+    gate: dict[str, asyncio.Event] = {}
+
+    @tool(name="held", description="Waits for the test.", input_schema={"type": "object"})
+    async def held(context: RequestContext, arguments: JsonObject) -> CallToolResult:
+        await gate["open"].wait()
+        return CallToolResult.from_text("released")
+
+    async def run() -> None:
+        gate["open"] = asyncio.Event()
+        protocol = engine(registry=Registry(held))
+        session_id = await initialize(protocol)
+        session = protocol.sessions.get(session_id)
+        assert session is not None
+        running = [
+            asyncio.create_task(call(protocol, session_id, "tools/call", {"name": "held"}, request_id=n))
+            for n in range(MAX_INFLIGHT_PER_SESSION)
+        ]
+        while session.in_flight < MAX_INFLIGHT_PER_SESSION:
+            await asyncio.sleep(0)
+        refused, _ = await call(protocol, session_id, "tools/call", {"name": "held"}, request_id="extra")
+        assert refused.status == 503
+        assert ("retry-after", "1") in refused.headers
+        gate["open"].set()
+        for finished in await asyncio.gather(*running):
+            assert tool_text(finished[0]) == ("released", False)
+        assert session.in_flight == 0
+        again, _ = await call(protocol, session_id, "tools/call", {"name": "held"}, request_id="again")
+        assert tool_text(again) == ("released", False)
+
+    asyncio.run(run())
