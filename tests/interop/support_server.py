@@ -33,7 +33,7 @@ DEMO_FLOWS: tuple[tuple[str, str, dict[str, object], tuple[dict[str, object], ..
 )
 #: The demo's tools, as tools/list names them.
 DEMO_TOOLS = ["account.link", "catalog.continue", "deploy.approve"]
-_ACCESS_LINE = re.compile(r" soklet\.mcp\.access [A-Z]+ (method=[^\n]*)")
+_ACCESS_LINE = re.compile(r" soklet\.mcp\.access [A-Z]+ ([a-z_]+=[^\n]*)")
 _FIELD = re.compile(r"([a-z_]+)=(\S+)")
 
 
@@ -51,7 +51,7 @@ class Served:
 
     def access_log(self) -> list[dict[str, str]]:
         """Every access-log line so far, in order, as its ``key=value`` fields (method, operation, status, reason)."""
-        return [dict(_FIELD.findall(fields)) for fields in _ACCESS_LINE.findall(self.log_text())]
+        return access_log_of(self.log_text())
 
     def access_methods(self) -> list[str]:
         """The ``method=`` of every access-log line so far, in order."""
@@ -68,6 +68,16 @@ class Served:
                 self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+def access_log_of(text: str) -> list[dict[str, str]]:
+    """The access-log lines in a server's log ``text``, in order, as their ``key=value`` fields."""
+    return [dict(_FIELD.findall(fields)) for fields in _ACCESS_LINE.findall(text)]
+
+
+def stdio_command() -> list[str]:
+    """The command a host runs to launch the demo over stdio: ``soklet serve --stdio --dev-key``."""
+    return [sys.executable, "-m", "soklet_cli", "serve", "--stdio", "--dev-key"]
 
 
 @contextmanager

@@ -1,13 +1,15 @@
 // The v1 TypeScript MCP SDK, @modelcontextprotocol/sdk 1.x (what most shipped hosts embed), against a server URL.
-//   node client_v1.mjs URL default NODE_MODULES
-// It speaks only the 2025 era: `initialize`, an Mcp-Session-Id session, server-to-client elicitation requests.
+//   node client_v1.mjs URL default NODE_MODULES      (Streamable HTTP)
+//   node client_v1.mjs '["soklet","serve","--stdio"]' stdio NODE_MODULES      (launch the server by command)
+// It speaks only the 2025 era: `initialize`, a session (Mcp-Session-Id over HTTP), server-to-client elicitation
+// requests.
 // Lists the tools, runs the demo flows (flows.mjs) with a scripted elicitation handler, prints one JSON report.
 import { ScriptedAnswers, load, packageVersion, parseArguments, report, runFlows } from './flows.mjs';
 
 const PACKAGE = '@modelcontextprotocol/sdk';
 
 await report(async () => {
-    const { url, mode, modules } = parseArguments(['default']);
+    const { url, stdio, mode, modules } = parseArguments(['default', 'stdio']);
     const { Client } = await load(modules, PACKAGE, './client/index.js');
     const { StreamableHTTPClientTransport } = await load(modules, PACKAGE, './client/streamableHttp.js');
     const { ElicitRequestSchema } = await load(modules, PACKAGE, './types.js');
@@ -17,7 +19,9 @@ await report(async () => {
     );
     const answers = new ScriptedAnswers();
     client.setRequestHandler(ElicitRequestSchema, async request => answers.answer(request.params));
-    const transport = new StreamableHTTPClientTransport(new URL(url));
+    const transport = stdio
+        ? new (await load(modules, PACKAGE, './client/stdio.js')).StdioClientTransport(stdio)
+        : new StreamableHTTPClientTransport(new URL(url));
     await client.connect(transport);
     try {
         const listed = await client.listTools();
@@ -27,7 +31,7 @@ await report(async () => {
             clientVersion: packageVersion(modules, PACKAGE),
             mode,
             era: 'legacy',
-            protocolVersion: transport.protocolVersion ?? null,
+            protocolVersion: transport.protocolVersion ?? null, // the HTTP transport's; none on stdio
             sessionId: transport.sessionId !== undefined,
             tools: listed.tools.map(tool => tool.name).sort(),
             calls

@@ -1,21 +1,31 @@
 // The official TypeScript MCP client, @modelcontextprotocol/client 2.x, against a server URL.
 //   node client_v2.mjs URL MODE NODE_MODULES
 // MODE: `default` (the client's own settings: a 2025-era `initialize`), `pinned-2026` (versionNegotiation pinned
-// to 2026-07-28: `server/discover`, then stateless input_required rounds) or `auto` (probe, then the era found).
+// to 2026-07-28: `server/discover`, then stateless input_required rounds) or `auto` (probe, then the era found);
+// `stdio-default` and `stdio-pinned-2026` launch the server by command instead (URL is then a JSON array).
 // Lists the tools, runs the demo flows (flows.mjs) with a scripted elicitation handler, prints one JSON report.
 import { ScriptedAnswers, load, packageVersion, parseArguments, report, runFlows } from './flows.mjs';
 
-const MODES = { default: undefined, 'pinned-2026': { mode: { pin: '2026-07-28' } }, auto: { mode: 'auto' } };
+const PINNED = { mode: { pin: '2026-07-28' } };
+const MODES = {
+    default: undefined,
+    'pinned-2026': PINNED,
+    auto: { mode: 'auto' },
+    'stdio-default': undefined,
+    'stdio-pinned-2026': PINNED
+};
 
 await report(async () => {
-    const { url, mode, modules } = parseArguments(Object.keys(MODES));
+    const { url, stdio, mode, modules } = parseArguments(Object.keys(MODES));
     const sdk = await load(modules, '@modelcontextprotocol/client');
     const options = { capabilities: { elicitation: {} } };
     if (MODES[mode] !== undefined) options.versionNegotiation = MODES[mode];
     const client = new sdk.Client({ name: 'soklet-interop-client-v2', version: '1.0.0' }, options);
     const answers = new ScriptedAnswers();
     client.setRequestHandler('elicitation/create', async request => answers.answer(request.params));
-    const transport = new sdk.StreamableHTTPClientTransport(new URL(url));
+    const transport = stdio
+        ? new (await load(modules, '@modelcontextprotocol/client', './stdio')).StdioClientTransport(stdio)
+        : new sdk.StreamableHTTPClientTransport(new URL(url));
     await client.connect(transport);
     try {
         const listed = await client.listTools();

@@ -8,13 +8,19 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-/** The command line every script takes: <url> <mode> <node_modules folder>. */
+/**
+ * The command line every script takes: <server> <mode> <node_modules folder>. The server is the MCP endpoint's URL,
+ * or, for a stdio mode, a JSON array: the command that starts the server and its arguments (`server.stdio` then
+ * holds {command, args} for the SDK's StdioClientTransport; the server's stderr passes through to ours).
+ */
 export function parseArguments(modes) {
-    const [url, mode, modules] = process.argv.slice(2);
-    if (!url || !mode || !modules || !modes.includes(mode)) {
-        throw new Error(`usage: node SCRIPT URL MODE NODE_MODULES (MODE one of ${modes.join(', ')})`);
+    const [server, mode, modules] = process.argv.slice(2);
+    if (!server || !mode || !modules || !modes.includes(mode)) {
+        throw new Error(`usage: node SCRIPT SERVER MODE NODE_MODULES (MODE one of ${modes.join(', ')})`);
     }
-    return { url, mode, modules };
+    if (!mode.startsWith('stdio')) return { url: server, mode, modules };
+    const [command, ...args] = JSON.parse(server);
+    return { stdio: { command, args, cwd: process.cwd(), stderr: 'inherit' }, mode, modules };
 }
 
 function exportTarget(entry) {
