@@ -38,6 +38,7 @@ from soklet_core.mcp.server.legacy import (
     LegacyProtocol,
     LegacyRequest,
     ProtocolEras,
+    era_from_headers,
     is_legacy_message,
     legacy_capabilities,
     modern_request,
@@ -327,6 +328,10 @@ def test_era_detection() -> None:
     assert not is_legacy_message({}, listing, modern_versions=MODERN)
     assert is_legacy_message({SESSION_HEADER: "x"}, listing, modern_versions=MODERN)
     assert is_legacy_message({}, listing, modern_versions=MODERN, legacy_connection=True)
+    assert era_from_headers({SESSION_HEADER: "x"}, modern_versions=MODERN) is ProtocolEras.LEGACY
+    assert era_from_headers({"mcp-protocol-version": "2026-07-28"}, modern_versions=MODERN) is ProtocolEras.MODERN
+    assert era_from_headers({"mcp-protocol-version": "2025-06-18"}, modern_versions=MODERN) is None
+    assert era_from_headers({}, modern_versions=MODERN) is None
     response = message({"jsonrpc": "2.0", "id": "s-1", "result": {}})
     assert is_legacy_message({}, response, modern_versions=MODERN, legacy_connection=True)
 
