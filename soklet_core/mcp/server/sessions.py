@@ -168,7 +168,8 @@ class LegacySession:
 
     def expect(self, method: str) -> tuple[RequestId, asyncio.Future[JsonObject]]:
         """Register one server-to-client request of ``method``: its fresh id (``"s-<n>"``) and the future the
-        client's response resolves. Raises :class:`SessionsFull` past :data:`MAX_PENDING_PER_SESSION`."""
+        client's response resolves. Raises :class:`SessionsFull` past :data:`MAX_PENDING_PER_SESSION`, and
+        ``asyncio.CancelledError`` once the session is closed (the request waiting on it ends with it)."""
         if self._closed:
             raise asyncio.CancelledError
         if len(self._pending) >= MAX_PENDING_PER_SESSION:
@@ -202,7 +203,8 @@ class LegacySession:
 
     def track(self, request_id: RequestId, task: asyncio.Task[object]) -> None:
         """Record a running client request so ``notifications/cancelled`` can reach it. Raises
-        :class:`SessionsFull` past :data:`MAX_INFLIGHT_PER_SESSION` or when the id is already running."""
+        :class:`SessionsFull` past :data:`MAX_INFLIGHT_PER_SESSION` or when the id is already running, and
+        ``asyncio.CancelledError`` once the session is closed."""
         if self._closed:
             raise asyncio.CancelledError
         if len(self._inflight) >= MAX_INFLIGHT_PER_SESSION or request_id in self._inflight:
