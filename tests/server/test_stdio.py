@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+
+import pytest
 
 from soklet_apps import demo
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
@@ -431,3 +434,28 @@ def test_an_admission_policy_that_needs_a_token_refuses_every_stdio_request() ->
 
     admission = BearerTokenAdmission({"a-token-stdio-cannot-send": ("someone", "team")})
     run(scenario, LegacyProtocol(_server(admission=admission).dispatcher))
+
+
+def test_a_closed_output_drops_answers_and_the_input_still_ends_cleanly(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        to_server_read, to_server_write = os.pipe()
+        output_read, output_write = os.pipe()
+        os.close(output_read)  # nobody will ever read the server's output
+        server_reader, server_writer = await open_pipe_streams(
+            os.fdopen(to_server_read, "rb", buffering=0), os.fdopen(output_write, "wb", buffering=0)
+        )
+        serving = asyncio.get_running_loop().create_task(StdioTransport(_engine()).serve(server_reader, server_writer))
+        host = os.fdopen(to_server_write, "wb", buffering=0)
+        for index in range(3):
+            host.write(json.dumps(modern(index + 1, "tools/list")).encode() + b"\n")
+        host.close()  # the end of the input
+        await asyncio.wait_for(serving, READ_GUARD_SECONDS)
+        assert serving.exception() is None
+        server_writer.close()
+
+    with caplog.at_level(logging.WARNING, logger="soklet.mcp.stdio"):
+        asyncio.run(main())
+    said = [record.getMessage() for record in caplog.records if record.name == "soklet.mcp.stdio"]
+    assert len(said) == 1  # said once, however many answers were dropped
+    assert said[0].startswith("standard output closed (")
+    assert said[0].endswith("): answers are dropped")

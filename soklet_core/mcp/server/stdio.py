@@ -106,7 +106,7 @@ class _Writer:
             try:
                 self._stream.write(message + b"\n")
                 await self._stream.drain()
-            except (ConnectionError, RuntimeError) as error:
+            except (OSError, RuntimeError) as error:
                 # The host closed our output: nobody reads answers any more; keep consuming the queue quietly.
                 if not self._closed:
                     _logger.warning("standard output closed (%s): answers are dropped", type(error).__name__)
