@@ -1,4 +1,5 @@
-"""``McpServer``: one MCP 2026-07-28 server — registry, protection, admission and HTTP settings — and its ASGI app.
+"""``McpServer``: one MCP server (2026-07-28 and the 2025 era) — registry, protection, admission, HTTP settings — and
+its ASGI app.
 
 >>> from soklet_core.keys import ProtectionKey, ProtectionKeyring
 >>> from soklet_core.protection import ProtectionConfig
@@ -12,7 +13,9 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Final
 
 from soklet_core import __version__
 from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, MAX_REQUEST_BODY_BYTES, RESPONSE_OUTPUT_CEILING_BYTES
@@ -32,10 +35,14 @@ from .dispatcher import (
     LifecycleCallback,
 )
 from .http_runner import HttpLimits
+from .legacy import DEFAULT_INPUT_TIMEOUT_SECONDS, LegacyProtocol, ProtocolEras
 from .metrics import ServerMetrics
-from .transport import McpAsgiApp
+from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_SECONDS, SessionTable
+from .transport import ASGIApp, McpAsgiApp
 
 __all__ = ["DEFAULT_ENDPOINT_PATH", "McpServer"]
+
+_NO_MOUNTS: Final[Mapping[str, ASGIApp]] = MappingProxyType({})
 
 
 class McpServer:
@@ -68,9 +75,21 @@ class McpServer:
       quickly without blocking: the thread hop is then pure overhead, but one blocking handler would stall
       every request.
     * ``metrics`` — count requests, ``input_required`` results, seals and opens here (default: not counted).
+    * ``protocol_eras`` — which protocol eras the endpoint speaks (:class:`~.legacy.ProtocolEras`): ``BOTH``
+      (the default) serves the 2025 era (``initialize``, ``Mcp-Session-Id`` sessions, server-to-client requests
+      over SSE; 2025-11-25, 2025-06-18, 2025-03-26) beside 2026-07-28; ``MODERN`` refuses a 2025-era
+      ``initialize`` with -32022; ``LEGACY`` refuses 2026-07-28 requests with -32022.
+    * ``max_sessions`` — live 2025-era sessions at once (default 1024, 1..65536; past it ``initialize`` gets
+      503); ``session_idle_seconds`` — an unused session with nothing running ends after this long (default
+      1800, 1..86400). Sessions live in this process: a fleet needs sticky routing for 2025-era clients.
+    * ``input_timeout_seconds`` — how long a 2025-era request waits for the client's answers to one round of
+      server-to-client requests (default 300, 1..3600).
+    * ``mounts`` — path prefix (``"/link/"``: starts and ends with ``/``, outside the endpoint path) → a plain
+      ASGI 3 app that answers every request under that prefix, after the ``Host``/``Origin`` checks and the
+      shutdown drain check (the scope is passed unchanged, full path included; mounts get no lifespan events).
     """
 
-    __slots__ = ("_app", "_dispatcher", "_sealer")
+    __slots__ = ("_app", "_dispatcher", "_legacy", "_sealer")
 
     def __init__(
         self,
@@ -93,6 +112,11 @@ class McpServer:
         http_limits: HttpLimits | None = None,
         sync_handlers_in_thread: bool = True,
         metrics: ServerMetrics | None = None,
+        protocol_eras: ProtocolEras = ProtocolEras.BOTH,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        session_idle_seconds: float = DEFAULT_SESSION_IDLE_SECONDS,
+        input_timeout_seconds: float = DEFAULT_INPUT_TIMEOUT_SECONDS,
+        mounts: Mapping[str, ASGIApp] = _NO_MOUNTS,
     ) -> None:
         if not isinstance(registry, Registry):
             raise TypeError("McpServer takes a Registry")
@@ -106,6 +130,8 @@ class McpServer:
             raise TypeError("http_limits takes an HttpLimits")
         if metrics is not None and not isinstance(metrics, ServerMetrics):
             raise TypeError("metrics takes a ServerMetrics")
+        if not isinstance(protocol_eras, ProtocolEras):
+            raise TypeError("protocol_eras takes a ProtocolEras")
         sealer = None if protection is None else RequestStateSealer(protection)
         self._dispatcher = Dispatcher(
             registry=registry,
@@ -121,6 +147,15 @@ class McpServer:
             sync_handlers_in_thread=sync_handlers_in_thread,
             metrics=metrics,
         )
+        # The table checks its own bounds; the engine checks the input timeout and the eras.
+        sessions = SessionTable(max_sessions=max_sessions, idle_seconds=session_idle_seconds)
+        self._legacy = LegacyProtocol(
+            self._dispatcher,
+            eras=protocol_eras,
+            sessions=sessions,
+            input_timeout_seconds=input_timeout_seconds,
+            endpoint_path=path,
+        )
         self._app = McpAsgiApp(
             self._dispatcher,
             path=path,
@@ -129,6 +164,8 @@ class McpServer:
             max_request_body_bytes=max_request_body_bytes,
             output_ceiling_bytes=output_ceiling_bytes,
             http_limits=http_limits if http_limits is not None else HttpLimits(),
+            legacy=self._legacy,
+            mounts=mounts,
         )
         self._sealer = sealer
         manager = None if sealer is None else sealer.keyring_manager
@@ -139,6 +176,16 @@ class McpServer:
     def dispatcher(self) -> Dispatcher:
         """The protocol logic (for other transports and tests)."""
         return self._dispatcher
+
+    @property
+    def legacy_protocol(self) -> LegacyProtocol:
+        """The 2025-era engine of this server, with its session table (the stdio transport drives the same one)."""
+        return self._legacy
+
+    @property
+    def protocol_eras(self) -> ProtocolEras:
+        """Which protocol eras this server speaks."""
+        return self._legacy.eras
 
     @property
     def registry(self) -> Registry:

@@ -2,8 +2,19 @@
 
 This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP side of the protocol:
 
-* one endpoint (default :data:`~soklet_core.protocol.DEFAULT_ENDPOINT_PATH`), POST only (GET, DELETE and the
-  rest: 405; other paths: 404);
+* one endpoint (default :data:`~soklet_core.protocol.DEFAULT_ENDPOINT_PATH`); other paths: 404, except those under
+  a mount prefix, which go to the mounted ASGI app after the ``Host``/``Origin`` and drain checks;
+* both protocol eras on that endpoint (:class:`~.legacy.ProtocolEras`). A POST without ``Mcp-Session-Id`` whose
+  ``MCP-Protocol-Version`` header names a modern version is 2026-07-28, decided from the headers alone; only
+  otherwise is the body read for the era (:func:`~.legacy.is_legacy_message`), and a 2025-era message goes to
+  :meth:`.LegacyProtocol.handle <soklet_core.mcp.server.legacy.LegacyProtocol.handle>` with this POST's
+  response stream as its channel: the server's own requests to the client (``elicitation/create``...) are
+  ``event: message`` frames of that stream, which starts at the first frame (a request that needs no input gets
+  a plain JSON answer). An unknown or expired ``Mcp-Session-Id``: 404, JSON-RPC -32001 ``Session not found``;
+* GET: 405 (``Allow: POST, DELETE`` when the 2025 era is served: no standalone SSE stream is offered, as the
+  2025-11-25 transport permits; ``Allow: POST`` otherwise). DELETE with ``Mcp-Session-Id`` ends that session
+  (its running requests are cancelled): 200, unknown 404, no header 400; 405 on a modern-only server. The rest:
+  405;
 * strict ``Host`` and ``Origin`` (hand-written RFC 9112/3986/6454 parsers, no regular expressions): exactly one
   ``Host`` = ``uri-host [":" port]``, else 400; a well-formed ``Host`` that is not allowed is 403; at most one
   ``Origin`` (several: 400), a serialized origin ``scheme://host[:port]`` and nothing else, else 403. Allowed:
@@ -33,7 +44,8 @@ import contextlib
 import ipaddress
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
 from soklet_core.errors import SokletError
@@ -41,26 +53,59 @@ from soklet_core.json import (
     DEFAULT_REQUEST_BODY_BYTES,
     MAX_REQUEST_BODY_BYTES,
     RESPONSE_OUTPUT_CEILING_BYTES,
+    JsonError,
     JsonObject,
     JsonValue,
     encode_wire,
+    parse,
 )
 from soklet_core.protection import normalize_endpoint_path
 from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 
-from .dispatcher import Dispatcher, DispatchResult, HttpRequest
+from .dispatcher import (
+    INLINE_BODY_BYTES,
+    LARGE_BODY_WAIT_SECONDS,
+    MAX_CONCURRENT_LARGE_BODIES,
+    Dispatcher,
+    DispatchResult,
+    HttpRequest,
+)
 from .http_runner import SHUTDOWN_MARGIN_SECONDS, HttpLimits
-from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, encode_error
+from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, encode_error
+from .legacy import (
+    SESSION_HEADER,
+    SESSION_NOT_FOUND,
+    SESSION_NOT_FOUND_MESSAGE,
+    LegacyProtocol,
+    LegacyRequest,
+    ProtocolEras,
+)
 from .metrics import request_outcome
+from .sessions import LegacySession
 
 _DEFAULT_LIMITS: Final = HttpLimits()
 
-__all__ = ["LOCAL_HOSTS", "MAX_PORT", "MalformedAuthority", "McpAsgiApp", "parse_authority", "parse_origin"]
+__all__ = [
+    "LOCAL_HOSTS",
+    "MAX_MOUNTS",
+    "MAX_PORT",
+    "ASGIApp",
+    "MalformedAuthority",
+    "McpAsgiApp",
+    "parse_authority",
+    "parse_origin",
+]
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
 Receive: TypeAlias = Callable[[], Awaitable[Message]]
 Send: TypeAlias = Callable[[Message], Awaitable[None]]
+#: A plain ASGI 3 application (what a mount serves).
+ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_NO_MOUNTS: Final[Mapping[str, ASGIApp]] = MappingProxyType({})
+#: At most this many mounts: the path of every request outside the endpoint is compared with each prefix.
+MAX_MOUNTS: Final = 16
 
 _access_log = logging.getLogger("soklet.mcp.access")
 _logger = logging.getLogger("soklet.mcp")
@@ -163,10 +208,13 @@ def parse_origin(text: str) -> tuple[str, str, int | None]:
 
 
 class _Channel:
-    """Progress frames of one request, between the handler (via the dispatcher) and the response writer.
+    """The frames of one request's response stream, between the protocol logic and the response writer.
 
-    ``ready`` is called (on the event loop) whenever frames may be streamed: frames are held and streaming is
-    allowed.
+    Progress frames (from a handler, via the dispatcher) are held until streaming is allowed; a frame sent with
+    :meth:`send` (a server-to-client request of a 2025-era session, which the client must see to answer) allows
+    streaming itself. ``ready`` is called (on the event loop) whenever frames may be streamed: frames are held
+    and streaming is allowed. The stream starts lazily, at the first frame written: a request that streams
+    nothing gets a plain JSON answer.
     """
 
     __slots__ = ("_ready", "allowed", "cancelled", "frames")
@@ -187,6 +235,19 @@ class _Channel:
         if self.allowed:
             self._ready()
 
+    def send(self, frame: JsonObject) -> None:
+        """Queue one JSON-RPC message to the client (never blocks): it commits the response as SSE."""
+        self.frames.append(frame)
+        self.allowed = True
+        self._ready()
+
+
+def _nothing() -> None:
+    """No frames to write."""
+
+
+#: The channel of an answer given without running anything (no frames are ever held in it).
+_QUIET: Final = _Channel(_nothing)
 
 _SSE_DATA: Final = b"event: message\ndata: "
 _SSE_END: Final = b"\n\n"
@@ -209,6 +270,8 @@ class McpAsgiApp:
         max_request_body_bytes: int = DEFAULT_REQUEST_BODY_BYTES,
         output_ceiling_bytes: int = RESPONSE_OUTPUT_CEILING_BYTES,
         http_limits: HttpLimits = _DEFAULT_LIMITS,
+        legacy: LegacyProtocol | None = None,
+        mounts: Mapping[str, ASGIApp] = _NO_MOUNTS,
     ) -> None:
         if not 0 < max_request_body_bytes <= MAX_REQUEST_BODY_BYTES:
             raise ValueError(f"the request body limit must be between 1 and {MAX_REQUEST_BODY_BYTES} bytes")
@@ -232,6 +295,17 @@ class McpAsgiApp:
         self._idle: asyncio.Event | None = None
         self._draining = False
         self._grace_over: asyncio.Future[None] | None = None
+        if legacy is not None and not isinstance(legacy, LegacyProtocol):
+            raise TypeError("legacy takes a LegacyProtocol")
+        self._legacy = legacy
+        eras = ProtocolEras.MODERN if legacy is None else legacy.eras
+        # The header-only fast path: a modern version header and no session header is a 2026-07-28 request,
+        # decided without reading the body (a legacy-only server has no fast path).
+        self._fast_versions = frozenset(dispatcher.supported_versions) if eras.modern else frozenset()
+        self._sessions = legacy.sessions if legacy is not None and eras.legacy else None
+        self._allow = b"POST" if self._sessions is None else b"POST, DELETE"
+        self._mounts = _checked_mounts(mounts, self._path)
+        self._large_slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     @property
     def path(self) -> str:
@@ -291,6 +365,8 @@ class McpAsgiApp:
                     wait = self._limits.shutdown_grace_seconds + SHUTDOWN_MARGIN_SECONDS
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._idle.wait(), wait)
+                if self._legacy is not None:
+                    self._legacy.close()  # 2025-era sessions do not outlive the server
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -398,10 +474,13 @@ class McpAsgiApp:
                 path = normalize_endpoint_path(path)
             except ValueError:
                 path = None
+        mount: ASGIApp | None = None
         if path != self._path:
-            return await self._plain(send, 404, "not-found")
-        if scope["method"] != "POST":
-            return await self._plain(send, 405, "method-not-allowed", [(b"allow", b"POST")])
+            mount = self._mount_of(scope["path"]) if self._mounts else None
+            if mount is None:
+                return await self._plain(send, 404, "not-found")
+        elif scope["method"] != "POST" and (scope["method"] != "DELETE" or self._sessions is None):
+            return await self._plain(send, 405, "method-not-allowed", [(b"allow", self._allow)])
         headers: dict[str, str] = {}
         hosts: list[str] = []
         origins: list[str] = []
@@ -418,6 +497,11 @@ class McpAsgiApp:
             return await self._plain(send, refusal[0], refusal[1])
         if self._draining:
             return await self._plain(send, 503, "shutting-down", close=True)
+        if mount is not None:
+            await self._mounted(mount, scope, receive, send)
+            return None  # logged by _mounted; not an MCP request for the metrics
+        if scope["method"] == "DELETE":
+            return await self._end_session(headers, send)
         body = await self._read_body(headers, receive)
         if body is _TOO_LARGE:
             return await self._plain(send, 413, "body-too-large")
@@ -427,7 +511,122 @@ class McpAsgiApp:
             # The head came before the stop, the body after: the request never started, so it is refused as new.
             return await self._plain(send, 503, "shutting-down", close=True)
         assert isinstance(body, bytes)
-        return await self._respond(HttpRequest(scope["path"], headers, body), receive, send)
+        # The fast path (era_from_headers, inlined: no call and no allocation on the hot path).
+        if SESSION_HEADER not in headers and headers.get("mcp-protocol-version") in self._fast_versions:
+            return await self._respond(HttpRequest(scope["path"], headers, body), receive, send)
+        return await self._by_era(scope["path"], headers, body, receive, send)
+
+    # ------------------------------------------------------------------------------------------------ mounts
+
+    def _mount_of(self, path: str) -> ASGIApp | None:
+        for prefix, app in self._mounts:
+            if path.startswith(prefix):
+                return app
+        return None
+
+    async def _mounted(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        """Hand a request under a mount prefix to its app (the checks passed); log it as the endpoint's are."""
+        started = time.perf_counter()
+        status = 500  # what the server answers for an app that starts no response
+
+        async def tracked(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await app(scope, receive, tracked)
+        finally:
+            # Not counted in the MCP request metrics: a mounted page is not an MCP request.
+            self._log(DispatchResult(status, None, reason="mount"), started)
+
+    # ------------------------------------------------------------------------------------------------ 2025 era
+
+    async def _by_era(
+        self, path: str, headers: dict[str, str], body: bytes, receive: Receive, send: Send
+    ) -> DispatchResult | None:
+        """A POST the headers alone did not decide: the body says which era (``is_legacy_message``)."""
+        legacy = self._legacy
+        if legacy is None:
+            return await self._respond(HttpRequest(path, headers, body), receive, send)
+        message: JsonValue | None = None
+        session: LegacySession | None = None
+        session_id = headers.get(SESSION_HEADER)
+        if session_id is not None:
+            if self._sessions is not None:
+                # Known before the body is read: an unknown or expired session costs no parse (id unknown: null).
+                session = self._sessions.get(session_id.strip())
+                if session is None:
+                    return await self._answer(
+                        send, 404, SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, "session-unknown"
+                    )
+            parsed = await self._parse(body)
+            if parsed is _TOO_BUSY:
+                return await self._plain(send, 503, "busy", [(b"retry-after", b"1")], text=_BUSY_TEXT)
+            if not isinstance(parsed, JsonValue):
+                return await self._answer(send, 400, PARSE_ERROR, "Parse error", "parse-error")
+            message = parsed
+        else:
+            # Without a session only an initialize opens the 2025 era, and an initialize is small: a body over the
+            # inline size is left to the 2026-07-28 path (whose dispatcher parses large bodies off the loop).
+            if len(body) <= INLINE_BODY_BYTES:
+                with contextlib.suppress(JsonError):
+                    message = parse(body)
+            if message is None or not legacy.is_legacy(headers, message):
+                if legacy.eras.modern:
+                    return await self._respond(HttpRequest(path, headers, body), receive, send)
+                if message is None:
+                    return await self._answer(send, 400, PARSE_ERROR, "Parse error", "parse-error")
+                return await self._finish(send, legacy.refuse_modern(message), _QUIET, False)
+        return await self._respond(LegacyRequest(path, headers, message, session, len(body)), receive, send)
+
+    async def _parse(self, body: bytes) -> JsonValue | object:
+        """A session request's body, or :data:`_TOO_BUSY` / :data:`_UNPARSED`.
+
+        A small body is parsed here; a larger one in a worker thread, at most
+        :data:`~.dispatcher.MAX_CONCURRENT_LARGE_BODIES` at once (waiting up to
+        :data:`~.dispatcher.LARGE_BODY_WAIT_SECONDS`), as the dispatcher bounds its own.
+        """
+        try:
+            if len(body) <= INLINE_BODY_BYTES:
+                return parse(body)
+            loop = asyncio.get_running_loop()
+            if self._large_slots is None or self._large_slots[0] is not loop:
+                self._large_slots = (loop, asyncio.Semaphore(MAX_CONCURRENT_LARGE_BODIES))
+            slots = self._large_slots[1]
+            try:
+                async with asyncio.timeout(LARGE_BODY_WAIT_SECONDS):
+                    await slots.acquire()
+            except TimeoutError:
+                return _TOO_BUSY
+            # Shielded: a thread cannot be stopped halfway, so its slot is held until it ends.
+            future = asyncio.ensure_future(asyncio.to_thread(parse, body))
+            future.add_done_callback(lambda done: _release(slots, done))
+            return await asyncio.shield(future)
+        except JsonError:
+            return _UNPARSED
+
+    async def _answer(
+        self, send: Send, status: int, code: int, message: str, reason: str, extra: tuple[tuple[bytes, bytes], ...] = ()
+    ) -> DispatchResult:
+        body = encode_error(None, code, message)
+        headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *extra]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        return DispatchResult(status, None, reason=reason, code=code)
+
+    async def _end_session(self, headers: dict[str, str], send: Send) -> DispatchResult:
+        """``DELETE`` with ``Mcp-Session-Id``: end that session (its running requests are cancelled) → 200."""
+        assert self._sessions is not None
+        session_id = headers.get(SESSION_HEADER)
+        if session_id is None:
+            return await self._answer(send, 400, INVALID_REQUEST, _NO_SESSION_TEXT, "session-missing")
+        if not self._sessions.remove(session_id.strip()):
+            return await self._answer(send, 404, SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, "session-unknown")
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+        return DispatchResult(200, None, reason="session-ended")
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | object:
         """The body, or a marker: :data:`_TOO_LARGE`, :data:`_TIMED_OUT` (body timeout) or :data:`_DRAINED`."""
@@ -470,7 +669,9 @@ class McpAsgiApp:
             return _DRAINED if cut_by_grace else _TIMED_OUT
         return b"".join(chunks)
 
-    async def _respond(self, request: HttpRequest, receive: Receive, send: Send) -> DispatchResult | None:
+    async def _respond(
+        self, request: HttpRequest | LegacyRequest, receive: Receive, send: Send
+    ) -> DispatchResult | None:
         # The dispatch runs in this request's own task: no task per request for it and no wait on a set of
         # futures. A disconnect (seen by a watcher task) or the end of the shutdown grace cancels this task;
         # progress frames are written by a writer task started only when a handler streams. The watcher starts
@@ -484,7 +685,11 @@ class McpAsgiApp:
         start_watching = asyncio.get_running_loop().call_soon(exchange.watch, receive)
         grace.add_done_callback(exchange.on_grace)
         try:
-            result = await self._dispatcher.dispatch(request, channel)
+            if isinstance(request, HttpRequest):
+                result = await self._dispatcher.dispatch(request, channel)
+            else:  # a 2025-era message: server-to-client requests go out as frames of this response's stream
+                assert self._legacy is not None
+                result = await self._legacy.handle(request, channel)
         except asyncio.CancelledError:
             if exchange.stopped is None:
                 exchange.abandon()
@@ -639,6 +844,8 @@ _STATUS_TEXT: Final = {
 }
 
 _CANCELLED_TEXT: Final = "Server shutting down: request cancelled"
+_BUSY_TEXT: Final = "Service unavailable: too many large requests"
+_NO_SESSION_TEXT: Final = "Bad Request: Mcp-Session-Id header required"
 #: How many distinct ``Host`` values the app remembers the answer for.
 _HOSTS_REMEMBERED: Final = 64
 
@@ -646,6 +853,45 @@ _HOSTS_REMEMBERED: Final = 64
 _TOO_LARGE: Final = object()
 _TIMED_OUT: Final = object()
 _DRAINED: Final = object()
+#: Markers :meth:`McpAsgiApp._parse` returns instead of a message.
+_TOO_BUSY: Final = object()
+_UNPARSED: Final = object()
+
+
+def _checked_mounts(mounts: Mapping[str, ASGIApp], endpoint: str) -> tuple[tuple[str, ASGIApp], ...]:
+    """The mounts as (prefix, app) pairs, after checking them (``ValueError``/``TypeError`` name the rule broken).
+
+    A prefix is a normalized path that starts and ends with ``/`` (``/link/``), neither holds nor lies inside the
+    endpoint path, and neither holds nor lies inside another prefix, so every request has at most one place to go.
+    """
+    if not isinstance(mounts, Mapping):
+        raise TypeError("mounts takes a mapping of path prefix to ASGI app")
+    if len(mounts) > MAX_MOUNTS:
+        raise ValueError(f"at most {MAX_MOUNTS} mounts")
+    pairs: list[tuple[str, ASGIApp]] = []
+    for prefix, app in mounts.items():
+        if not isinstance(prefix, str) or not callable(app):
+            raise TypeError("mounts takes a mapping of path prefix to ASGI app")
+        if not (len(prefix) > 1 and prefix.startswith("/") and prefix.endswith("/")):
+            raise ValueError("a mount prefix starts and ends with '/' and is not '/' alone")
+        try:
+            normal = normalize_endpoint_path(prefix) + "/" == prefix
+        except ValueError:
+            normal = False
+        if not normal:
+            raise ValueError("a mount prefix is a normalized path (no '//', dot segments or escapes to decode)")
+        if (endpoint + "/").startswith(prefix) or prefix.startswith(endpoint + "/"):
+            raise ValueError("a mount prefix must not overlap the endpoint path")
+        if any(prefix.startswith(other) or other.startswith(prefix) for other, _app in pairs):
+            raise ValueError("mount prefixes must not overlap each other")
+        pairs.append((prefix, app))
+    return tuple(pairs)
+
+
+def _release(slots: asyncio.Semaphore, done: asyncio.Future[JsonValue]) -> None:
+    slots.release()
+    if not done.cancelled():
+        done.exception()  # retrieved: a request cancelled meanwhile no longer waits for it
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
