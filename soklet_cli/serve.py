@@ -1,13 +1,15 @@
-"""``soklet serve``: run a real MCP server (the version of :mod:`soklet_core.protocol`) locally with input-required
-tools."""
+"""``soklet serve``: run a real MCP server (the version of :mod:`soklet_core.protocol`, and the 2025 era beside it)
+locally with input-required tools, over HTTP or over standard input and output."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import importlib
 import ipaddress
 import logging
+import os
 import shlex
 import shutil
 import signal
@@ -18,7 +20,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, BinaryIO, Final
 
 import typer
 
@@ -53,8 +55,21 @@ from soklet_core.mcp.server.http_runner import (
     MAX_TIMEOUT_SECONDS,
     MIN_HEAD_BYTES,
 )
+from soklet_core.mcp.server.legacy import (
+    DEFAULT_INPUT_TIMEOUT_SECONDS,
+    LEGACY_PROTOCOL_VERSIONS,
+    MAX_INPUT_TIMEOUT_SECONDS,
+    ProtocolEras,
+)
 from soklet_core.mcp.server.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
 from soklet_core.mcp.server.metrics import ServerMetrics
+from soklet_core.mcp.server.sessions import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_SECONDS,
+    MAX_SESSION_IDLE_SECONDS,
+    MAX_SESSIONS_LIMIT,
+)
+from soklet_core.mcp.server.stdio import StdioTransport, open_pipe_streams
 from soklet_core.protection import ProtectionConfig
 from soklet_core.protocol import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -101,6 +116,8 @@ DEV_KEYRING_NAME: Final = "dev-keyring.toml"
 EXAMPLE_START: Final = "# try it (bash): call catalog.continue, get input_required, then retry with the answer"
 EXAMPLE_END: Final = "# end of example"
 _MAX_TIMEOUT: Final = timedelta(seconds=MAX_TIMEOUT_SECONDS)
+_MAX_SESSION_IDLE: Final = timedelta(seconds=MAX_SESSION_IDLE_SECONDS)
+_MAX_INPUT_TIMEOUT: Final = timedelta(seconds=MAX_INPUT_TIMEOUT_SECONDS)
 _RELOAD_NOTE: Final = (
     f"reloaded on SIGHUP and when the file changes (checked every {DEFAULT_POLL_INTERVAL_SECONDS:g} s)"
 )
@@ -221,6 +238,24 @@ def _check_env_name(value: str | None) -> str | None:
     return value
 
 
+def _check_session_idle(value: str) -> str:
+    """A Typer callback: a duration with a unit, at most the session table's bound (``MAX_SESSION_IDLE_SECONDS``)."""
+    parse_duration(value, maximum=_MAX_SESSION_IDLE)
+    return value
+
+
+def _check_input_timeout(value: str) -> str:
+    """A Typer callback: a duration with a unit, at most the 2025-era engine's bound (``MAX_INPUT_TIMEOUT_SECONDS``)."""
+    parse_duration(value, maximum=_MAX_INPUT_TIMEOUT)
+    return value
+
+
+def _eras_text(eras: ProtocolEras) -> str:
+    """The versions a server with these eras speaks, for the start-up banner."""
+    versions = ([PROTOCOL_VERSION] if eras.modern else []) + (list(LEGACY_PROTOCOL_VERSIONS) if eras.legacy else [])
+    return f"{eras.value} ({', '.join(versions)})"
+
+
 def _seconds(value: str) -> float:
     """An HTTP timeout option's value in seconds: the one duration parser, with the timeouts' bound."""
     return parse_duration(value, maximum=_MAX_TIMEOUT).total_seconds()
@@ -253,6 +288,20 @@ def serve(
         str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on (loopback by default).")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port; 0 picks a free one.")] = 8765,
+    protocol: Annotated[
+        ProtocolEras,
+        typer.Option(
+            "--protocol",
+            help="Protocol eras served: modern (2026-07-28 only), legacy (2025-era sessions only) or both.",
+        ),
+    ] = ProtocolEras.BOTH,
+    stdio: Annotated[
+        bool,
+        typer.Option(
+            "--stdio",
+            help="Speak newline-delimited JSON-RPC on standard input/output instead of HTTP; logs go to stderr.",
+        ),
+    ] = False,
     keyring: Annotated[
         str | None,
         typer.Option(
@@ -344,6 +393,40 @@ def serve(
             help="On stop, how long running requests may finish.",
         ),
     ] = _default(DEFAULT_SHUTDOWN_GRACE_SECONDS),
+    max_sessions: Annotated[
+        int,
+        typer.Option(
+            "--max-sessions",
+            metavar="N",
+            min=1,
+            max=MAX_SESSIONS_LIMIT,
+            help="Live 2025-era sessions at once; one more initialize gets 503.",
+        ),
+    ] = DEFAULT_MAX_SESSIONS,
+    session_idle_timeout: Annotated[
+        str,
+        typer.Option(
+            "--session-idle-timeout",
+            metavar="DURATION",
+            callback=_check_session_idle,
+            help=(
+                "A 2025-era session unused this long, with nothing running, ends "
+                f"(max {duration_text(_MAX_SESSION_IDLE)})."
+            ),
+        ),
+    ] = _default(DEFAULT_SESSION_IDLE_SECONDS),
+    input_timeout: Annotated[
+        str,
+        typer.Option(
+            "--input-timeout",
+            metavar="DURATION",
+            callback=_check_input_timeout,
+            help=(
+                "How long a 2025-era request waits for the client's answers to one round of input "
+                f"(max {duration_text(_MAX_INPUT_TIMEOUT)})."
+            ),
+        ),
+    ] = _default(DEFAULT_INPUT_TIMEOUT_SECONDS),
     admin_port: Annotated[
         int | None,
         typer.Option(
@@ -408,7 +491,8 @@ def serve(
     allow_insecure: InsecureOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the start-up facts as one JSON document.")] = False,
 ) -> None:
-    """Serve MCP {protocol_version} over HTTP: the demo app (catalog.continue and friends), or your own.
+    """Serve MCP {protocol_version} and the 2025 era over HTTP or stdio: the demo app (catalog.continue and friends),
+    or your own.
 
     At start it prints the URL, the key it seals with (id and keyring fingerprint, never material) and a
     copy-paste bash example: the first request gets **input_required** from catalog.continue, the retry with the
@@ -428,6 +512,20 @@ def serve(
     --body-timeout (408), --keep-alive-timeout, --max-connections (503). Stop with Ctrl-C (SIGINT) or SIGTERM:
     new requests get 503, running ones get --shutdown-grace to finish and are then cancelled with a 503.
 
+    **Protocol eras**: with **--protocol both** (the default) the endpoint serves 2026-07-28 requests and 2025-era
+    clients ({legacy_versions}: initialize, Mcp-Session-Id sessions, input asked as server-to-client requests)
+    side by side; **--protocol modern** refuses a 2025-era initialize with -32022, **--protocol legacy** refuses
+    2026-07-28 requests the same way. Sessions live in this process (a fleet behind a load balancer needs sticky
+    routing for 2025-era clients): at most --max-sessions, each ended after --session-idle-timeout unused;
+    --input-timeout bounds each round of input a 2025-era request waits for.
+
+    **--stdio** serves the same app, keyring and protection over standard input and output instead of HTTP, for
+    hosts that launch the server by command: one JSON-RPC message per line, at most the request body limit per
+    line; standard output carries protocol messages only, and the start-up facts and every log line go to stderr.
+    The connection is one 2025-era session (or plain 2026-07-28 requests) with no headers, so admission is
+    anonymous; the HTTP options (--host, --port, the HTTP limits) have no effect and --admin-port is refused.
+    The end of standard input ends the server (exit 0).
+
     **Examples**
 
       soklet serve
@@ -440,12 +538,24 @@ def serve(
 
       soklet serve --keyring keys.toml --admin-port 9465 --admin-token-file admin-token --instance web-1
 
-    **Exit codes**: 0 stopped; 1 the keyring was refused; 2 usage (an admin listener without a usable token source,
-    on the MCP port, or non-loopback without TLS included); 3 the keyring file, a token or TLS file, or a port is
-    unusable.
+      soklet serve --stdio
+
+      soklet serve --protocol modern
+
+      soklet serve --max-sessions 256 --session-idle-timeout 10m --input-timeout 2m
+
+    **Exit codes**: 0 stopped (with --stdio: standard input ended); 1 the keyring was refused; 2 usage (an admin
+    listener without a usable token source, on the MCP port, non-loopback without TLS, or with --stdio included);
+    3 the keyring file, a token or TLS file, a port, or (with --stdio) standard input or output is unusable.
     """
     if keyring is not None and dev_key:
         fail("usage: --keyring and --dev-key exclude each other", ExitCode.USAGE)
+    if stdio and admin_port is not None:
+        fail(
+            "usage: --admin-port cannot be used with --stdio (the admin API is an HTTP listener; serve over HTTP "
+            "to use it)",
+            ExitCode.USAGE,
+        )
     admin = _admin_settings(
         port=admin_port,
         mcp_port=port,
@@ -471,6 +581,7 @@ def serve(
         else:
             keyring_file = Path(keyring)
             document = load_document(keyring_file, allow_insecure_permissions=allow_insecure)
+        protocol_out = stack.enter_context(_protocol_stdout()) if stdio else None
         _serve(
             document,
             keyring_file,
@@ -488,6 +599,13 @@ def serve(
             instance=instance,
             fingerprint_version=fingerprint_version,
             allow_insecure_permissions=allow_insecure,
+            sessions=_Sessions(
+                eras=protocol,
+                max_sessions=max_sessions,
+                idle_seconds=parse_duration(session_idle_timeout, maximum=_MAX_SESSION_IDLE).total_seconds(),
+                input_timeout_seconds=parse_duration(input_timeout, maximum=_MAX_INPUT_TIMEOUT).total_seconds(),
+            ),
+            protocol_out=protocol_out,
         )
 
 
@@ -497,7 +615,18 @@ serve.__doc__ = (
     (serve.__doc__ or "")
     .replace("{protocol_version}", PROTOCOL_VERSION)
     .replace("{poll_interval}", f"{DEFAULT_POLL_INTERVAL_SECONDS:g}")
+    .replace("{legacy_versions}", ", ".join(LEGACY_PROTOCOL_VERSIONS))
 )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Sessions:
+    """The protocol eras and the 2025-era session bounds of ``soklet serve``."""
+
+    eras: ProtocolEras
+    max_sessions: int
+    idle_seconds: float
+    input_timeout_seconds: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -581,6 +710,8 @@ def _serve(
     instance: str,
     fingerprint_version: int,
     allow_insecure_permissions: bool,
+    sessions: _Sessions,
+    protocol_out: BinaryIO | None,
 ) -> None:
     ring = document.keyring()
     config = ProtectionConfig(
@@ -590,8 +721,8 @@ def _serve(
     early_stop: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda number, _frame: early_stop.append(number))
-    sock = _free_socket(host, port)
-    bound_port = sock.getsockname()[1]
+    sock = None if protocol_out is not None else _free_socket(host, port)
+    bound_port = 0 if sock is None else sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
     registries: list[Registry] = []
     mounts: dict[str, LinkPage] = {}
@@ -600,15 +731,25 @@ def _serve(
     if app is not None:
         registries.append(_load_app(app))
     else:
-        link_base = f"http://{url_host}:{bound_port}/link" if development else demo.DEFAULT_LINK_BASE_URL
+        # Over stdio no page is served: account.link keeps its default https base URL.
+        served = development and sock is not None
+        link_base = f"http://{url_host}:{bound_port}/link" if served else demo.DEFAULT_LINK_BASE_URL
         links = LinkStore()  # shared by account.link and the page it links to (mounted at /link/)
         registries.append(demo.build_registry(link_base_url=link_base, development=development, links=links))
         mounts[LINK_PAGE_PREFIX] = LinkPage(links)
     metrics = ServerMetrics(instance=instance)
     server = McpServer(
-        Registry.merge(*registries), protection=config, http_limits=limits, metrics=metrics, mounts=mounts
+        Registry.merge(*registries),
+        protection=config,
+        http_limits=limits,
+        metrics=metrics,
+        mounts=mounts,
+        protocol_eras=sessions.eras,
+        max_sessions=sessions.max_sessions,
+        session_idle_seconds=sessions.idle_seconds,
+        input_timeout_seconds=sessions.input_timeout_seconds,
     )
-    url = f"http://{url_host}:{bound_port}{server.path}"
+    url = "stdio" if sock is None else f"http://{url_host}:{bound_port}{server.path}"
     manager = server.protection_keyring_manager
     assert manager is not None
     live = LiveKeyring(
@@ -652,7 +793,7 @@ def _serve(
     reported = live.snapshot()
     fingerprint = reported.fingerprint
     active = reported.active_key_id
-    commands = example_commands(url)
+    commands = example_commands(url) if sock is not None else []
     # A path that cannot be shown as it is (material-shaped, control characters) is named FILE in the hint.
     shown_file = shown_path(keyring_file, limit=None)
     shown_argument = shlex.quote(str(keyring_file)) if shown_file == str(keyring_file) else "FILE"
@@ -661,7 +802,8 @@ def _serve(
         emit_json(
             {
                 "url": url,
-                "port": bound_port,
+                "port": None if sock is None else bound_port,
+                "protocol": sessions.eras.value,
                 "development_key": development,
                 "keyring_file": str(keyring_file),
                 "active_key_id": active,
@@ -674,7 +816,9 @@ def _serve(
             }
         )
     else:
-        lines = [f"soklet serve: MCP {PROTOCOL_VERSION} at {url}"]
+        where = "over stdio (one JSON-RPC message per line; this text and the logs on stderr)" if sock is None else ""
+        lines = [f"soklet serve: MCP {PROTOCOL_VERSION} {where or 'at ' + url}"]
+        lines.append(f"protocol: {_eras_text(sessions.eras)}")
         if development:
             lines.append("keyring: EPHEMERAL development key (--dev-key): states die with this process")
             lines.append(f"dev keyring file (deleted on exit): {shown_path(keyring_file)}")
@@ -685,9 +829,10 @@ def _serve(
         lines.append(f"inspect a token: {inspect_hint}")
         if admin_url is not None:
             lines.append(f"admin API: {admin_url} (instance {instance}; Authorization: Bearer TOKEN)")
-        lines.append(EXAMPLE_START)
-        lines.extend(commands)
-        lines.append(EXAMPLE_END)
+        if commands:
+            lines.append(EXAMPLE_START)
+            lines.extend(commands)
+            lines.append(EXAMPLE_END)
         sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()
     _configure_logging(log_level)
@@ -699,6 +844,13 @@ def _serve(
         _RELOAD_NOTE,
     )
     watcher.start()
+    if protocol_out is not None:
+        try:
+            asyncio.run(_serve_stdio(server, protocol_out, early_stop))
+        finally:
+            watcher.stop()
+        return
+    assert sock is not None
     settings = uvicorn_config(server, log_level=log_level.value)
     primary = _quiet_server_class(early_stop)(settings)
     try:
@@ -708,6 +860,50 @@ def _serve(
             run_together(primary, [sock], [(admin_server, [admin_sock])])
     finally:
         watcher.stop()
+
+
+@contextlib.contextmanager
+def _protocol_stdout() -> Iterator[BinaryIO]:
+    """Standard output for the protocol alone: the file of descriptor 1 is handed out on a descriptor of its own
+    and descriptor 1 becomes standard error while the server runs, so the start-up facts, the logs and any stray
+    ``print`` of an app land on stderr, never among protocol lines. Descriptor 1 is restored after."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    protocol = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    try:
+        yield protocol
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        protocol.close()
+
+
+async def _serve_stdio(server: McpServer, protocol_out: BinaryIO, early_stop: list[int]) -> None:
+    """Serve over standard input and ``protocol_out`` until the input ends or a stop signal comes (both exit 0)."""
+    if early_stop:
+        return
+    try:
+        reader, writer = await open_pipe_streams(sys.stdin.buffer, protocol_out)
+    except (OSError, ValueError) as error:  # a regular file cannot be watched by the event loop
+        fail(
+            f"--stdio needs standard input and output to be pipes or a terminal ({type(error).__name__})",
+            ExitCode.IO,
+        )
+    loop = asyncio.get_running_loop()
+    serving = loop.create_task(StdioTransport(server.legacy_protocol).serve(reader, writer))
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, serving.cancel)
+    try:
+        await serving
+    except asyncio.CancelledError:
+        _logger.info("stop requested: running requests cancelled")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        writer.close()
 
 
 def _quiet_server_class(early_stop: list[int]) -> type[Any]:
