@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 import pytest
 
 from soklet_core.mcp.server.legacy import (
@@ -253,3 +254,34 @@ def test_help_gives_an_example_and_the_bounds_of_each_new_option() -> None:
     assert f"[default: {duration_text(timedelta(seconds=DEFAULT_SESSION_IDLE_SECONDS))}]" in text
     assert f"[default: {duration_text(timedelta(seconds=DEFAULT_INPUT_TIMEOUT_SECONDS))}]" in text
     assert ", ".join(LEGACY_PROTOCOL_VERSIONS) in text
+
+
+def test_http_protocol_modern_and_session_options_reach_the_server() -> None:
+    """The same options over HTTP: a modern-only server refuses a 2025-era initialize with -32022 (400)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    options = ["--protocol", "modern", "--max-sessions", "2", "--session-idle-timeout", "1m", "--input-timeout", "5s"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "soklet_cli", "serve", "--port", "0", "--json", *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        facts = json.loads(process.stdout.readline())
+        assert facts["protocol"] == "modern"
+        reply = httpx.post(
+            facts["url"],
+            json=initialize("2025-03-26"),
+            headers={"Accept": "application/json, text/event-stream"},
+            timeout=LINE_GUARD_SECONDS,
+        )
+        assert reply.status_code == 400
+        assert reply.json()["error"]["code"] == -32022
+        assert reply.json()["error"]["data"] == {"supported": [MODERN], "requested": "2025-03-26"}
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(LINE_GUARD_SECONDS) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
