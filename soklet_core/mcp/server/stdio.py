@@ -178,8 +178,9 @@ class StdioTransport:
 
     A 2025-era ``initialize`` creates the connection's one session in the server's session table (a second
     ``initialize`` is refused with ``-32600``); from then on every message without a ``_meta`` protocol version
-    belongs to it, the client's responses included. The session ends with the input. It is never expired for
-    idleness: nothing else can create a session on this connection, so the table's sweep never runs for it.
+    belongs to it, the client's responses included. The session ends with the input. Idle sessions are swept only
+    when another session is created: under ``soklet serve --stdio`` nothing else creates one, so the connection's
+    session never expires; an engine that also serves HTTP applies its idle time to it as to any session.
     """
 
     __slots__ = ("_ceiling", "_engine", "_max_line", "_path")
