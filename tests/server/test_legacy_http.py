@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -299,18 +299,13 @@ def test_a_client_that_leaves_cancels_the_running_handler(base_url: str, entries
     client = Legacy(base_url)
     try:
         client.initialize()
+        entries.cancelled.clear()
+        before = entries["slow"]
         message = client.message("tools/call", {"name": "slow", "arguments": {}})
-        done = threading.Event()
-
-        def leave_soon() -> None:
-            _wait_for(lambda: entries["slow"] > 0)
-            done.set()
-
-        watcher = threading.Thread(target=leave_soon)
-        watcher.start()
+        # The handler runs for ten seconds unless cancelled; the client gives up (and closes) after one.
         with pytest.raises(httpx.ReadTimeout):
             client.http.post(client.url, content=json.dumps(message).encode(), headers=client.headers(), timeout=1.0)
-        watcher.join()
+        assert entries["slow"] > before
         assert entries.cancelled.wait(10)
     finally:
         client.close()
@@ -383,3 +378,88 @@ def test_a_legacy_only_server_refuses_modern_requests(entries: Entries, caplog: 
             client.close()
     lines = [record.getMessage() for record in caplog.records if record.name == "soklet.mcp.access"]
     assert any("reason=modern-client" in line for line in lines), lines
+
+
+def test_legacy_posts_are_logged_by_method_and_operation(legacy: Legacy, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="soklet.mcp.access")
+    legacy.call("catalog.continue", {}, lambda request: {"action": "decline"})
+    lines = [record.getMessage() for record in caplog.records if record.name == "soklet.mcp.access"]
+    assert any("method=tools/call operation=catalog.continue status=200" in line for line in lines), lines
+    assert any("reason=response" in line and "status=202" in line for line in lines), lines
+    assert legacy.session_id is not None
+    assert not any(legacy.session_id in line for line in lines)
+
+
+def test_notifications_cancelled_ends_a_running_request(legacy: Legacy, entries: Entries) -> None:
+    entries.cancelled.clear()
+    message = legacy.message("tools/call", {"name": "slow", "arguments": {}})
+    before = entries["slow"]
+    with ThreadPoolExecutor(1) as pool:
+        running_call = pool.submit(legacy.answers.post, legacy.url, content=json.dumps(message).encode(),
+                                   headers=legacy.headers())  # fmt: skip
+        _wait_for(lambda: entries["slow"] > before)
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": message["id"]}}
+        assert legacy.post_raw(cancel).status_code == 202
+        answer = running_call.result(20)
+    assert answer.status_code == 200
+    assert answer.json()["error"]["code"] == -32800
+    assert entries.cancelled.wait(10)
+
+
+def test_an_unanswered_round_ends_in_an_error_result(entries: Entries) -> None:
+    with running(make_server(entries, input_timeout_seconds=1)) as url:
+        client = Legacy(url)
+        try:
+            client.initialize()
+            message = client.message("tools/call", {"name": "catalog.continue", "arguments": {}})
+            body = json.dumps(message).encode()
+            with client.http.stream("POST", client.url, content=body, headers=client.headers()) as r:
+                frames = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+            assert frames[0]["method"] == "elicitation/create"
+            result = frames[-1]["result"]
+            assert result["isError"] is True
+            assert "did not answer" in result["content"][0]["text"]
+        finally:
+            client.close()
+
+
+def test_a_2025_06_18_session_gets_the_elicitation_of_its_version(base_url: str) -> None:
+    client = Legacy(base_url, version="2025-06-18")
+    try:
+        client.initialize()
+        asked: list[dict[str, Any]] = []
+
+        def accept(request: dict[str, Any]) -> dict[str, Any]:
+            asked.append(request["params"])
+            return {"action": "accept", "content": {}}
+
+        response, _seen = client.call("catalog.continue", {}, accept)
+        assert text_of(response) == "Catalog access approved."
+        assert "mode" not in asked[0]
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"protocol_eras": "both"}, TypeError),
+        ({"max_sessions": 0}, ValueError),
+        ({"max_sessions": 65537}, ValueError),
+        ({"session_idle_seconds": 0}, ValueError),
+        ({"session_idle_seconds": 86401}, ValueError),
+        ({"input_timeout_seconds": 0.5}, ValueError),
+        ({"input_timeout_seconds": 3601}, ValueError),
+    ],
+)
+def test_the_options_are_checked(options: dict[str, Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        McpServer(Registry(), **options)
+
+
+def test_the_server_names_its_eras_and_engine() -> None:
+    server = McpServer(Registry(), protocol_eras=ProtocolEras.LEGACY, max_sessions=3, session_idle_seconds=60)
+    assert server.protocol_eras is ProtocolEras.LEGACY
+    assert server.legacy_protocol.sessions.max_sessions == 3
+    assert server.legacy_protocol.sessions.idle_seconds == 60
+    assert McpServer(Registry()).protocol_eras is ProtocolEras.BOTH
