@@ -3,19 +3,25 @@
 ``elicitation/create`` requests on the call's SSE stream), ``mode="2026-07-28"`` (pinned: stateless requests, the
 client answers ``input_required`` rounds and retries) and ``mode="auto"``, the SDK's default (probes
 ``server/discover`` first). Each lists the tools and completes ``catalog.continue`` (accept, decline, cancel) and the
-two-stage ``deploy.approve`` through one scripted elicitation callback; the access log tells which era was spoken."""
+two-stage ``deploy.approve`` through one scripted elicitation callback; the access log tells which era was spoken.
+The same client launches ``soklet serve --stdio`` in both eras, and a client of an era the server was told not to
+speak (``--protocol modern|legacy``) gets -32022 with a sentence that says what to do."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client import Transport
 from mcp.client.session import ClientRequestContext
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 from tests.interop.support_server import DEMO_FLOWS, DEMO_TOOLS, Served, serving
 
@@ -24,6 +30,7 @@ RUN_TIMEOUT = 120.0
 
 #: (the client's mode, the era it must speak, the protocol version it must end up with).
 CASES = [
+    ("legacy", "legacy", "2025-11-25"),
     ("2026-07-28", "modern", "2026-07-28"),
     ("auto", "modern", "2026-07-28"),
 ]
@@ -50,11 +57,14 @@ class ScriptedAnswers:
         return types.ElicitResult.model_validate(self.queue.pop(0))
 
 
-async def run_flows(url: str, mode: str) -> tuple[str, list[str], list[tuple[str, str, bool, list[str], int]]]:
-    """Connect in ``mode``, list the tools and run every demo flow; (protocol version, tools, per-flow outcome)."""
+async def run_flows(
+    server: str | Transport, mode: str
+) -> tuple[str, list[str], list[tuple[str, str, bool, list[str], int]]]:
+    """Connect to ``server`` (a URL or a transport) in ``mode``, list the tools and run every demo flow; (protocol
+    version, tools, per-flow outcome)."""
     answers = ScriptedAnswers()
     client = Client(
-        url,
+        server,
         mode=mode,
         elicitation_callback=answers,
         client_info=types.Implementation(name="soklet-interop-python", version="1.0.0"),
@@ -109,3 +119,50 @@ def test_python_client_completes_the_demo_flows(served: Served, mode: str, era: 
     else:
         assert "initialize" not in methods, methods
         assert methods.count("tools/call") >= len(DEMO_FLOWS)
+
+
+@pytest.mark.parametrize(
+    ("mode", "protocol", "code", "sentence"),
+    [
+        ("legacy", "modern", -32022, "This server speaks MCP 2026-07-28 only"),
+        ("2026-07-28", "legacy", -32022, "This server speaks the 2025-era MCP protocol only"),
+    ],
+    ids=["legacy-to-modern-only", "pinned-to-legacy-only"],
+)
+def test_python_client_of_the_other_era_is_refused_clearly(
+    tmp_path: Path, mode: str, protocol: str, code: int, sentence: str
+) -> None:
+    with serving(tmp_path, "--protocol", protocol) as server:
+        try:
+            asyncio.run(asyncio.wait_for(run_flows(server.url, mode), RUN_TIMEOUT))
+        except Exception as exc:
+            errors = [leaf for leaf in leaves(exc) if isinstance(leaf, MCPError)]
+        else:
+            errors = []
+    assert errors, f"mode={mode} against --protocol {protocol} was not refused"
+    assert errors[0].error.code == code
+    assert errors[0].error.message.startswith(sentence)
+    assert "--protocol both" in errors[0].error.message
+
+
+@pytest.mark.parametrize(("mode", "version"), [("legacy", "2025-11-25"), ("2026-07-28", "2026-07-28")])
+def test_python_client_over_stdio(tmp_path: Path, mode: str, version: str) -> None:
+    """``soklet serve --stdio`` launched by the SDK as a desktop host would (its log to a file, stdout the wire)."""
+    command = StdioServerParameters(
+        command=sys.executable, args=["-m", "soklet_cli", "serve", "--stdio", "--dev-key"], cwd=tmp_path
+    )
+    log = tmp_path / "server.log"
+    with log.open("w") as errlog:
+        try:
+            negotiated, tools, outcomes = asyncio.run(
+                asyncio.wait_for(run_flows(stdio_client(command, errlog=errlog), mode), RUN_TIMEOUT)
+            )
+        except Exception as exc:
+            failure = "; ".join(repr(leaf) for leaf in leaves(exc))
+        else:
+            failure = ""
+    if failure:
+        pytest.fail(f"stdio mode={mode}: {failure}\n--- server log ---\n{log.read_text()[-3000:]}", pytrace=False)
+    assert negotiated == version
+    assert tools == DEMO_TOOLS
+    assert outcomes == [(tool, label, False, [text], len(scripted)) for tool, label, _, scripted, text in DEMO_FLOWS]
