@@ -136,7 +136,10 @@ def ensure_installed() -> Path:
     for name in ("package.json", "package-lock.json"):
         shutil.copyfile(PINS / name, CACHE / name)
     with npm_command() as (npm, npm_env):
-        log(f"installing the pinned Node 22 and conformance suite into .cache/conformance (npm ci with {npm[-1]})")
+        log(
+            "installing the pinned Node 22, conformance suite and TypeScript MCP clients into .cache/conformance"
+            f" (npm ci with {npm[-1]})"
+        )
         try:
             done = subprocess.run(
                 [*npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
