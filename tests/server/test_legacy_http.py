@@ -216,7 +216,8 @@ def test_a_tool_that_asks_nothing_gets_a_plain_json_answer(legacy: Legacy) -> No
     assert (seen, text_of(response)) == ([], "")
 
 
-def test_delete_ends_the_session(base_url: str) -> None:
+def test_delete_ends_the_session(base_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="soklet.mcp.access")
     client = Legacy(base_url)
     try:
         client.initialize()
@@ -229,6 +230,9 @@ def test_delete_ends_the_session(base_url: str) -> None:
         assert (missing.status_code, missing.json()["error"]["code"]) == (400, -32600)
     finally:
         client.close()
+    lines = [record.getMessage() for record in caplog.records if record.name == "soklet.mcp.access"]
+    for reason in ("session-ended", "session-not-found", "session-missing"):
+        assert any(f"reason={reason}" in line for line in lines), (reason, lines)
 
 
 def test_get_is_405_naming_post_and_delete(base_url: str, legacy: Legacy) -> None:

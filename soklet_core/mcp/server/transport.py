@@ -559,7 +559,7 @@ class McpAsgiApp:
                 session = self._sessions.get(session_id.strip())
                 if session is None:
                     return await self._answer(
-                        send, 404, SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, "session-unknown"
+                        send, 404, SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, "session-not-found"
                     )
             parsed = await self._parse(body)
             if parsed is _TOO_BUSY:
@@ -623,7 +623,7 @@ class McpAsgiApp:
         if session_id is None:
             return await self._answer(send, 400, INVALID_REQUEST, _NO_SESSION_TEXT, "session-missing")
         if not self._sessions.remove(session_id.strip()):
-            return await self._answer(send, 404, SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, "session-unknown")
+            return await self._answer(send, 404, SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, "session-not-found")
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})
         return DispatchResult(200, None, reason="session-ended")
