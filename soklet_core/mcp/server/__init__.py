@@ -1,5 +1,6 @@
-"""The server machinery: the dispatcher pipeline, the JSON-RPC wire, admission, the ASGI transport, the
-hardened uvicorn runner, the admin listener, live keyrings and metrics.
+"""The server machinery: the dispatcher pipeline, the JSON-RPC wire, admission, the ASGI transport, the 2025-era
+engine and its sessions, the stdio transport, the hardened uvicorn runner, the admin listener, live keyrings and
+metrics.
 
 An application usually needs only :class:`McpServer` (also exported by :mod:`soklet_core.mcp`); the rest is here
 for embedding and for tests.
@@ -78,6 +79,7 @@ from .sessions import (
     SessionsFull,
     SessionTable,
 )
+from .stdio import StdioTransport, open_pipe_streams
 from .transport import (
     LOCAL_HOSTS,
     McpAsgiApp,
@@ -136,9 +138,11 @@ __all__ = [
     "SessionLimitReason",
     "SessionTable",
     "SessionsFull",
+    "StdioTransport",
     "is_legacy_message",
     "limited_uvicorn_config",
     "modern_request",
+    "open_pipe_streams",
     "parse_authority",
     "parse_origin",
     "read_admin_tokens",

@@ -707,6 +707,28 @@ class Dispatcher:
             self._digests_taken += 1
         return message, _Digest(body, taken)
 
+    async def parse_body(self, body: bytes) -> JsonValue:
+        """``body`` parsed by this dispatcher's rules: on the event loop up to :data:`INLINE_BODY_BYTES`, else in
+        one of its bounded workers (:meth:`run_sized`). Raises :class:`~.jsonrpc.McpError`: -32700 (400) for
+        anything but strict JSON, -32603 (503, ``Retry-After``) when every worker stayed busy. For transports and
+        engines that must read a message before they know where it goes; :meth:`dispatch` parses its own."""
+        try:
+            return await self.run_sized(len(body), lambda: parse(body))
+        except JsonError:
+            raise _parse_refusal() from None
+
+    async def run_sized(self, size: int, work: Callable[[], _T]) -> _T:
+        """Run ``work``, whose cost grows with ``size`` bytes: at once when ``size`` is at most
+        :data:`INLINE_BODY_BYTES`, else in one of the :data:`MAX_CONCURRENT_LARGE_BODIES` worker threads (the same
+        slots large bodies are parsed in). Raises :class:`~.jsonrpc.McpError` (503) when every worker stayed busy
+        for :data:`LARGE_BODY_WAIT_SECONDS`."""
+        if size <= INLINE_BODY_BYTES:
+            return work()
+        try:
+            return await self._off_loop(work)
+        except _Busy:
+            raise _busy_refusal() from None
+
     def _worker_pool(self) -> ThreadPoolExecutor:
         with self._workers_lock:
             if self._workers is None:

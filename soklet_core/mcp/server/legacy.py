@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import itertools
 import secrets
 from collections.abc import Iterable, Mapping
@@ -59,7 +60,6 @@ from soklet_core.protocol import (
 )
 
 from .dispatcher import (
-    INLINE_BODY_BYTES,
     SERVER_CAPABILITIES,
     Dispatcher,
     DispatchResult,
@@ -371,22 +371,9 @@ def _strip_modern(result: JsonObject) -> JsonObject:
     return JsonObject.from_mapping({k: v for k, v in result.items() if k not in _MODERN_ONLY_RESULT_MEMBERS})
 
 
-async def _read_reply(body: bytes | None) -> JsonObject | None:
-    """The dispatcher's answer as a value; a large one (a big resource, a long tool output) is parsed in a worker
-    thread, as the dispatcher parses large bodies, so the event loop never works in proportion to it."""
-    if body is None:
-        return None
-    value = parse(body) if len(body) <= INLINE_BODY_BYTES else await asyncio.to_thread(parse, body)
-    return value if isinstance(value, JsonObject) else None
-
-
-async def _encode_complete(request_id: RequestId, answer: JsonObject, size: int) -> bytes:
-    """The 2025 client's response: the complete result without the modern-only members (large ones off the loop)."""
-
-    def encode() -> bytes:
-        return encode_result(request_id, encode_wire(_strip_modern(answer)))
-
-    return encode() if size <= INLINE_BODY_BYTES else await asyncio.to_thread(encode)
+def _encode_complete(request_id: RequestId, answer: JsonObject) -> bytes:
+    """The 2025 client's response: the complete result without the modern-only members."""
+    return encode_result(request_id, encode_wire(_strip_modern(answer)))
 
 
 def _capability_names(required: JsonValue | None, prefix: str = "") -> list[str]:
@@ -822,8 +809,11 @@ class LegacyProtocol:
                 )
                 result = await self._dispatcher.dispatch(HttpRequest(request.path, headers, body), progress)
                 operation = result.operation or operation
-                reply = await _read_reply(result.body)
-                if reply is None:
+                # The dispatcher's own answer (a large resource, a long tool output) is read and re-encoded where
+                # the dispatcher parses large bodies: never in proportion to its size on the event loop.
+                reply_bytes = result.body or b""
+                reply = await self._dispatcher.run_sized(len(reply_bytes), functools.partial(parse, reply_bytes))
+                if not isinstance(reply, JsonObject):
                     raise _failure("The server could not answer this request.", "no-answer")
                 if "error" in reply:
                     return self._error(result, reply, request_id, method, rounds)
@@ -831,7 +821,9 @@ class LegacyProtocol:
                 if not isinstance(answer, JsonObject):
                     raise _failure("The server could not answer this request.", "no-answer")
                 if answer.get("resultType") != _INPUT_REQUIRED:
-                    body_bytes = await _encode_complete(request_id, answer, len(result.body or b""))
+                    body_bytes = await self._dispatcher.run_sized(
+                        len(reply_bytes), functools.partial(_encode_complete, request_id, answer)
+                    )
                     return DispatchResult(200, body_bytes, method=method, operation=operation, request_id=request_id)
                 rounds += 1
                 if cap is not None and rounds > cap:

@@ -5,10 +5,10 @@ One connection per process: every line of the input is one JSON-RPC message, eve
 Standard output carries protocol messages only; logs go to standard error (the caller configures logging so).
 
 * **Lines** are bounded by the server's request body limit: a longer line is answered at once with a ``-32600``
-  error (id null) and the rest of it is read and dropped, never held whole. Lines up to
-  :data:`~.dispatcher.INLINE_BODY_BYTES` are parsed on the event loop, larger ones in a worker thread, one at a
-  time (the reader waits for it), by the parser and within the limits of an HTTP body. Invalid UTF-8 or JSON:
-  ``-32700``, id null.
+  error (id null) and the rest of it is read and dropped, never held whole. Each line is parsed by
+  :meth:`~.dispatcher.Dispatcher.parse_body`, as an HTTP body is: on the event loop up to
+  :data:`~.dispatcher.INLINE_BODY_BYTES`, larger ones in the dispatcher's bounded workers (the reader waits for
+  it). Invalid UTF-8 or JSON: ``-32700``, id null.
 * **Requests run concurrently**, each in its own task, at most :data:`~.sessions.MAX_INFLIGHT_PER_SESSION` (32)
   at a time; one more is answered ``-32603`` (busy) at once. Notifications, the client's responses and
   ``initialize`` are handled in input order, before the next line is read.
@@ -40,21 +40,19 @@ from soklet_core.json import (
     DEFAULT_REQUEST_BODY_BYTES,
     MAX_REQUEST_BODY_BYTES,
     RESPONSE_OUTPUT_CEILING_BYTES,
-    JsonError,
     JsonNumber,
     JsonObject,
     JsonString,
     encode_wire,
-    parse,
 )
 from soklet_core.mcp.model.context import RequestId
 from soklet_core.protection import normalize_endpoint_path
 from soklet_core.protocol import PROTOCOL_VERSION_META_KEY
 
-from .dispatcher import INLINE_BODY_BYTES, DispatchResult, HttpRequest
-from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, McpError, encode_error
+from .access_log import record_answer
+from .dispatcher import DispatchResult, HttpRequest
+from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, McpError, encode_error
 from .legacy import SESSION_HEADER, LegacyProtocol, LegacyRequest, modern_request
-from .metrics import request_outcome
 from .sessions import MAX_INFLIGHT_PER_SESSION, LegacySession
 
 __all__ = ["StdioTransport", "open_pipe_streams"]
@@ -69,7 +67,6 @@ _META_VERSION: Final = PROTOCOL_VERSION_META_KEY
 #: stdio has no headers: admission and era detection see none.
 _NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
 
-_access_log = logging.getLogger("soklet.mcp.access")
 _logger = logging.getLogger("soklet.mcp.stdio")
 
 
@@ -269,19 +266,7 @@ class _Connection:
             )
         if body is not None:
             self.writer.line(body)
-        metrics = self._engine.dispatcher.metrics
-        if metrics is not None:
-            metrics.request(result.method, request_outcome(result.status, result.code, result.reason))
-        if _access_log.isEnabledFor(logging.INFO):
-            _access_log.info(
-                "transport=stdio method=%s operation=%s status=%d code=%s duration_ms=%.1f%s",
-                result.method or "-",
-                result.operation or "-",
-                result.status,
-                result.code if result.code is not None else "-",
-                (time.perf_counter() - started) * 1000,
-                "" if result.reason is None else f" reason={result.reason}",
-            )
+        record_answer(result, started, self._engine.dispatcher.metrics, transport="stdio")
 
     def _refuse(self, error: McpError, started: float, request_id: RequestId | None = None) -> None:
         self._answer(DispatchResult.refused(error, request_id), started)
@@ -298,9 +283,9 @@ class _Connection:
         if not line.strip():
             return  # blank lines between messages are allowed
         try:
-            message = parse(line) if len(line) <= INLINE_BODY_BYTES else await asyncio.to_thread(parse, line)
-        except JsonError:
-            self._refuse(McpError(PARSE_ERROR, "Parse error"), started)
+            message = await self._engine.dispatcher.parse_body(line)
+        except McpError as error:
+            self._refuse(error, started)
             return
         if not isinstance(message, JsonObject):
             self._refuse(McpError(INVALID_REQUEST, "Invalid Request", log_reason="envelope"), started)
@@ -358,10 +343,7 @@ class _Connection:
 
     async def _modern(self, message: JsonObject, size: int) -> DispatchResult:
         dispatcher = self._engine.dispatcher
-        if size <= INLINE_BODY_BYTES:
-            headers, body = modern_request(message, registry=dispatcher.registry)
-        else:
-            headers, body = await asyncio.to_thread(lambda: modern_request(message, registry=dispatcher.registry))
+        headers, body = await dispatcher.run_sized(size, lambda: modern_request(message, registry=dispatcher.registry))
         # No version in _meta: the pipeline's own answer names what _meta lacks (a missing header means nothing on
         # stdio, where the client sends none).
         headers.setdefault("mcp-protocol-version", dispatcher.supported_versions[0])

@@ -62,16 +62,15 @@ from soklet_core.json import (
 from soklet_core.protection import normalize_endpoint_path
 from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 
+from .access_log import record_answer
 from .dispatcher import (
     INLINE_BODY_BYTES,
-    LARGE_BODY_WAIT_SECONDS,
-    MAX_CONCURRENT_LARGE_BODIES,
     Dispatcher,
     DispatchResult,
     HttpRequest,
 )
 from .http_runner import SHUTDOWN_MARGIN_SECONDS, HttpLimits
-from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, encode_error
+from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, McpError, encode_error
 from .legacy import (
     SESSION_HEADER,
     SESSION_NOT_FOUND,
@@ -80,7 +79,6 @@ from .legacy import (
     LegacyRequest,
     ProtocolEras,
 )
-from .metrics import request_outcome
 from .sessions import LegacySession
 
 _DEFAULT_LIMITS: Final = HttpLimits()
@@ -107,7 +105,6 @@ _NO_MOUNTS: Final[Mapping[str, ASGIApp]] = MappingProxyType({})
 #: At most this many mounts: the path of every request outside the endpoint is compared with each prefix.
 MAX_MOUNTS: Final = 16
 
-_access_log = logging.getLogger("soklet.mcp.access")
 _logger = logging.getLogger("soklet.mcp")
 
 #: Host names always allowed in ``Host`` and ``Origin`` (with any port).
@@ -305,7 +302,6 @@ class McpAsgiApp:
         self._sessions = legacy.sessions if legacy is not None and eras.legacy else None
         self._allow = b"POST" if self._sessions is None else b"POST, DELETE"
         self._mounts = _checked_mounts(mounts, self._path)
-        self._large_slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     @property
     def path(self) -> str:
@@ -429,23 +425,7 @@ class McpAsgiApp:
             if self._active == 0 and self._idle is not None:
                 self._idle.set()
         if result is not None:
-            if self._metrics is not None:
-                self._metrics.request(result.method, request_outcome(result.status, result.code, result.reason))
-            self._log(result, started)
-
-    def _log(self, result: DispatchResult, started: float) -> None:
-        if not _access_log.isEnabledFor(logging.INFO):
-            return
-        duration = (time.perf_counter() - started) * 1000
-        _access_log.info(
-            "method=%s operation=%s status=%d code=%s duration_ms=%.1f%s",
-            result.method or "-",
-            result.operation or "-",
-            result.status,
-            result.code if result.code is not None else "-",
-            duration,
-            "" if result.reason is None else f" reason={result.reason}",
-        )
+            record_answer(result, started, self._metrics)
 
     async def _plain(
         self,
@@ -539,7 +519,7 @@ class McpAsgiApp:
             await app(scope, receive, tracked)
         finally:
             # Not counted in the MCP request metrics: a mounted page is not an MCP request.
-            self._log(DispatchResult(status, None, reason="mount"), started)
+            record_answer(DispatchResult(status, None, reason="mount"), started, None)
 
     # ------------------------------------------------------------------------------------------------ 2025 era
 
@@ -561,12 +541,10 @@ class McpAsgiApp:
                     return await self._answer(
                         send, 404, SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, "session-not-found"
                     )
-            parsed = await self._parse(body)
-            if parsed is _TOO_BUSY:
-                return await self._plain(send, 503, "busy", [(b"retry-after", b"1")], text=_BUSY_TEXT)
-            if not isinstance(parsed, JsonValue):
-                return await self._answer(send, 400, PARSE_ERROR, "Parse error", "parse-error")
-            message = parsed
+            try:
+                message = await self._dispatcher.parse_body(body)
+            except McpError as error:
+                return await self._finish(send, DispatchResult.refused(error), _QUIET, False)
         else:
             # Without a session only an initialize opens the 2025 era, and an initialize is small: a body over the
             # inline size is left to the 2026-07-28 path (whose dispatcher parses large bodies off the loop).
@@ -580,32 +558,6 @@ class McpAsgiApp:
                     return await self._answer(send, 400, PARSE_ERROR, "Parse error", "parse-error")
                 return await self._finish(send, legacy.refuse_modern(message), _QUIET, False)
         return await self._respond(LegacyRequest(path, headers, message, session, len(body)), receive, send)
-
-    async def _parse(self, body: bytes) -> JsonValue | object:
-        """A session request's body, or :data:`_TOO_BUSY` / :data:`_UNPARSED`.
-
-        A small body is parsed here; a larger one in a worker thread, at most
-        :data:`~.dispatcher.MAX_CONCURRENT_LARGE_BODIES` at once (waiting up to
-        :data:`~.dispatcher.LARGE_BODY_WAIT_SECONDS`), as the dispatcher bounds its own.
-        """
-        try:
-            if len(body) <= INLINE_BODY_BYTES:
-                return parse(body)
-            loop = asyncio.get_running_loop()
-            if self._large_slots is None or self._large_slots[0] is not loop:
-                self._large_slots = (loop, asyncio.Semaphore(MAX_CONCURRENT_LARGE_BODIES))
-            slots = self._large_slots[1]
-            try:
-                async with asyncio.timeout(LARGE_BODY_WAIT_SECONDS):
-                    await slots.acquire()
-            except TimeoutError:
-                return _TOO_BUSY
-            # Shielded: a thread cannot be stopped halfway, so its slot is held until it ends.
-            future = asyncio.ensure_future(asyncio.to_thread(parse, body))
-            future.add_done_callback(lambda done: _release(slots, done))
-            return await asyncio.shield(future)
-        except JsonError:
-            return _UNPARSED
 
     async def _answer(
         self, send: Send, status: int, code: int, message: str, reason: str, extra: tuple[tuple[bytes, bytes], ...] = ()
@@ -844,7 +796,6 @@ _STATUS_TEXT: Final = {
 }
 
 _CANCELLED_TEXT: Final = "Server shutting down: request cancelled"
-_BUSY_TEXT: Final = "Service unavailable: too many large requests"
 _NO_SESSION_TEXT: Final = "Bad Request: Mcp-Session-Id header required"
 #: How many distinct ``Host`` values the app remembers the answer for.
 _HOSTS_REMEMBERED: Final = 64
@@ -854,8 +805,6 @@ _TOO_LARGE: Final = object()
 _TIMED_OUT: Final = object()
 _DRAINED: Final = object()
 #: Markers :meth:`McpAsgiApp._parse` returns instead of a message.
-_TOO_BUSY: Final = object()
-_UNPARSED: Final = object()
 
 
 def _checked_mounts(mounts: Mapping[str, ASGIApp], endpoint: str) -> tuple[tuple[str, ASGIApp], ...]:
@@ -886,12 +835,6 @@ def _checked_mounts(mounts: Mapping[str, ASGIApp], endpoint: str) -> tuple[tuple
             raise ValueError("mount prefixes must not overlap each other")
         pairs.append((prefix, app))
     return tuple(pairs)
-
-
-def _release(slots: asyncio.Semaphore, done: asyncio.Future[JsonValue]) -> None:
-    slots.release()
-    if not done.cancelled():
-        done.exception()  # retrieved: a request cancelled meanwhile no longer waits for it
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

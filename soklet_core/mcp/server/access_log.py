@@ -1,0 +1,44 @@
+"""The access log: one line per answered request on logger ``soklet.mcp.access``, the same for every transport.
+
+``method=… operation=… status=… code=… duration_ms=… [reason=…]``, with ``transport=stdio`` in front for stdio.
+Only known method names, registered operation names and bounded reasons appear (the dispatcher and the engines
+fill :class:`~.dispatcher.DispatchResult` with nothing else): never tokens, headers, params or other raw input.
+The same answer is counted in the server's metrics, when it has any.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from .metrics import request_outcome
+
+if TYPE_CHECKING:
+    from .dispatcher import DispatchResult
+    from .metrics import ServerMetrics
+
+__all__ = ["record_answer"]
+
+_access_log = logging.getLogger("soklet.mcp.access")
+
+
+def record_answer(
+    result: DispatchResult, started: float, metrics: ServerMetrics | None, *, transport: str | None = None
+) -> None:
+    """Count ``result`` in ``metrics`` and write its access-log line (``started``: ``time.perf_counter()`` when the
+    request arrived; ``transport``: a fixed name prefixed as ``transport=NAME``, ``None`` for HTTP)."""
+    if metrics is not None:
+        metrics.request(result.method, request_outcome(result.status, result.code, result.reason))
+    if not _access_log.isEnabledFor(logging.INFO):
+        return
+    _access_log.info(
+        "%smethod=%s operation=%s status=%d code=%s duration_ms=%.1f%s",
+        "" if transport is None else f"transport={transport} ",
+        result.method or "-",
+        result.operation or "-",
+        result.status,
+        result.code if result.code is not None else "-",
+        (time.perf_counter() - started) * 1000,
+        "" if result.reason is None else f" reason={result.reason}",
+    )
