@@ -30,7 +30,7 @@ import enum
 import functools
 import itertools
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -210,13 +210,13 @@ class LegacyRequest:
 # ------------------------------------------------------------------------------------------------ era detection
 
 
-def era_from_headers(headers: Mapping[str, str], *, modern_versions: Iterable[str]) -> ProtocolEras | None:
+def era_from_headers(headers: Mapping[str, str], *, modern_versions: Collection[str]) -> ProtocolEras | None:
     """The era the headers alone decide: LEGACY with a session header, MODERN with an ``MCP-Protocol-Version``
     header naming a modern version and no session header, ``None`` when the body must be read."""
     if SESSION_HEADER in headers:
         return ProtocolEras.LEGACY
     version = headers.get("mcp-protocol-version")
-    if version is not None and version.strip() in tuple(modern_versions):
+    if version is not None and version.strip() in modern_versions:
         return ProtocolEras.MODERN
     return None
 

@@ -78,6 +78,7 @@ from .legacy import (
     LegacyProtocol,
     LegacyRequest,
     ProtocolEras,
+    era_from_headers,
 )
 from .sessions import LegacySession
 
@@ -491,8 +492,8 @@ class McpAsgiApp:
             # The head came before the stop, the body after: the request never started, so it is refused as new.
             return await self._plain(send, 503, "shutting-down", close=True)
         assert isinstance(body, bytes)
-        # The fast path (era_from_headers, inlined: no call and no allocation on the hot path).
-        if SESSION_HEADER not in headers and headers.get("mcp-protocol-version") in self._fast_versions:
+        # The headers alone decide most requests: a 2026-07-28 one goes straight to the dispatcher, body unread.
+        if era_from_headers(headers, modern_versions=self._fast_versions) is ProtocolEras.MODERN:
             return await self._respond(HttpRequest(scope["path"], headers, body), receive, send)
         return await self._by_era(scope["path"], headers, body, receive, send)
 
