@@ -14,12 +14,19 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlencode
+
+import httpx
 
 #: Seconds the server may take to print its start-up facts, and to stop on SIGTERM.
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0
+#: Not an answer on the wire: open the URL elicitation's page and press its button (:func:`complete_link_page`),
+#: then answer accept.
+VISIT: dict[str, object] = {"visit": True}
 #: (tool, flow label, arguments, the elicitation answers in order, the one text the result carries).
-DEMO_FLOWS: tuple[tuple[str, str, dict[str, object], tuple[dict[str, object], ...], str], ...] = (
+Flows = tuple[tuple[str, str, dict[str, object], tuple[dict[str, object], ...], str], ...]
+DEMO_FLOWS: Flows = (
     ("catalog.continue", "accept", {}, ({"action": "accept", "content": {}},), "Catalog access approved."),
     ("catalog.continue", "decline", {}, ({"action": "decline"},), "Catalog access was declined."),
     ("catalog.continue", "cancel", {}, ({"action": "cancel"},), "Catalog access was cancelled."),
@@ -30,10 +37,14 @@ DEMO_FLOWS: tuple[tuple[str, str, dict[str, object], tuple[dict[str, object], ..
         ({"action": "accept", "content": {"approve": True}},) * 2,
         "All 2 stages approved; deploying.",
     ),
+    ("account.link", "url", {}, (VISIT,), "Account linked."),
 )
+#: The flows over stdio: account.link's page is served by the HTTP listener, which ``--stdio`` does not open.
+STDIO_FLOWS = tuple(flow for flow in DEMO_FLOWS if flow[0] != "account.link")
 #: The demo's tools, as tools/list names them.
 DEMO_TOOLS = ["account.link", "catalog.continue", "deploy.approve"]
 _ACCESS_LINE = re.compile(r" soklet\.mcp\.access [A-Z]+ ([a-z_]+=[^\n]*)")
+_CSRF_FIELD = re.compile(r'name="csrf" value="([^"]*)"')
 _FIELD = re.compile(r"([a-z_]+)=(\S+)")
 
 
@@ -68,6 +79,25 @@ class Served:
                 self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+async def complete_link_page(url: str) -> None:
+    """What a user does on the demo's link page: GET it (the form token comes in a hidden field and in a cookie),
+    then POST the form with both from the page's own origin. Fails unless both steps succeed."""
+    origin = "/".join(url.split("/", 3)[:3])
+    async with httpx.AsyncClient(timeout=30) as client:
+        page = await client.get(url)
+        token = _CSRF_FIELD.search(page.text)
+        cookie = page.headers.get("set-cookie", "").split(";", 1)[0]
+        assert page.status_code == 200, f"the link page answered {page.status_code}"
+        assert token is not None, "the link page has no form token"
+        assert cookie, "the link page set no cookie"
+        posted = await client.post(
+            url,
+            content=urlencode({"csrf": token.group(1)}),
+            headers={"content-type": "application/x-www-form-urlencoded", "cookie": cookie, "origin": origin},
+        )
+        assert posted.status_code < 400, f"the link page refused the approval ({posted.status_code})"
 
 
 def access_log_of(text: str) -> list[dict[str, str]]:

@@ -23,7 +23,16 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from tests.interop.support_server import DEMO_FLOWS, DEMO_TOOLS, Served, serving
+from tests.interop.support_server import (
+    DEMO_FLOWS,
+    DEMO_TOOLS,
+    STDIO_FLOWS,
+    VISIT,
+    Flows,
+    Served,
+    complete_link_page,
+    serving,
+)
 
 #: Seconds one client run may take for all its flows (a hung exchange fails instead of blocking the run).
 RUN_TIMEOUT = 120.0
@@ -54,11 +63,16 @@ class ScriptedAnswers:
         self.asked.append(params.message)
         if not self.queue:
             return types.ErrorData(code=types.INVALID_REQUEST, message="no scripted answer left")
-        return types.ElicitResult.model_validate(self.queue.pop(0))
+        answer = self.queue.pop(0)
+        if answer is VISIT:
+            assert isinstance(params, types.ElicitRequestURLParams), params
+            await complete_link_page(params.url)
+            return types.ElicitResult(action="accept")
+        return types.ElicitResult.model_validate(answer)
 
 
 async def run_flows(
-    server: str | Transport, mode: str
+    server: str | Transport, mode: str, flows: Flows = DEMO_FLOWS
 ) -> tuple[str, list[str], list[tuple[str, str, bool, list[str], int]]]:
     """Connect to ``server`` (a URL or a transport) in ``mode``, list the tools and run every demo flow; (protocol
     version, tools, per-flow outcome)."""
@@ -73,7 +87,7 @@ async def run_flows(
     async with client:
         version = client.protocol_version
         tools = sorted(tool.name for tool in (await client.list_tools()).tools)
-        for tool, label, arguments, scripted, _ in DEMO_FLOWS:
+        for tool, label, arguments, scripted, _ in flows:
             answers.expect(scripted)
             result = await client.call_tool(tool, dict(arguments))
             texts = [item.text for item in result.content if isinstance(item, types.TextContent)]
@@ -155,7 +169,7 @@ def test_python_client_over_stdio(tmp_path: Path, mode: str, version: str) -> No
     with log.open("w") as errlog:
         try:
             negotiated, tools, outcomes = asyncio.run(
-                asyncio.wait_for(run_flows(stdio_client(command, errlog=errlog), mode), RUN_TIMEOUT)
+                asyncio.wait_for(run_flows(stdio_client(command, errlog=errlog), mode, STDIO_FLOWS), RUN_TIMEOUT)
             )
         except Exception as exc:
             failure = "; ".join(repr(leaf) for leaf in leaves(exc))
@@ -165,4 +179,4 @@ def test_python_client_over_stdio(tmp_path: Path, mode: str, version: str) -> No
         pytest.fail(f"stdio mode={mode}: {failure}\n--- server log ---\n{log.read_text()[-3000:]}", pytrace=False)
     assert negotiated == version
     assert tools == DEMO_TOOLS
-    assert outcomes == [(tool, label, False, [text], len(scripted)) for tool, label, _, scripted, text in DEMO_FLOWS]
+    assert outcomes == [(tool, label, False, [text], len(scripted)) for tool, label, _, scripted, text in STDIO_FLOWS]

@@ -20,7 +20,16 @@ from typing import Any
 
 import pytest
 
-from tests.interop.support_server import DEMO_FLOWS, DEMO_TOOLS, Served, access_log_of, serving, stdio_command
+from tests.interop.support_server import (
+    DEMO_FLOWS,
+    DEMO_TOOLS,
+    STDIO_FLOWS,
+    Flows,
+    Served,
+    access_log_of,
+    serving,
+    stdio_command,
+)
 from tools import conformance as installer
 
 CLIENTS = Path(__file__).resolve().parent / "clients"
@@ -88,17 +97,17 @@ def run_client(node_modules: Path, script: str, url: str, mode: str, server: Ser
     return report
 
 
-def assert_flows(report: dict[str, Any], package: str, version: str, mode: str) -> None:
+def assert_flows(report: dict[str, Any], package: str, version: str, mode: str, flows: Flows = DEMO_FLOWS) -> None:
     """The report names the pinned client and shows the demo's tools and every flow's expected text."""
     assert (report["client"], report["clientVersion"], report["mode"]) == (package, version, mode)
     assert report["tools"] == DEMO_TOOLS
     seen = [(call["tool"], call["flow"], call["isError"], call["texts"]) for call in report["calls"]]
-    assert seen == [(tool, label, False, [text]) for tool, label, _, _, text in DEMO_FLOWS]
+    assert seen == [(tool, label, False, [text]) for tool, label, _, _, text in flows]
     asked = [len(call["elicitations"]) for call in report["calls"]]
-    assert asked == [len(answers) for _, _, _, answers, _ in DEMO_FLOWS]
+    assert asked == [len(answers) for _, _, _, answers, _ in flows]
 
 
-def assert_era(era: str, log: list[dict[str, str]], *, probed_here: bool = True) -> None:
+def assert_era(era: str, log: list[dict[str, str]], *, probed_here: bool = True, flows: Flows = DEMO_FLOWS) -> None:
     """The access log shows the era: 2025 opens with initialize and gets the elicitation answers as JSON-RPC
     responses (the rounds travel as server-to-client requests); 2026-07-28 has no initialize, and server/discover
     when the client probed this server (``probed_here``)."""
@@ -106,11 +115,11 @@ def assert_era(era: str, log: list[dict[str, str]], *, probed_here: bool = True)
     if era == "legacy":
         assert "initialize" in methods, methods
         answered = [entry for entry in log if entry.get("reason") == "response"]
-        assert len(answered) == sum(len(answers) for _, _, _, answers, _ in DEMO_FLOWS), log
+        assert len(answered) == sum(len(answers) for _, _, _, answers, _ in flows), log
     else:
         assert "initialize" not in methods, methods
         assert "server/discover" in methods or not probed_here, methods
-    assert methods.count("tools/call") >= len(DEMO_FLOWS), methods
+    assert methods.count("tools/call") >= len(flows), methods
 
 
 @pytest.mark.parametrize(
@@ -148,12 +157,12 @@ def test_client_over_stdio_completes_the_demo_flows(
     if done.returncode != 0:
         pytest.fail(f"{script} {mode} exited {done.returncode}:\n{done.stderr[-3000:]}", pytrace=False)
     report: dict[str, Any] = json.loads(done.stdout)
-    assert_flows(report, package, version, mode)
+    assert_flows(report, package, version, mode, STDIO_FLOWS)
     assert report["era"] == era
     assert report["sessionId"] is False  # stdio has no Mcp-Session-Id: the connection is the session
     # The server's stderr passes through the script's. Over stdio the 2.4.0 client probes with server/discover on a
     # short-lived sibling process whose stderr it discards, so the discover is not in this log.
-    assert_era(era, access_log_of(done.stderr), probed_here=False)
+    assert_era(era, access_log_of(done.stderr), probed_here=False, flows=STDIO_FLOWS)
 
 
 #: (script, mode, the server's --protocol, the access log's reason, the start of the sentence the client shows): a

@@ -4,7 +4,7 @@
 // It speaks only the 2025 era: `initialize`, a session (Mcp-Session-Id over HTTP), server-to-client elicitation
 // requests.
 // Lists the tools, runs the demo flows (flows.mjs) with a scripted elicitation handler, prints one JSON report.
-import { ScriptedAnswers, load, packageVersion, parseArguments, report, runFlows } from './flows.mjs';
+import { ScriptedAnswers, flowsFor, load, packageVersion, parseArguments, report, runFlows } from './flows.mjs';
 
 const PACKAGE = '@modelcontextprotocol/sdk';
 
@@ -15,7 +15,7 @@ await report(async () => {
     const { ElicitRequestSchema } = await load(modules, PACKAGE, './types.js');
     const client = new Client(
         { name: 'soklet-interop-client-v1', version: '1.0.0' },
-        { capabilities: { elicitation: {} } }
+        { capabilities: { elicitation: { form: {}, url: {} } } }
     );
     const answers = new ScriptedAnswers();
     client.setRequestHandler(ElicitRequestSchema, async request => answers.answer(request.params));
@@ -25,7 +25,8 @@ await report(async () => {
     await client.connect(transport);
     try {
         const listed = await client.listTools();
-        const calls = await runFlows(answers, (name, args) => client.callTool({ name, arguments: args }));
+        const call = (name, args) => client.callTool({ name, arguments: args });
+        const calls = await runFlows(answers, call, flowsFor(stdio !== undefined));
         return {
             client: PACKAGE,
             clientVersion: packageVersion(modules, PACKAGE),

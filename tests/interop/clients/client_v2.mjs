@@ -4,7 +4,7 @@
 // to 2026-07-28: `server/discover`, then stateless input_required rounds) or `auto` (probe, then the era found);
 // `stdio-default` and `stdio-pinned-2026` launch the server by command instead (URL is then a JSON array).
 // Lists the tools, runs the demo flows (flows.mjs) with a scripted elicitation handler, prints one JSON report.
-import { ScriptedAnswers, load, packageVersion, parseArguments, report, runFlows } from './flows.mjs';
+import { ScriptedAnswers, flowsFor, load, packageVersion, parseArguments, report, runFlows } from './flows.mjs';
 
 const PINNED = { mode: { pin: '2026-07-28' } };
 const MODES = {
@@ -18,7 +18,7 @@ const MODES = {
 await report(async () => {
     const { url, stdio, mode, modules } = parseArguments(Object.keys(MODES));
     const sdk = await load(modules, '@modelcontextprotocol/client');
-    const options = { capabilities: { elicitation: {} } };
+    const options = { capabilities: { elicitation: { form: {}, url: {} } } };
     if (MODES[mode] !== undefined) options.versionNegotiation = MODES[mode];
     const client = new sdk.Client({ name: 'soklet-interop-client-v2', version: '1.0.0' }, options);
     const answers = new ScriptedAnswers();
@@ -29,7 +29,8 @@ await report(async () => {
     await client.connect(transport);
     try {
         const listed = await client.listTools();
-        const calls = await runFlows(answers, (name, args) => client.callTool({ name, arguments: args }));
+        const call = (name, args) => client.callTool({ name, arguments: args });
+        const calls = await runFlows(answers, call, flowsFor(stdio !== undefined));
         return {
             client: '@modelcontextprotocol/client',
             clientVersion: packageVersion(modules, '@modelcontextprotocol/client'),

@@ -72,12 +72,16 @@ export class ScriptedAnswers {
         this.asked = [];
     }
 
-    /** The elicitation/create handler body: record what was asked, return the next scripted answer. */
-    answer(params) {
+    /** The elicitation/create handler body: record what was asked, return the next scripted answer (for VISIT:
+     * complete the URL's page first, as the user would in a browser, then accept). */
+    async answer(params) {
         this.asked.push({ mode: params?.mode ?? 'form', message: params?.message ?? null });
         const next = this.queue.shift();
         if (next === undefined) throw new Error(`unexpected elicitation: ${JSON.stringify(params?.message)}`);
-        return next;
+        if (next !== VISIT) return next;
+        if (params?.mode !== 'url' || typeof params.url !== 'string') throw new Error('VISIT needs a URL elicitation');
+        await completePage(params.url);
+        return { action: 'accept' };
     }
 
     finish(flow) {
@@ -90,19 +94,54 @@ export const ACCEPT = { action: 'accept', content: {} };
 export const DECLINE = { action: 'decline' };
 export const CANCEL = { action: 'cancel' };
 export const APPROVE = { action: 'accept', content: { approve: true } };
+/** Not an answer on the wire: open the URL elicitation's page and press its button, then answer accept. */
+export const VISIT = Object.freeze({ visit: true });
 
-/** The flows: catalog.continue answered accept, decline and cancel, then deploy.approve with two stages. */
+/**
+ * What a user does on the demo's link page: GET it (the form token comes in a hidden field and in a cookie), then
+ * POST the form with both, from the page's own origin. Throws unless both steps succeed.
+ */
+async function completePage(url) {
+    const page = await fetch(url, { redirect: 'manual' });
+    const html = await page.text();
+    const token = /name="csrf" value="([^"]*)"/.exec(html)?.[1];
+    const cookie = page.headers.get('set-cookie')?.split(';')[0];
+    if (page.status !== 200 || token === undefined || cookie === undefined) {
+        throw new Error(`the link page answered ${page.status} without a form token and its cookie`);
+    }
+    const posted = await fetch(url, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: {
+            'content-type': 'application/x-www-form-urlencoded',
+            cookie,
+            origin: new URL(url).origin
+        },
+        body: new URLSearchParams({ csrf: token }).toString()
+    });
+    if (posted.status >= 400) throw new Error(`the link page refused the approval (${posted.status})`);
+}
+
+/** The flows: catalog.continue answered accept, decline and cancel, deploy.approve with two stages, and
+ * account.link's URL elicitation completed on the server's own page. */
 export const FLOWS = [
     { name: 'catalog.continue', label: 'accept', arguments: {}, answers: [ACCEPT] },
     { name: 'catalog.continue', label: 'decline', arguments: {}, answers: [DECLINE] },
     { name: 'catalog.continue', label: 'cancel', arguments: {}, answers: [CANCEL] },
     { name: 'deploy.approve', label: 'stages=2', arguments: { stages: 2 }, answers: [APPROVE, APPROVE] },
+    { name: 'account.link', label: 'url', arguments: {}, answers: [VISIT] }
 ];
 
-/** Run every flow with `callTool(name, arguments)`; the report's `calls`. */
-export async function runFlows(answers, callTool) {
+/** The flows for a server reached over stdio (`stdio` true) or HTTP: account.link's page is served by the HTTP
+ * listener, which `soklet serve --stdio` does not open. */
+export function flowsFor(stdio) {
+    return stdio ? FLOWS.filter(flow => flow.name !== 'account.link') : FLOWS;
+}
+
+/** Run `flows` with `callTool(name, arguments)`; the report's `calls`. */
+export async function runFlows(answers, callTool, flows) {
     const calls = [];
-    for (const flow of FLOWS) {
+    for (const flow of flows) {
         answers.expect(...flow.answers);
         const result = await callTool(flow.name, flow.arguments);
         const texts = (result.content ?? []).filter(item => item.type === 'text').map(item => item.text);
