@@ -13,7 +13,22 @@ import pytest
 from soklet_cli.keys import DEFAULT_STATE_LIFETIME
 from soklet_cli.serve import serve
 from soklet_core.files import DEFAULT_FLEET_TIMEOUT_SECONDS, MAX_FLEET_TIMEOUT_SECONDS
+from soklet_core.mcp.server.legacy import (
+    DEFAULT_INPUT_TIMEOUT_SECONDS,
+    LEGACY_PROTOCOL_VERSIONS,
+    MAX_INITIALIZE_BYTES,
+    MAX_INPUT_TIMEOUT_SECONDS,
+    MIN_INPUT_TIMEOUT_SECONDS,
+)
 from soklet_core.mcp.server.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
+from soklet_core.mcp.server.sessions import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_SECONDS,
+    MAX_INFLIGHT_PER_SESSION,
+    MAX_PENDING_PER_SESSION,
+    MAX_SESSION_IDLE_SECONDS,
+    MAX_SESSIONS_LIMIT,
+)
 from soklet_core.protocol import (
     DEFAULT_ENDPOINT_PATH,
     DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,
@@ -35,7 +50,8 @@ def prose(name: str) -> str:
 STATEMENTS = {
     "README.md": [
         f"MCP servers speaking protocol {PROTOCOL_VERSION}",
-        f"a real MCP {PROTOCOL_VERSION} server on `http://127.0.0.1:{SERVE_PORT}{DEFAULT_ENDPOINT_PATH}`",
+        f"a real MCP server on `http://127.0.0.1:{SERVE_PORT}{DEFAULT_ENDPOINT_PATH}`",
+        f"speaking {PROTOCOL_VERSION} and the 2025 era ({', '.join(LEGACY_PROTOCOL_VERSIONS)})",
         f"`_meta` member `{PROTOCOL_VERSION_META_KEY}`",
         f"polled every {POLL} s",
         f"a {POLL}-second file poll",
@@ -52,6 +68,16 @@ STATEMENTS = {
         f"| `MAX_FLEET_TIMEOUT_SECONDS` | {MAX_FLEET_TIMEOUT_SECONDS:g} |",
     ],
     "docs/conformance.md": [f"**{PROTOCOL_VERSION} requirement set**"],
+    "docs/clients.md": [
+        f"| sessions per instance | {DEFAULT_MAX_SESSIONS:,} (`DEFAULT_MAX_SESSIONS`), 1–{MAX_SESSIONS_LIMIT:,} |",
+        f"| idle time of a session | {DEFAULT_SESSION_IDLE_SECONDS / 60:g} min (`DEFAULT_SESSION_IDLE_SECONDS`), 1 s–"
+        f"{MAX_SESSION_IDLE_SECONDS / 3600:g} h |",
+        f"| requests running in one session | {MAX_INFLIGHT_PER_SESSION} (`MAX_INFLIGHT_PER_SESSION`) |",
+        f"awaiting an answer in one session | {MAX_PENDING_PER_SESSION} (`MAX_PENDING_PER_SESSION`) |",
+        f"| one round's wait for the client's answers | {DEFAULT_INPUT_TIMEOUT_SECONDS / 60:g} min "
+        f"(`DEFAULT_INPUT_TIMEOUT_SECONDS`), {MIN_INPUT_TIMEOUT_SECONDS:g} s–{MAX_INPUT_TIMEOUT_SECONDS / 3600:g} h |",
+        f"an `initialize` over {MAX_INITIALIZE_BYTES // 1024} KiB (`MAX_INITIALIZE_BYTES`",
+    ],
 }
 
 
