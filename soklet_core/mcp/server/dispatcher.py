@@ -136,6 +136,7 @@ from .jsonrpc import (
     PARSE_ERROR,
     UNSUPPORTED_VERSION,
     McpError,
+    encode_error,
     encode_result,
     error_response,
     state_refusal,
@@ -247,6 +248,22 @@ class DispatchResult:
         message = parse(self.body)
         assert isinstance(message, JsonObject)
         return message
+
+    def within(self, ceiling: int) -> DispatchResult:
+        """This answer, or, when its body is over ``ceiling`` bytes (the output ceiling), the 200 / -32603
+        ``Response too large`` that replaces it, logged once: the one place every transport makes that swap."""
+        if self.body is None or len(self.body) <= ceiling:
+            return self
+        _logger.error("response over the %d-byte output ceiling replaced by an error", ceiling)
+        return DispatchResult(
+            200,
+            encode_error(self.request_id, INTERNAL_ERROR, "Response too large"),
+            method=self.method,
+            operation=self.operation,
+            reason="output-ceiling",
+            code=INTERNAL_ERROR,
+            request_id=self.request_id,
+        )
 
     @classmethod
     def refused(

@@ -51,7 +51,7 @@ from soklet_core.protocol import PROTOCOL_VERSION_META_KEY
 
 from .access_log import record_answer
 from .dispatcher import DispatchResult, HttpRequest
-from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, McpError, encode_error
+from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, McpError
 from .legacy import SESSION_HEADER, LegacyProtocol, LegacyRequest, modern_request
 from .sessions import MAX_INFLIGHT_PER_SESSION, LegacySession
 
@@ -251,19 +251,8 @@ class _Connection:
         await self.writer.close()
 
     def _answer(self, result: DispatchResult, started: float) -> None:
+        result = result.within(self._ceiling)
         body = result.body
-        if body is not None and len(body) > self._ceiling:
-            _logger.error("response over the %d-byte output ceiling replaced by an error", self._ceiling)
-            body = encode_error(result.request_id, INTERNAL_ERROR, "Response too large")
-            result = DispatchResult(
-                200,
-                body,
-                method=result.method,
-                operation=result.operation,
-                reason="output-ceiling",
-                code=INTERNAL_ERROR,
-                request_id=result.request_id,
-            )
         if body is not None:
             self.writer.line(body)
         record_answer(result, started, self._engine.dispatcher.metrics, transport="stdio")

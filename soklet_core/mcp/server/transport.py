@@ -683,30 +683,14 @@ class McpAsgiApp:
         )
         return True
 
-    def _bounded(self, result: DispatchResult) -> tuple[DispatchResult, bytes]:
-        body = result.body
-        assert body is not None
-        if len(body) <= self._ceiling:
-            return result, body
-        replaced = encode_error(result.request_id, INTERNAL_ERROR, "Response too large")
-        _logger.error("response over the %d-byte output ceiling replaced by an error", self._ceiling)
-        result = DispatchResult(
-            200,
-            replaced,
-            method=result.method,
-            operation=result.operation,
-            reason="output-ceiling",
-            code=INTERNAL_ERROR,
-            request_id=result.request_id,
-        )
-        return result, replaced
-
     async def _finish(self, send: Send, result: DispatchResult, channel: _Channel, streaming: bool) -> DispatchResult:
         if result.body is None:
             await send({"type": "http.response.start", "status": result.status, "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
             return result
-        result, body = self._bounded(result)
+        result = result.within(self._ceiling)
+        body = result.body
+        assert body is not None
         held = channel.frames if result.status == 200 else []
         if streaming or held:
             if not streaming:
