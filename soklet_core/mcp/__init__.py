@@ -1,4 +1,5 @@
-"""soklet's MCP 2026-07-28 server: the model an application author writes against, and the server that runs it.
+"""soklet's MCP server (2026-07-28, and the 2025 era beside it): the model an application author writes against,
+and the server that runs it.
 
 Two subpackages, imports pointing down:
 
@@ -6,7 +7,8 @@ Two subpackages, imports pointing down:
   the elicitation helpers. Everything here is re-exported from this package.
 * :mod:`soklet_core.mcp.server` — the dispatcher pipeline, the JSON-RPC wire, admission, the ASGI transport, the
   uvicorn runner, the admin listener, live keyrings and metrics. Only what an application needs to run a server
-  (:class:`McpServer`, the admission policies, :class:`HttpLimits`, :class:`McpError`) is re-exported here.
+  (:class:`McpServer`, the admission policies, :class:`HttpLimits`, :class:`ProtocolEras`, :class:`McpError`) is
+  re-exported here.
 
 See ``docs/mcp-model.md`` for the vocabulary with examples.
 
@@ -32,6 +34,7 @@ from .server import (
     HttpLimits,
     McpError,
     McpServer,
+    ProtocolEras,
 )
 
 #: The model's names, then what an application needs to run a server.
@@ -46,4 +49,5 @@ __all__ = [
     "HttpLimits",
     "McpError",
     "McpServer",
+    "ProtocolEras",
 ]
