@@ -11,10 +11,11 @@ machine has no npm of its own. Node 22 (npm package `node`), `@modelcontextproto
 clients the interoperability tests run (tests/interop), pinned in conformance/package.json and
 conformance/package-lock.json, are installed with `npm ci` into .cache/conformance (again only when those two files
 change). Results go to .cache/conformance/results/<UTC timestamp>/ (checks/,
-server.log, suite.log, summary.json, summary.txt), or to --output DIR. Exit 0 only when every scored scenario ran
-with zero FAILURE and zero WARNING checks, or, with --baseline, when exactly the baselined scenarios/checks fail (a
-baselined entry that now passes is stale and fails the run). Exit 1 otherwise; exit 2 when the run could not be
-carried out (install, usage); 130 when interrupted. Standard library only. See docs/conformance.md.
+server.log, suite.log, summary.json, summary.txt), or to --output DIR. Exit 0 only when every judged scenario (the
+scored ones and the tasks extension's) ran with zero FAILURE and zero WARNING checks, or, with --baseline, when exactly
+the baselined scenarios/checks fail (a baselined entry that now passes is stale and fails the run). Exit 1 otherwise;
+exit 2 when the run could not be carried out (install, usage); 130 when interrupted. Standard library only. See
+docs/conformance.md.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ URL_RE = re.compile(r"http://127\.0\.0\.1:(\d{1,5})/mcp\b")
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 RESULT_DIR_RE = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$")
 KEEP_RESULTS = 10
+#: The groups that decide the result: the requirement set's scored scenarios and the tasks extension's scenarios
+#: (soklet serves the extension, so they are held to the same bar). Pending and other unscored ones are reported.
+JUDGED = ("scored", "tasks")
 DESCRIPTION = "Run the official MCP conformance suite against `soklet serve --fixtures conformance`."
 
 # Bounds on every wait (seconds).
@@ -506,9 +510,14 @@ def read_baseline(path: Path) -> list[str]:
     return entries
 
 
-def apply_baseline(entries: list[str], scored: dict[str, Any]) -> dict[str, list[str]]:
-    """The scored group judged against baseline ``entries``: expected, unexpected, stale and invalid entries."""
-    scenarios = {s["name"]: s for s in scored["scenarios"]}
+def judged_scenarios(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The reports of every scenario that decides the result (the :data:`JUDGED` groups), in group order."""
+    return [scenario for key in JUDGED for scenario in summary[key]["scenarios"]]
+
+
+def apply_baseline(entries: list[str], judged: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The judged scenarios measured against baseline ``entries``: expected, unexpected, stale and invalid entries."""
+    scenarios = {s["name"]: s for s in judged}
     whole = {entry for entry in entries if ":" not in entry}
     per_check = {entry for entry in entries if ":" in entry}
     expected: list[str] = []
@@ -517,7 +526,7 @@ def apply_baseline(entries: list[str], scored: dict[str, Any]) -> dict[str, list
     invalid: list[str] = []
     for entry in entries:
         if entry.split(":", 1)[0] not in scenarios:
-            invalid.append(f"{entry} (not a scored {REQUIREMENTS} server scenario)")
+            invalid.append(f"{entry} (not a scored or tasks {REQUIREMENTS} server scenario)")
     for name, scenario in scenarios.items():
         if name in whole:
             (expected if not scenario["passed"] else stale).append(name)
@@ -555,15 +564,23 @@ def summarise(out_dir: Path, catalogue: dict[str, str], baseline: Path | None, p
     unknown = sorted(set(results) - set(catalogue))
     if unknown:
         summary["problems"].append(f"results for scenarios outside the requirement set: {', '.join(unknown)}")
-    scored = summary["scored"]
+    judged = judged_scenarios(summary)
+    summary["judged"] = {
+        "groups": list(JUDGED),
+        "count": len(judged),
+        "passed": sum(1 for s in judged if s["passed"]),
+        "failed": sum(1 for s in judged if not s["passed"]),
+    }
+    # An empty judged group means the suite's list was not read as expected: that never passes.
+    every_group = all(summary[key]["count"] > 0 for key in JUDGED)
     if baseline is None:
         summary["baseline"] = None
-        summary["ok"] = scored["count"] > 0 and scored["failed"] == 0 and not summary["problems"]
+        summary["ok"] = every_group and summary["judged"]["failed"] == 0 and not summary["problems"]
     else:
-        verdict = apply_baseline(read_baseline(baseline), scored)
+        verdict = apply_baseline(read_baseline(baseline), judged)
         summary["baseline"] = {"file": str(baseline), **verdict}
         summary["ok"] = (
-            scored["count"] > 0
+            every_group
             and not verdict["unexpected"]
             and not verdict["stale"]
             and not verdict["invalid"]
@@ -579,14 +596,14 @@ def counts_text(counts: dict[str, int]) -> str:
 
 def render(summary: dict[str, Any], brief: bool = False) -> str:
     """The summary as text. `brief` (summary.txt, which the test suite prints) keeps the group counts, every
-    scenario that decides the result and is not clean, with its failing checks, and the verdict."""
+    judged scenario (scored or tasks) that is not clean, with its failing checks, and the verdict."""
     lines = [f"MCP conformance, requirement set {summary['requirements']}  (results: {summary['results_dir']})"]
     for problem in summary["problems"]:
         lines.append(f"PROBLEM: {problem}")
     titles = (
         ("scored", "Scored scenarios (decide the result)"),
         ("pending", "Pending scenarios (reported, not scored)"),
-        ("tasks", "Tasks extension scenarios (reported, not scored)"),
+        ("tasks", "Tasks extension scenarios (decide the result)"),
         ("other_unscored", "Other unscored scenarios"),
     )
     for key, title in titles:
@@ -596,13 +613,13 @@ def render(summary: dict[str, Any], brief: bool = False) -> str:
         if not brief:
             lines.append("")
         lines.append(f"== {title}: {group['passed']}/{group['count']} clean, {group['failed']} not")
-        shown = [s for s in group["scenarios"] if not brief or (key == "scored" and not s["passed"])]
+        shown = [s for s in group["scenarios"] if not brief or (key in JUDGED and not s["passed"])]
         width = max((len(s["name"]) for s in shown), default=len("total"))
         for scenario in shown:
             mark = "ok  " if scenario["passed"] else ("----" if not scenario["ran"] else "FAIL")
             ran = counts_text(scenario["counts"]) if scenario["ran"] else "never ran (no checks.json)"
             lines.append(f"  {mark} {scenario['name']:<{width}}  {ran}")
-            if key == "scored" and scenario["ran"]:
+            if key in JUDGED and scenario["ran"]:
                 for failing in scenario["failing"]:
                     lines.append(f"         {failing['status']} {failing['id']}: {failing['message']}")
         lines.append(f"  {'':4} {'total':<{width}}  {counts_text(group['totals'])}")
@@ -613,14 +630,20 @@ def render(summary: dict[str, Any], brief: bool = False) -> str:
         for label in ("expected", "unexpected", "stale", "invalid"):
             lines.append(f"  {label}: {len(baseline[label])}")
             lines.extend(f"    - {entry}" for entry in baseline[label])
-    scored = summary["scored"]
     lines.append("")
-    verdict = "PASS" if summary["ok"] else "FAIL"
-    lines.append(
-        f"{verdict}: {scored['passed']}/{scored['count']} scored scenarios with zero FAILURE and zero WARNING"
-        + (" (judged against the baseline)" if baseline else "")
-    )
+    lines.append(verdict_line(summary))
     return "\n".join(lines)
+
+
+def verdict_line(summary: dict[str, Any]) -> str:
+    """The last line of the summary, e.g. ``PASS: 47/47 scenarios (37/37 scored + 10/10 tasks) with zero FAILURE and
+    zero WARNING``."""
+    judged = summary["judged"]
+    parts = " + ".join(f"{summary[key]['passed']}/{summary[key]['count']} {key}" for key in JUDGED)
+    return (
+        f"{'PASS' if summary['ok'] else 'FAIL'}: {judged['passed']}/{judged['count']} scenarios ({parts})"
+        " with zero FAILURE and zero WARNING" + (" (judged against the baseline)" if summary.get("baseline") else "")
+    )
 
 
 # ------------------------------------------------------------------------------------------------------------ main

@@ -2,11 +2,12 @@
 
 The runner (``tools/conformance.py``, which ``bash scripts/conformance`` runs) runs as a real subprocess: it installs
 the pinned Node 22 and suite into .cache/conformance (``npm ci``, only when the lock changed), starts the server on a
-free loopback port, runs every scenario and summarises the checks. It passes only when all 37 scored scenarios have
-zero FAILURE and zero WARNING checks, or, when ``conformance/expected-failures.yaml`` exists, when exactly the
-scenarios/checks listed there fail (an entry that now passes is stale and fails the run). The run's summary is
-printed in pytest's terminal summary (conftest.py), and the deliberately failing runs here write to temporary
-folders, so the newest folder under .cache/conformance/results is always the real run. See docs/conformance.md.
+free loopback port, runs every scenario and summarises the checks. It passes only when all 47 judged scenarios (37
+scored + 10 of the tasks extension) have zero FAILURE and zero WARNING checks (SKIPPED is allowed), or, when
+``conformance/expected-failures.yaml`` exists, when exactly the scenarios/checks listed there fail (an entry that now
+passes is stale and fails the run). The run's summary is printed in pytest's terminal summary (conftest.py), and the
+deliberately failing runs here write to temporary folders, so the newest folder under .cache/conformance/results is
+always the real run. See docs/conformance.md.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ RUNNER = ROOT / "tools" / "conformance.py"
 BASELINE = ROOT / "conformance" / "expected-failures.yaml"
 RESULTS = ROOT / ".cache" / "conformance" / "results"
 SCORED_SCENARIOS = 37
+TASKS_SCENARIOS = 10
 #: About a minute against a working server; the bound covers a first `npm ci` and a hung server (30 s/scenario).
 RUN_TIMEOUT = 1800
 
@@ -55,7 +57,7 @@ def run_script(*args: str, timeout: float = RUN_TIMEOUT) -> tuple[int, dict[str,
 
 def failure_report(summary: dict[str, Any]) -> str:
     lines = [*summary.get("problems", [])]
-    for scenario in summary["scored"]["scenarios"]:
+    for scenario in runner.judged_scenarios(summary):
         for failing in scenario["failing"]:
             lines.append(f"{scenario['name']}:{failing['id']} {failing['status']}: {failing['message']}")
     baseline = summary.get("baseline")
@@ -87,8 +89,21 @@ def test_summary_lists_the_37_scored_scenarios(conformance_run: tuple[int, dict[
     assert {"server-stateless", "caching", "input-required-result-tampered-state"} <= set(names)
     assert scored["not_run"] == 0, "every scored scenario wrote its checks.json"
     assert summary["pending"]["count"] == 3
-    assert summary["tasks"]["count"] == 10
-    assert all(name.startswith("tasks-") for name in (s["name"] for s in summary["tasks"]["scenarios"]))
+    tasks = summary["tasks"]
+    assert tasks["count"] == TASKS_SCENARIOS
+    assert all(name.startswith("tasks-") for name in (s["name"] for s in tasks["scenarios"]))
+    assert tasks["not_run"] == 0, "every tasks scenario wrote its checks.json"
+    assert summary["judged"]["count"] == SCORED_SCENARIOS + TASKS_SCENARIOS
+
+
+def test_the_status_notifications_scenario_is_one_skipped_check(
+    conformance_run: tuple[int, dict[str, Any], str],
+) -> None:
+    # The suite's harness for task notifications is pending a rewrite: one SKIPPED check, which does not fail the run.
+    _, summary, _ = conformance_run
+    (scenario,) = [s for s in summary["tasks"]["scenarios"] if s["name"] == "tasks-status-notifications"]
+    assert scenario["passed"]
+    assert scenario["counts"]["SKIPPED"] == 1 == sum(scenario["counts"].values())
 
 
 def test_a_stale_baseline_entry_fails_the_run(conformance_run: tuple[int, dict[str, Any], str], tmp_path: Path) -> None:
@@ -110,6 +125,83 @@ def test_a_stale_baseline_entry_fails_the_run(conformance_run: tuple[int, dict[s
     assert any(entry.startswith(f"{scenario}:{check_id} ") for entry in again["baseline"]["stale"])
 
 
+#: A small catalogue for judging hand-written results folders (the runner's verdict, without the suite).
+CATALOGUE = {
+    "tools-list": "scored",
+    "caching": "scored",
+    "json-schema-2020-12": "pending",
+    "tasks-lifecycle": "tasks",
+    "tasks-status-notifications": "tasks",
+}
+
+
+def write_checks(out_dir: Path, scenario: str, *statuses: str) -> None:
+    folder = out_dir / f"server-{scenario}-2026-01-01T00-00-00-000Z"
+    folder.mkdir(parents=True)
+    checks = [
+        {"id": f"{scenario}-check-{number}", "status": status, "errorMessage": f"{status.lower()} here"}
+        for number, status in enumerate(statuses)
+    ]
+    (folder / "checks.json").write_text(json.dumps(checks))
+
+
+def clean_results(out_dir: Path) -> Path:
+    write_checks(out_dir, "tools-list", "SUCCESS", "SUCCESS")
+    write_checks(out_dir, "caching", "SUCCESS", "INFO")
+    write_checks(out_dir, "json-schema-2020-12", "FAILURE")  # pending: reported, never judged
+    write_checks(out_dir, "tasks-lifecycle", "SUCCESS", "SUCCESS")
+    write_checks(out_dir, "tasks-status-notifications", "SKIPPED")
+    return out_dir
+
+
+def test_the_tasks_scenarios_decide_the_result_with_the_scored_ones(tmp_path: Path) -> None:
+    out_dir = clean_results(tmp_path / "checks")
+    summary = runner.summarise(out_dir, CATALOGUE, None, [])
+    assert summary["ok"]
+    assert summary["judged"] == {"groups": ["scored", "tasks"], "count": 4, "passed": 4, "failed": 0}
+    assert runner.render(summary).endswith(
+        "PASS: 4/4 scenarios (2/2 scored + 2/2 tasks) with zero FAILURE and zero WARNING"
+    )
+    # A WARNING in a tasks scenario fails the run just as one in a scored scenario does, and the brief text names it.
+    (next(out_dir.glob("server-tasks-lifecycle-*")) / "checks.json").write_text(
+        json.dumps([{"id": "sep-2663-cancel-ack-empty-result", "status": "WARNING", "errorMessage": "late"}])
+    )
+    failing = runner.summarise(out_dir, CATALOGUE, None, [])
+    assert not failing["ok"]
+    brief = runner.render(failing, brief=True)
+    assert "WARNING sep-2663-cancel-ack-empty-result: late" in brief
+    assert brief.endswith("FAIL: 3/4 scenarios (2/2 scored + 1/2 tasks) with zero FAILURE and zero WARNING")
+
+
+def test_a_run_without_tasks_scenarios_never_passes(tmp_path: Path) -> None:
+    out_dir = clean_results(tmp_path / "checks")
+    catalogue = {name: kind for name, kind in CATALOGUE.items() if kind != "tasks"}
+    summary = runner.summarise(out_dir, catalogue, None, [])
+    assert summary["scored"]["failed"] == 0
+    assert not summary["ok"]
+
+
+def test_tasks_scenarios_and_checks_can_be_baselined(tmp_path: Path) -> None:
+    out_dir = clean_results(tmp_path / "checks")
+    for folder in out_dir.glob("server-tasks-lifecycle-*"):
+        shutil.rmtree(folder)
+    write_checks(out_dir, "tasks-lifecycle", "SUCCESS", "FAILURE")
+    baseline = tmp_path / "baseline.yaml"
+    baseline.write_text("server:\n  - tasks-lifecycle:tasks-lifecycle-check-1\n")
+    summary = runner.summarise(out_dir, CATALOGUE, baseline, [])
+    assert summary["ok"], summary["baseline"]
+    assert summary["baseline"]["expected"] == ["tasks-lifecycle:tasks-lifecycle-check-1"]
+    # A whole tasks scenario that is clean is stale; a pending scenario cannot be baselined.
+    baseline.write_text("server:\n  - tasks-lifecycle:tasks-lifecycle-check-1\n  - tasks-status-notifications\n")
+    stale = runner.summarise(out_dir, CATALOGUE, baseline, [])
+    assert not stale["ok"]
+    assert stale["baseline"]["stale"] == ["tasks-status-notifications"]
+    baseline.write_text("server:\n  - tasks-lifecycle\n  - json-schema-2020-12\n")
+    invalid = runner.summarise(out_dir, CATALOGUE, baseline, [])
+    assert not invalid["ok"]
+    assert invalid["baseline"]["invalid"] == ["json-schema-2020-12 (not a scored or tasks 2026-07-28 server scenario)"]
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -129,6 +221,7 @@ def test_an_absent_server_fails_cleanly_and_quickly(tmp_path: Path) -> None:
     assert not summary["ok"]
     assert "did not answer" in " ".join(summary["problems"])
     assert summary["scored"]["count"] == SCORED_SCENARIOS == summary["scored"]["not_run"]
+    assert summary["tasks"]["count"] == TASKS_SCENARIOS == summary["tasks"]["not_run"]
     assert "no scenario was run" in stderr
     assert summary["run_dir"] == str(output)
     assert json.loads((output / "summary.json").read_text())["ok"] is False
@@ -159,9 +252,13 @@ def test_the_newest_results_folder_is_the_real_run(conformance_run: tuple[int, d
 def test_the_test_output_shows_the_summary(conformance_run: tuple[int, dict[str, Any], str], tmp_path: Path) -> None:
     _, summary, _ = conformance_run
     brief = (Path(summary["run_dir"]) / "summary.txt").read_text()
-    scored = summary["scored"]
-    verdict = f"{'PASS' if summary['ok'] else 'FAIL'}: {scored['passed']}/{scored['count']} scored scenarios"
+    scored, tasks, judged = summary["scored"], summary["tasks"], summary["judged"]
+    verdict = (
+        f"{'PASS' if summary['ok'] else 'FAIL'}: {judged['passed']}/{judged['count']} scenarios"
+        f" ({scored['passed']}/{scored['count']} scored + {tasks['passed']}/{tasks['count']} tasks)"
+    )
     assert f"Scored scenarios (decide the result): {scored['passed']}/{scored['count']} clean" in brief
+    assert f"Tasks extension scenarios (decide the result): {tasks['passed']}/{tasks['count']} clean" in brief
     assert verdict in brief
     # A real pytest session with this folder's conftest.py, recording the real run's folder as the module does.
     shutil.copyfile(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
