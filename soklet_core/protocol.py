@@ -22,6 +22,7 @@ __all__ = [
     "PROTOCOL_VERSION_META_KEY",
     "SERVER_INFO_META_KEY",
     "SUPPORTED_PROTOCOL_VERSIONS",
+    "TASKS_EXTENSION",
 ]
 
 #: The MCP protocol version soklet implements: the one a request is bound to when it does not say.
@@ -41,6 +42,9 @@ CLIENT_INFO_META_KEY: Final = "io.modelcontextprotocol/clientInfo"
 LOG_LEVEL_META_KEY: Final = "io.modelcontextprotocol/logLevel"
 #: Result ``_meta`` member that names the server.
 SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
+#: The tasks extension: a client declares it per request in ``clientCapabilities.extensions``, a server in
+#: ``server/discover``'s ``capabilities.extensions``.
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 
 #: The endpoint path a server answers on unless configured otherwise.
 DEFAULT_ENDPOINT_PATH: Final = "/mcp"

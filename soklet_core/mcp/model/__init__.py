@@ -90,6 +90,7 @@ from .registry import (
     prompt,
     resource,
     resource_template,
+    task_tool,
     tool,
 )
 from .results import (
@@ -113,6 +114,17 @@ from .results import (
     TextContent,
     TextResourceContents,
 )
+from .tasks import (
+    MAX_STATUS_MESSAGE_CHARS,
+    StartTask,
+    TaskContext,
+    TaskFailed,
+    TaskInputRequired,
+    TaskStep,
+    TaskStepOutcome,
+    TaskSupport,
+    start_task,
+)
 from .uri_templates import (
     UriTemplate,
     is_absolute_uri,
@@ -133,6 +145,7 @@ __all__ = [
     "MAX_APPLICATION_REQUEST_STATE_BYTES",
     "MAX_COMPLETION_VALUES",
     "MAX_NAME_CHARS",
+    "MAX_STATUS_MESSAGE_CHARS",
     "MIN_HANDLE_BYTES",
     "NO_INVOCATION_FEATURES",
     "AcceptOutcome",
@@ -191,6 +204,13 @@ __all__ = [
     "ResultError",
     "Role",
     "SecretConcept",
+    "StartTask",
+    "TaskContext",
+    "TaskFailed",
+    "TaskInputRequired",
+    "TaskStep",
+    "TaskStepOutcome",
+    "TaskSupport",
     "TextContent",
     "TextResourceContents",
     "ToolRegistration",
@@ -215,7 +235,9 @@ __all__ = [
     "prompt",
     "resource",
     "resource_template",
+    "start_task",
     "string_list_field",
+    "task_tool",
     "text_field",
     "tool",
     "url_request",

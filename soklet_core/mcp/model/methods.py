@@ -21,6 +21,9 @@ __all__ = [
     "ROOTS_LIST",
     "SAMPLING_CREATE_MESSAGE",
     "SERVER_DISCOVER",
+    "TASKS_CANCEL",
+    "TASKS_GET",
+    "TASKS_UPDATE",
     "TOOLS_CALL",
     "TOOLS_LIST",
 ]
@@ -41,6 +44,10 @@ RESOURCES_LIST: Final = "resources/list"
 RESOURCES_READ: Final = "resources/read"
 RESOURCES_TEMPLATES_LIST: Final = "resources/templates/list"
 COMPLETION_COMPLETE: Final = "completion/complete"
+#: The tasks extension's requests (answered only for a request that declares the extension).
+TASKS_GET: Final = "tasks/get"
+TASKS_UPDATE: Final = "tasks/update"
+TASKS_CANCEL: Final = "tasks/cancel"
 
 #: The only requests an ``input_required`` result may answer.
 INPUT_REQUIRED_CAPABLE_METHODS: Final = frozenset({TOOLS_CALL, PROMPTS_GET, RESOURCES_READ})

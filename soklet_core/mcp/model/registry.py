@@ -44,6 +44,7 @@ from types import MappingProxyType
 from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeAlias, TypeVar
 
 from soklet_core.json import JsonObject, JsonString, JsonValue, parse
+from soklet_core.protocol import TASKS_EXTENSION
 
 from .capabilities import ClientCapabilities
 from .client_requests import InputRequestDeclaration, InputRequestType, InputRequirement
@@ -51,6 +52,7 @@ from .context import RequestContext
 from .errors import ArgumentsError, McpModelErrorReason, RegistrationError
 from .input_required_result import InputRequiredResult, RequestStateMode
 from .results import CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult
+from .tasks import StartTask, TaskStep, TaskSupport, start_task
 from .uri_templates import UriTemplate, is_absolute_uri
 
 __all__ = [
@@ -80,6 +82,7 @@ __all__ = [
     "prompt",
     "resource",
     "resource_template",
+    "task_tool",
     "tool",
 ]
 
@@ -89,6 +92,8 @@ _NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1," + str(MAX_NAME_CHARS) + "}")
 _HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
 _PRIMITIVE_TYPES: Final = frozenset({"string", "number", "integer", "boolean"})
 _OBJECT: Final = JsonString.from_value("object")
+# What a REQUIRED task tool needs a request to declare (the -32021 data names it like any other capability).
+_TASKS_CAPABILITY: Final = ClientCapabilities.from_mapping({"extensions": {TASKS_EXTENSION: {}}})
 
 #: What a schema may be given as: a ``JsonObject``, plain Python data, or JSON text (parsed strictly, so the
 #: number spelling and member order of the text are kept). A registration keeps it as a ``JsonObject``.
@@ -97,7 +102,7 @@ SchemaSource: TypeAlias = JsonValue | Mapping[str, Any] | str | bytes
 #: ``JsonObject``).
 JsonObjectSource: TypeAlias = JsonValue | Mapping[str, Any]
 
-ToolOutcome: TypeAlias = CallToolResult | InputRequiredResult
+ToolOutcome: TypeAlias = CallToolResult | InputRequiredResult | StartTask
 PromptOutcome: TypeAlias = GetPromptResult | InputRequiredResult
 ResourceOutcome: TypeAlias = ReadResourceResult | InputRequiredResult
 
@@ -212,6 +217,14 @@ def _to_wire(registration: object, table: _WireTable) -> JsonObject:
     return out.build()
 
 
+def _declared_required(operation: _Operation) -> tuple[ClientCapabilities, ...]:
+    return tuple(
+        item.capabilities
+        for item in operation.input_request_declarations
+        if item.requirement is InputRequirement.REQUIRED
+    )
+
+
 class _Operation:
     """Behaviour shared by the input-capable registrations (tools, prompts, resources, templates)."""
 
@@ -225,11 +238,7 @@ class _Operation:
     @property
     def required_capabilities(self) -> tuple[ClientCapabilities, ...]:
         """The capabilities of the REQUIRED declarations: checked after admission, before every execution."""
-        return tuple(
-            item.capabilities
-            for item in self.input_request_declarations
-            if item.requirement is InputRequirement.REQUIRED
-        )
+        return _declared_required(self)
 
     def declares(self, declaration: InputRequestDeclaration) -> bool:
         """Whether ``declaration`` (same type and requirement) is one of this operation's declarations."""
@@ -290,6 +299,12 @@ class ToolRegistration(_Operation):
     ``input_schema`` (and ``output_schema``) are JSON objects whose ``type`` is ``"object"``, kept exactly as
     written; ``to_wire()`` gives them back unchanged. ``header_parameters`` maps each ``x-mcp-header`` name of a
     top-level property to the property (for ``Mcp-Param-{Name}`` validation).
+
+    ``task_support`` (:class:`~.tasks.TaskSupport`, default ``NONE``) and ``task_step`` come together: a tool
+    with task support has a step, and its handler may answer :class:`~.tasks.StartTask` (see :func:`task_tool`).
+    A ``REQUIRED`` tool lists the tasks extension among its required capabilities, so a request that does not
+    declare it gets ``-32021`` before the handler runs. ``blocking`` is about the handler; a ``def`` step always
+    runs in a worker thread.
     """
 
     handler: ToolHandler
@@ -304,9 +319,17 @@ class ToolRegistration(_Operation):
     input_request_declarations: Sequence[InputRequestDeclaration] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
     blocking: bool = True
+    task_support: TaskSupport = TaskSupport.NONE
+    task_step: TaskStep | None = field(default=None, repr=False)
     header_parameters: Mapping[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.task_support, TaskSupport):
+            raise _field_error(self.name, "task_support must be a TaskSupport")
+        if (self.task_step is None) != (self.task_support is TaskSupport.NONE) or not (
+            self.task_step is None or callable(self.task_step)
+        ):
+            raise _field_error(self.name, "a tool with task support needs a callable task_step, and only it")
         schema = _schema(self.input_schema, self.name)
         _set(self, "input_schema", schema)
         if self.output_schema is not None:
@@ -318,6 +341,14 @@ class ToolRegistration(_Operation):
         _check_optional_text(self.title, self.name)
         _check_operation(self, self.name)
         _set(self, "header_parameters", _header_parameters(schema, self.name))
+
+    @property
+    def required_capabilities(self) -> tuple[ClientCapabilities, ...]:
+        """The REQUIRED declarations' capabilities, and the tasks extension for a ``REQUIRED`` task tool."""
+        declared = _declared_required(self)
+        if self.task_support is TaskSupport.REQUIRED:
+            return (*declared, _TASKS_CAPABILITY)
+        return declared
 
     def to_wire(self) -> JsonObject:
         """``{"name","title"?,"description","inputSchema","outputSchema"?,"annotations"?,"_meta"?}``."""
@@ -735,3 +766,24 @@ prompt = _decorator(PromptRegistration)
 resource = _decorator(ResourceRegistration)
 resource_template = _decorator(ResourceTemplateRegistration)
 completion = _decorator(CompletionRegistration)
+
+
+def task_tool(
+    *,
+    task_support: TaskSupport = TaskSupport.OPTIONAL,
+    blocking: bool = False,
+    **tool_keywords: Any,
+) -> Callable[[TaskStep], ToolRegistration]:
+    """Decorator: ``@task_tool(name=..., description=..., input_schema=..., ...)`` on a task *step* registers a
+    tool whose handler (:func:`~.tasks.start_task`) starts a task with no state, and whose step is the decorated
+    function. ``task_support`` defaults to ``OPTIONAL``; the other keywords are :class:`ToolRegistration`'s
+    (``blocking`` defaults to ``False``: the built-in handler never blocks)."""
+    if task_support is TaskSupport.NONE:
+        raise _field_error(tool_keywords.get("name"), "a task tool needs task support")
+
+    def register(step: TaskStep) -> ToolRegistration:
+        return ToolRegistration(
+            start_task, task_support=task_support, task_step=step, blocking=blocking, **tool_keywords
+        )
+
+    return register
