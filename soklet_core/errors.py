@@ -27,6 +27,7 @@ so a caller may catch the whole library, one layer, or switch on one reason::
     ├── LiveKeyringError                            soklet_core.mcp.server       LiveKeyringRefusal
     ├── SessionsFull                                soklet_core.mcp.server       SessionLimitReason
     ├── SnapshotError                               soklet_core.mcp.server       None (soklet_core.fleet exports it)
+    ├── StoreError                                  soklet_core.store            StoreErrorReason
     ├── RecordError                                 soklet_core.fleet            None
     └── RotationAbort                               soklet_core.fleet            FleetStatus (the verdict)
 

@@ -66,6 +66,7 @@ from soklet_core.protection import (
     RequestStateProtectionException,
     normalize_endpoint_path,
 )
+from soklet_core.store import StoreError, StoreErrorReason
 
 
 def _core_modules() -> list[types.ModuleType]:
@@ -208,6 +209,7 @@ EXAMPLES: list[SokletError] = [
     LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, KeyringFileErrorReason.NOT_FOUND),
     SessionsFull(SessionLimitReason.SESSIONS),
     SnapshotError("missing", "keys[0].id"),
+    StoreError(StoreErrorReason.UNAVAILABLE, "insert_task: sqlite3.OperationalError"),
     RecordError("not JSON"),
     RotationAbort(FleetStatus.DIVERGED, "stage: refused on a, b; nothing was activated"),
 ]

@@ -27,7 +27,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("soklet_core", "soklet_apps", "soklet_cli")
 #: The core's layers, bottom first: each may import the ones before it.
-LAYERS = ("protocol", "errors", "json", "keys", "files", "protection", "mcp.model", "mcp.server", "mcp", "fleet")
+LAYERS = (
+    "protocol",
+    "errors",
+    "json",
+    "keys",
+    "files",
+    "protection",
+    "store",
+    "mcp.model",
+    "mcp.server",
+    "mcp",
+    "fleet",
+)
 #: Top-level names each package must never import.
 FORBIDDEN = {
     "soklet_core": ("soklet_apps", "soklet_cli", "typer", "rich", "tests", "tools"),

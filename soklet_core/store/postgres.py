@@ -1,0 +1,344 @@
+"""The shared store: PostgreSQL through psycopg 3 and a bounded async connection pool.
+
+Several soklet instances behind a load balancer share one database. Every call takes a pooled connection (waiting
+at most ``STORE_TIMEOUT_SECONDS``), every statement is bounded by ``statement_timeout`` and ``lock_timeout``, and
+the whole call by a deadline. A handle's compare-and-swap is ``DELETE ... RETURNING`` then ``INSERT`` in one
+transaction: of concurrent callers, the row lock lets exactly one delete the entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Final, TypeVar
+
+import psycopg
+import psycopg.errors
+from psycopg_pool import AsyncConnectionPool
+
+from .errors import StoreError, StoreErrorReason
+from .records import (
+    HANDLE_COLUMNS,
+    SCHEMA_VERSION,
+    STORE_TIMEOUT_SECONDS,
+    TASK_COLUMNS,
+    HandleBinding,
+    HandleRecord,
+    TaskRecord,
+    TaskStatus,
+    check_limit,
+    handle_from_row,
+    handle_values,
+    task_from_row,
+    task_values,
+    to_millis,
+)
+from .url import StoreUrl
+
+__all__ = ["POOL_MAX_SIZE", "POOL_MAX_WAITING", "PostgresStore"]
+
+#: The most connections one store holds.
+POOL_MAX_SIZE: Final = 8
+#: The most calls that may wait for a connection at once; one more is refused as unavailable.
+POOL_MAX_WAITING: Final = 1024
+#: The bound of one whole call: a connection wait, then its statements (each bounded on its own).
+_CALL_DEADLINE_SECONDS: Final = 2 * STORE_TIMEOUT_SECONDS
+#: Serializes schema creation between stores opening at once (CREATE ... IF NOT EXISTS alone races in PostgreSQL).
+_SCHEMA_LOCK_KEY: Final = 0x736F6B6C6574  # "soklet"
+
+_logger = logging.getLogger("soklet.store")
+_T = TypeVar("_T")
+_Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+_TASKS: Final = ", ".join(TASK_COLUMNS)
+_HANDLES: Final = ", ".join(HANDLE_COLUMNS)
+_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS soklet_schema (version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS soklet_tasks (task_id TEXT PRIMARY KEY, partition TEXT NOT NULL, subject TEXT,"
+    " tool TEXT NOT NULL, status TEXT NOT NULL, status_message TEXT, created_at BIGINT NOT NULL,"
+    " updated_at BIGINT NOT NULL, expires_at BIGINT, document TEXT NOT NULL, version BIGINT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS soklet_tasks_status ON soklet_tasks (status)",
+    "CREATE INDEX IF NOT EXISTS soklet_tasks_expires_at ON soklet_tasks (expires_at)",
+    "CREATE INDEX IF NOT EXISTS soklet_tasks_order ON soklet_tasks (created_at, task_id)",
+    "CREATE TABLE IF NOT EXISTS soklet_handles (handle TEXT PRIMARY KEY, tenant TEXT NOT NULL, principal TEXT,"
+    " partition TEXT NOT NULL, operation TEXT NOT NULL, state TEXT NOT NULL, created_at BIGINT NOT NULL,"
+    " expires_at BIGINT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS soklet_handles_expires_at ON soklet_handles (expires_at)",
+)
+# The exact binding: an anonymous principal (NULL) matches only NULL.
+_BOUND: Final = (
+    "handle = %s AND tenant = %s AND principal IS NOT DISTINCT FROM %s AND partition = %s AND operation = %s"
+    " AND expires_at > %s"
+)
+_TIMEOUT_MS: Final = int(STORE_TIMEOUT_SECONDS * 1000)
+
+
+def _bound(handle: str, binding: HandleBinding, now: datetime) -> tuple[object, ...]:
+    return (handle, binding.tenant, binding.principal, binding.partition, binding.operation, to_millis(now))
+
+
+def _translate(error: BaseException, operation: str) -> StoreError:
+    """A driver exception as a StoreError; the driver's message is dropped (it can quote data or the URL)."""
+    _logger.warning("store %s failed: %s", operation, type(error).__name__)
+    if isinstance(error, psycopg.errors.UniqueViolation):
+        return StoreError(StoreErrorReason.CONFLICT, operation)
+    if isinstance(error, psycopg.errors.UndefinedColumn | psycopg.errors.UndefinedTable):
+        return StoreError(StoreErrorReason.SCHEMA, f"{operation}: {type(error).__name__}")
+    return StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: {type(error).__name__}")
+
+
+async def _configure(connection: _Connection) -> None:
+    # Every statement and lock wait of a pooled connection is bounded.
+    await connection.execute(f"SET statement_timeout = {_TIMEOUT_MS}")
+    await connection.execute(f"SET lock_timeout = {_TIMEOUT_MS}")
+
+
+class PostgresStore:
+    """The ``DurableStore`` over a PostgreSQL database (psycopg 3, a pool of 1 to 8 connections)."""
+
+    backend: Final = "postgresql"
+
+    def __init__(self, url: StoreUrl) -> None:
+        if url.backend != "postgresql":
+            raise StoreError(StoreErrorReason.BAD_URL, "PostgresStore needs a postgresql URL")
+        self.url = url
+        self._pool: AsyncConnectionPool[_Connection] | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url.redacted!r})"
+
+    # -- plumbing -----------------------------------------------------------------------------------------------
+
+    async def _call(self, operation: str, work: Callable[[_Connection], Awaitable[_T]]) -> _T:
+        """Run ``work`` in one transaction on a pooled connection, within the call deadline."""
+        pool = self._pool
+        if pool is None or self._closed:
+            raise StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: the store is not open")
+        try:
+            async with asyncio.timeout(_CALL_DEADLINE_SECONDS):
+                async with pool.connection() as connection, connection.transaction():
+                    return await work(connection)
+        except StoreError:
+            raise
+        except (psycopg.Error, OSError, TimeoutError) as error:
+            raise _translate(error, operation) from None
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Start the pool (waiting at most ``STORE_TIMEOUT_SECONDS`` for a first connection), create the schema."""
+        if self._pool is not None:
+            return
+        if self._closed:
+            raise StoreError(StoreErrorReason.UNAVAILABLE, "open: the store was closed")
+        pool: AsyncConnectionPool[_Connection] = AsyncConnectionPool(
+            self.url.text,
+            kwargs={"autocommit": True, "connect_timeout": max(2, int(STORE_TIMEOUT_SECONDS))},
+            min_size=1,
+            max_size=POOL_MAX_SIZE,
+            max_waiting=POOL_MAX_WAITING,
+            timeout=STORE_TIMEOUT_SECONDS,
+            configure=_configure,
+            open=False,
+            name="soklet-store",
+        )
+        try:
+            await pool.open(wait=True, timeout=STORE_TIMEOUT_SECONDS)
+        except (psycopg.Error, OSError, TimeoutError) as error:
+            await pool.close()
+            raise _translate(error, "open") from None
+        self._pool = pool
+        try:
+            await self._call("open", _create_schema)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Close the pool and its connections."""
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    # -- tasks --------------------------------------------------------------------------------------------------
+
+    async def insert_task(self, record: TaskRecord) -> None:
+        """Store a new task; ``StoreError(CONFLICT)`` when its id exists."""
+        values = task_values(record)
+        marks = ", ".join(["%s"] * len(TASK_COLUMNS))
+
+        async def work(connection: _Connection) -> None:
+            await connection.execute(f"INSERT INTO soklet_tasks ({_TASKS}) VALUES ({marks})", values)  # noqa: S608
+
+        await self._call("insert_task", work)
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        """The task ``task_id``, or ``None``."""
+
+        async def work(connection: _Connection) -> TaskRecord | None:
+            cursor = await connection.execute(
+                f"SELECT {_TASKS} FROM soklet_tasks WHERE task_id = %s",  # noqa: S608
+                (task_id,),
+            )
+            row = await cursor.fetchone()
+            return None if row is None else task_from_row(row)
+
+        return await self._call("get_task", work)
+
+    async def replace_task(self, record: TaskRecord, *, expected_version: int) -> TaskRecord | None:
+        """Compare-and-swap on ``version`` (a conditional UPDATE); the stored record, or ``None``."""
+        stored = replace(record, version=expected_version + 1)
+        values = task_values(stored)
+
+        async def work(connection: _Connection) -> bool:
+            cursor = await connection.execute(
+                "UPDATE soklet_tasks SET status = %s, status_message = %s, updated_at = %s, expires_at = %s,"
+                " document = %s, version = %s WHERE task_id = %s AND version = %s",
+                (values[4], values[5], values[7], values[8], values[9], values[10], values[0], expected_version),
+            )
+            return cursor.rowcount == 1
+
+        return stored if await self._call("replace_task", work) else None
+
+    async def list_tasks(
+        self, *, status: TaskStatus | None = None, limit: int = 100, after: str | None = None
+    ) -> list[TaskRecord]:
+        """Up to ``limit`` tasks ordered by (created_at, task_id), optionally of one status, after ``after``."""
+        check_limit(limit)
+        clauses: list[str] = []
+        params: list[object] = []
+        if status is not None:
+            clauses.append("status = %s")
+            params.append(TaskStatus(status).value)
+        if after is not None:
+            clauses.append("(created_at, task_id) > (SELECT created_at, task_id FROM soklet_tasks WHERE task_id = %s)")
+            params.append(after)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        params.append(limit)
+
+        async def work(connection: _Connection) -> list[TaskRecord]:
+            cursor = await connection.execute(
+                f"SELECT {_TASKS} FROM soklet_tasks{where} ORDER BY created_at, task_id LIMIT %s",  # noqa: S608
+                params,
+            )
+            return [task_from_row(row) for row in await cursor.fetchall()]
+
+        return await self._call("list_tasks", work)
+
+    async def count_tasks(self) -> dict[TaskStatus, int]:
+        """The number of tasks in every status."""
+
+        async def work(connection: _Connection) -> dict[TaskStatus, int]:
+            counts = dict.fromkeys(TaskStatus, 0)
+            cursor = await connection.execute("SELECT status, COUNT(*) FROM soklet_tasks GROUP BY status")
+            for status, count in await cursor.fetchall():
+                if status in TaskStatus.__members__.values():
+                    counts[TaskStatus(status)] = int(count)
+            return counts
+
+        return await self._call("count_tasks", work)
+
+    async def delete_expired_tasks(self, now: datetime) -> int:
+        """Delete the tasks that expired at or before ``now``."""
+        millis = to_millis(now)
+
+        async def work(connection: _Connection) -> int:
+            cursor = await connection.execute(
+                "DELETE FROM soklet_tasks WHERE expires_at IS NOT NULL AND expires_at <= %s", (millis,)
+            )
+            return cursor.rowcount
+
+        return await self._call("delete_expired_tasks", work)
+
+    # -- handles ------------------------------------------------------------------------------------------------
+
+    async def insert_handle(self, record: HandleRecord) -> None:
+        """Store a new handle; ``StoreError(CONFLICT)`` when it exists."""
+        values = handle_values(record)
+
+        async def work(connection: _Connection) -> None:
+            await _insert_handle(connection, values)
+
+        await self._call("insert_handle", work)
+
+    async def peek_handle(self, handle: str, binding: HandleBinding, now: datetime) -> HandleRecord | None:
+        """The live entry for exactly this binding, without consuming it."""
+        params = _bound(handle, binding, now)
+
+        async def work(connection: _Connection) -> HandleRecord | None:
+            cursor = await connection.execute(
+                f"SELECT {_HANDLES} FROM soklet_handles WHERE {_BOUND}",  # noqa: S608
+                params,
+            )
+            row = await cursor.fetchone()
+            return None if row is None else handle_from_row(row)
+
+        return await self._call("peek_handle", work)
+
+    async def consume_and_replace(
+        self, handle: str, binding: HandleBinding, now: datetime, replacement: HandleRecord | None
+    ) -> bool:
+        """``DELETE ... RETURNING`` the live entry for exactly this binding, then insert ``replacement``, in one
+        transaction."""
+        params = _bound(handle, binding, now)
+        values = None if replacement is None else handle_values(replacement)
+
+        async def work(connection: _Connection) -> bool:
+            cursor = await connection.execute(
+                f"DELETE FROM soklet_handles WHERE {_BOUND} RETURNING handle",  # noqa: S608
+                params,
+            )
+            consumed = await cursor.fetchone() is not None
+            if consumed and values is not None:
+                await _insert_handle(connection, values)
+            return consumed
+
+        return await self._call("consume_and_replace", work)
+
+    async def count_live_handles(self, now: datetime) -> int:
+        """The number of handles that expire after ``now``."""
+        millis = to_millis(now)
+
+        async def work(connection: _Connection) -> int:
+            cursor = await connection.execute("SELECT COUNT(*) FROM soklet_handles WHERE expires_at > %s", (millis,))
+            row = await cursor.fetchone()
+            return 0 if row is None else int(row[0])
+
+        return await self._call("count_live_handles", work)
+
+    async def purge_expired_handles(self, now: datetime) -> int:
+        """Delete the handles that expired at or before ``now``."""
+        millis = to_millis(now)
+
+        async def work(connection: _Connection) -> int:
+            cursor = await connection.execute("DELETE FROM soklet_handles WHERE expires_at <= %s", (millis,))
+            return cursor.rowcount
+
+        return await self._call("purge_expired_handles", work)
+
+
+async def _insert_handle(connection: _Connection, values: tuple[object, ...]) -> None:
+    marks = ", ".join(["%s"] * len(HANDLE_COLUMNS))
+    await connection.execute(f"INSERT INTO soklet_handles ({_HANDLES}) VALUES ({marks})", values)  # noqa: S608
+
+
+async def _create_schema(connection: _Connection) -> None:
+    await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
+    for statement in _SCHEMA:
+        await connection.execute(statement)
+    cursor = await connection.execute("SELECT version FROM soklet_schema")
+    versions = [int(row[0]) for row in await cursor.fetchall()]
+    if not versions:
+        await connection.execute("INSERT INTO soklet_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+    elif max(versions) > SCHEMA_VERSION:
+        raise StoreError(StoreErrorReason.SCHEMA, f"schema version {max(versions)} is newer than {SCHEMA_VERSION}")
+    try:
+        await connection.execute(f"SELECT {_TASKS} FROM soklet_tasks LIMIT 0")  # noqa: S608
+        await connection.execute(f"SELECT {_HANDLES} FROM soklet_handles LIMIT 0")  # noqa: S608
+    except psycopg.errors.UndefinedColumn:
+        raise StoreError(StoreErrorReason.SCHEMA, "a soklet table has other columns") from None

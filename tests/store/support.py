@@ -1,0 +1,45 @@
+"""Records for the store tests: one task, one binding, one handle, all at a fixed clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from soklet_core.store import HandleBinding, HandleRecord, TaskRecord, TaskStatus
+
+#: The tests' clock: every record is made at this moment (milliseconds only, as a store keeps it).
+NOW = datetime(2026, 8, 1, 12, 0, 0, 123000, tzinfo=UTC)
+BINDING = HandleBinding(tenant="default", principal="alice", partition="p-alice", operation="workflow.step")
+
+
+def task(
+    task_id: str = "task-1",
+    *,
+    status: TaskStatus = TaskStatus.WORKING,
+    created: datetime = NOW,
+    ttl: timedelta | None = timedelta(hours=1),
+    document: str = '{"round":1}',
+) -> TaskRecord:
+    """A task record made at ``created``, expiring ``ttl`` later."""
+    return TaskRecord(
+        task_id=task_id,
+        partition="p-alice",
+        subject="alice",
+        tool="slow.report",
+        status=status,
+        status_message=None,
+        created_at=created,
+        updated_at=created,
+        expires_at=None if ttl is None else created + ttl,
+        document=document,
+    )
+
+
+def handle(
+    value: str = "h-1",
+    *,
+    binding: HandleBinding = BINDING,
+    lifetime: timedelta = timedelta(minutes=15),
+    state: str = '{"step":1}',
+) -> HandleRecord:
+    """A handle record made at :data:`NOW`, live for ``lifetime``."""
+    return HandleRecord(handle=value, binding=binding, state=state, created_at=NOW, expires_at=NOW + lifetime)

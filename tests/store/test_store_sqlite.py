@@ -1,0 +1,106 @@
+"""What only the SQLite store does: its file and folder modes, and one file shared by threads and processes."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import stat
+import threading
+from pathlib import Path
+
+from soklet_core.store import SqliteStore, StoreUrl, open_store, sqlite_url
+from tests.store.support import BINDING, NOW, handle, task
+
+
+def _run_store(url: StoreUrl, steps: object) -> object:
+    async def run() -> object:
+        store = open_store(url)
+        await store.open()
+        try:
+            return await steps(store)  # type: ignore[operator]
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def test_the_file_is_owner_only_in_an_owner_only_folder(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "data" / "soklet.db")
+
+    async def steps(store: SqliteStore) -> None:
+        await store.insert_task(task())
+
+    _run_store(url, steps)
+    assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "data" / "soklet.db").stat().st_mode) == 0o600
+    assert isinstance(open_store(url), SqliteStore)
+
+
+def _consume_in_thread(url: StoreUrl, barrier: threading.Barrier, results: list[bool]) -> None:
+    async def run() -> None:
+        store = open_store(url)
+        await store.open()
+        try:
+            barrier.wait()
+            results.append(await store.consume_and_replace("h-1", BINDING, NOW, None))
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+
+
+def test_32_threads_with_their_own_stores_consume_one_handle_once(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "soklet.db")
+
+    async def steps(store: SqliteStore) -> None:
+        await store.insert_handle(handle())
+
+    _run_store(url, steps)
+    barrier = threading.Barrier(32)
+    results: list[bool] = []
+    threads = [threading.Thread(target=_consume_in_thread, args=(url, barrier, results)) for _ in range(32)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [False] * 31 + [True]
+
+
+def _consume_in_process(
+    text: str, start: multiprocessing.synchronize.Event, answers: multiprocessing.Queue[bool]
+) -> None:
+    url = StoreUrl.parse(text)
+
+    async def run() -> None:
+        store = open_store(url)
+        await store.open()
+        try:
+            start.wait()
+            outcomes = await asyncio.gather(*(store.consume_and_replace("h-1", BINDING, NOW, None) for _ in range(16)))
+            for outcome in outcomes:
+                answers.put(outcome)
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+
+
+def test_two_processes_sharing_the_file_consume_one_handle_once(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "soklet.db")
+
+    async def steps(store: SqliteStore) -> None:
+        await store.insert_handle(handle())
+
+    _run_store(url, steps)
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    answers: multiprocessing.Queue[bool] = context.Queue()
+    processes = [context.Process(target=_consume_in_process, args=(url.text, start, answers)) for _ in range(2)]
+    for process in processes:
+        process.start()
+    start.set()
+    outcomes = [answers.get(timeout=60) for _ in range(32)]
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    assert sorted(outcomes) == [False] * 31 + [True]
