@@ -10,24 +10,34 @@
   :class:`~soklet_apps.link_page.LinkPage` serves (``soklet serve`` mounts it at ``/link/``); the retry with
   ``accept`` then links, once, and only for the same caller.
 * ``deploy.approve`` — a multi-round approval that carries its own step counter and deadline in its state.
+* ``order.checkout`` (only when :func:`build_registry` is given a durable store) — the spec's durable
+  APPLICATION_PROTECTED workflow: round 1 asks for a quantity, round 2 for a confirmation, then the order is
+  placed. The authoritative state lives in a :class:`~soklet_core.mcp.HandleRepository` over the store; the client
+  holds only an opaque handle as its ``requestState``, rotated on every accepted retry (the old one is refused
+  from then on) and consumed without a replacement by the final answer. Any instance reaching the same store
+  can take the next retry; a handle of another caller, or one that is stale, gets the one fixed refusal and
+  consumes nothing.
 
 A missing answer, or an ``accept`` of the wrong shape (fields missing, added or of the wrong type; for
 ``account.link`` an accept before the page was completed), gets the same request again with the state kept, as
 the elicitation rules ask: it is not an error ending. The framework's round limit bounds how often.
 
-Every handler here is a plain ``def`` that never blocks (no I/O, no sleeps; the link store's lock is held for
-a dictionary update), so each is registered with ``blocking=False`` and runs on the event loop.
+The first three handlers are plain ``def`` functions that never block (no I/O, no sleeps; the link store's lock is
+held for a dictionary update), so each is registered with ``blocking=False`` and runs on the event loop;
+``order.checkout`` is an ``async def`` that awaits its store.
 """
 
 from __future__ import annotations
 
 import time
+from decimal import Decimal
 from typing import Final
 
 from soklet_core.json import JsonNumber, JsonObject, JsonString, JsonValue
 from soklet_core.mcp import (
     AcceptOutcomeKind,
     CallToolResult,
+    HandleRepository,
     InputRequest,
     InputRequestDeclaration,
     InputRequestType,
@@ -41,10 +51,12 @@ from soklet_core.mcp import (
     expect_accept,
     form_request,
     may_request_input,
+    number_field,
     tool,
     url_request,
     url_with_handle,
 )
+from soklet_core.store import DurableStore
 
 from .link_page import LinkStatus, LinkStore
 
@@ -52,6 +64,7 @@ __all__ = [
     "APPROVAL_DEADLINE_SECONDS",
     "DEFAULT_LINK_BASE_URL",
     "FORM",
+    "MAX_ORDER_QUANTITY",
     "URL",
     "build_registry",
 ]
@@ -64,6 +77,8 @@ DEFAULT_LINK_BASE_URL: Final = "https://link.example.com/approve"
 #: How long ``deploy.approve`` waits for all its rounds; kept within the default 15-minute state lifetime.
 APPROVAL_DEADLINE_SECONDS: Final = 600
 _WAITING: Final = JsonObject.builder().put("phase", "waiting-for-approval").build()
+#: The most items ``order.checkout`` takes in one order.
+MAX_ORDER_QUANTITY: Final = 99
 
 
 def _approval_request() -> InputRequest:
@@ -234,11 +249,100 @@ def deploy_approve(context: RequestContext, arguments: JsonObject) -> CallToolRe
     )
 
 
+def _quantity_request() -> InputRequest:
+    schema = {
+        "type": "object",
+        "properties": {
+            "quantity": {"type": "integer", "title": "Quantity", "minimum": 1, "maximum": MAX_ORDER_QUANTITY}
+        },
+        "required": ["quantity"],
+    }
+    return form_request(FORM, "How many items?", schema)
+
+
+def _confirm_request(quantity: int) -> InputRequest:
+    schema = {
+        "type": "object",
+        "properties": {"confirm": {"type": "boolean", "title": "Place the order"}},
+        "required": ["confirm"],
+    }
+    return form_request(FORM, f"Place the order for {quantity} items?", schema)
+
+
+_QUANTITY: Final = _quantity_request()
+_QUANTITY_FIELDS: Final = {"quantity": number_field(minimum=1, maximum=MAX_ORDER_QUANTITY, integer=True)}
+_CONFIRM_FIELDS: Final = {"confirm": boolean_field()}
+_ASK_QUANTITY: Final = JsonObject.builder().put("step", "quantity").build()
+
+
+def _text(value: JsonValue | None) -> str | None:
+    return value.value if isinstance(value, JsonString) else None
+
+
+def _confirm_state(quantity: int) -> JsonObject:
+    return JsonObject.builder().put("step", "confirm").put("quantity", quantity).build()
+
+
+def _asking(key: str, request: InputRequest, handle: str | None) -> InputRequiredResult:
+    """The public application-state form: the request, and the fresh handle as ``requestState``."""
+    assert handle is not None  # a replacement state always yields a fresh handle
+    return InputRequiredResult.with_input_request(key, request).application_request_state(handle).build()
+
+
+def _checkout_tool(handles: HandleRepository) -> ToolRegistration:
+    @tool(
+        name="order.checkout",
+        description="Place an order in two rounds (quantity, then confirmation); the state is kept server-side.",
+        input_schema={"type": "object", "properties": {}},
+        input_request_declarations=[FORM],
+        request_state_mode=RequestStateMode.APPLICATION_PROTECTED,
+    )
+    async def order_checkout(context: RequestContext, arguments: JsonObject) -> CallToolResult | InputRequiredResult:
+        """Round 1 issues a handle; each retry resumes it, then consumes it (rotating unless finished)."""
+        if context.application_request_state is None and not context.input_responses:
+            return _asking("quantity", _QUANTITY, await handles.issue(context, _ASK_QUANTITY))
+        state = await handles.resume(context)  # every refused handle: the one fixed failure, nothing consumed
+        step = _text(state.get("step")) if isinstance(state, JsonObject) else None
+        if step == "quantity":
+            outcome = expect_accept(context.input_responses.find("quantity"), _QUANTITY_FIELDS)
+            if outcome.is_normal_ending:
+                await handles.consume_and_replace(context, None)
+                return CallToolResult.from_text("Checkout cancelled.")
+            if not outcome.ok:  # missing or wrong-shaped: the same question, under a rotated handle
+                return _asking("quantity", _QUANTITY, await handles.consume_and_replace(context, state))
+            amount = outcome.value("quantity")
+            assert isinstance(amount, Decimal)  # the field rule admits integers only
+            fresh = await handles.consume_and_replace(context, _confirm_state(int(amount)))
+            return _asking("confirm", _confirm_request(int(amount)), fresh)
+        quantity = _int(state.get("quantity")) if isinstance(state, JsonObject) and step == "confirm" else None
+        if quantity is None:  # stored by this tool, so never expected; finish rather than loop
+            await handles.consume_and_replace(context, None)
+            return CallToolResult.error_text("This continuation is not a checkout.")
+        outcome = expect_accept(context.input_responses.find("confirm"), _CONFIRM_FIELDS)
+        if not outcome.ok and not outcome.is_normal_ending:
+            return _asking("confirm", _confirm_request(quantity), await handles.consume_and_replace(context, state))
+        # The final answer consumes the handle with no replacement: a replay of it is refused from now on.
+        await handles.consume_and_replace(context, None)
+        if outcome.is_normal_ending or outcome.value("confirm") is False:
+            return CallToolResult.from_text("Order not placed.")
+        return CallToolResult.from_text(f"Order placed: {quantity} items.")  # authorize again before side effects
+
+    return order_checkout
+
+
 def build_registry(
-    *, link_base_url: str = DEFAULT_LINK_BASE_URL, development: bool = False, links: LinkStore | None = None
+    *,
+    link_base_url: str = DEFAULT_LINK_BASE_URL,
+    development: bool = False,
+    links: LinkStore | None = None,
+    store: DurableStore | None = None,
 ) -> Registry:
     """The demo tools. ``development`` allows a plain-HTTP loopback ``link_base_url`` (dev key only); ``links`` is
     the store ``account.link`` shares with the :class:`~soklet_apps.link_page.LinkPage` serving ``link_base_url``
-    (default: a store of its own, so no page can approve its links)."""
+    (default: a store of its own, so no page can approve its links); ``store``, when given, adds
+    ``order.checkout`` with its handles kept there (a fresh registry over the same store continues its
+    workflows)."""
     link = _link_tool(link_base_url, development, links if links is not None else LinkStore())
-    return Registry(catalog_continue, link, deploy_approve)
+    if store is None:
+        return Registry(catalog_continue, link, deploy_approve)
+    return Registry(catalog_continue, link, deploy_approve, _checkout_tool(HandleRepository(store)))

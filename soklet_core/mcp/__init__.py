@@ -7,8 +7,8 @@ Two subpackages, imports pointing down:
   the elicitation helpers. Everything here is re-exported from this package.
 * :mod:`soklet_core.mcp.server` — the dispatcher pipeline, the JSON-RPC wire, admission, the ASGI transport, the
   uvicorn runner, the admin listener, live keyrings and metrics. Only what an application needs to run a server
-  (:class:`McpServer`, the admission policies, :class:`HttpLimits`, :class:`ProtocolEras`, :class:`McpError`) is
-  re-exported here.
+  (:class:`McpServer`, the admission policies, :class:`HttpLimits`, :class:`ProtocolEras`, :class:`McpError`,
+  :class:`HandleRepository` and :func:`handle_rejected`) is re-exported here.
 
 See ``docs/mcp-model.md`` for the vocabulary with examples.
 
@@ -31,10 +31,12 @@ from .server import (
     AnonymousAdmission,
     BearerTokenAdmission,
     BearerTokenEntry,
+    HandleRepository,
     HttpLimits,
     McpError,
     McpServer,
     ProtocolEras,
+    handle_rejected,
 )
 
 #: The model's names, then what an application needs to run a server.
@@ -46,8 +48,10 @@ __all__ = [
     "AnonymousAdmission",
     "BearerTokenAdmission",
     "BearerTokenEntry",
+    "HandleRepository",
     "HttpLimits",
     "McpError",
     "McpServer",
     "ProtocolEras",
+    "handle_rejected",
 ]

@@ -1,6 +1,6 @@
 """The server machinery: the dispatcher pipeline, the JSON-RPC wire, admission, the ASGI transport, the 2025-era
-engine and its sessions, the stdio transport, the hardened uvicorn runner, the admin listener, live keyrings and
-metrics.
+engine and its sessions, durable application handles, the stdio transport, the hardened uvicorn runner, the admin
+listener, live keyrings and metrics.
 
 An application usually needs only :class:`McpServer` (also exported by :mod:`soklet_core.mcp`); the rest is here
 for embedding and for tests.
@@ -38,6 +38,15 @@ from .dispatcher import (
     Interceptor,
     LifecycleCallback,
     ProgressChannel,
+)
+from .handles import (
+    DEFAULT_HANDLE_LIFETIME,
+    DEFAULT_HANDLE_TENANT,
+    HANDLE_BYTES,
+    HANDLE_REJECTED_REASON,
+    MAX_HANDLE_LIFETIME,
+    HandleRepository,
+    handle_rejected,
 )
 from .http_runner import (
     DEFAULT_BODY_TIMEOUT_SECONDS,
@@ -91,6 +100,8 @@ __all__ = [
     "ANONYMOUS_PARTITION",
     "DEFAULT_BODY_TIMEOUT_SECONDS",
     "DEFAULT_ENDPOINT_PATH",
+    "DEFAULT_HANDLE_LIFETIME",
+    "DEFAULT_HANDLE_TENANT",
     "DEFAULT_HEADER_TIMEOUT_SECONDS",
     "DEFAULT_INPUT_TIMEOUT_SECONDS",
     "DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS",
@@ -99,9 +110,12 @@ __all__ = [
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_SESSION_IDLE_SECONDS",
     "DEFAULT_SHUTDOWN_GRACE_SECONDS",
+    "HANDLE_BYTES",
+    "HANDLE_REJECTED_REASON",
     "LEGACY_PROTOCOL_VERSIONS",
     "LOCAL_HOSTS",
     "MAX_ADMIN_BODY_BYTES",
+    "MAX_HANDLE_LIFETIME",
     "PROTOCOL_VERSION_META_KEY",
     "SERVER_INFO_META_KEY",
     "SUPPORTED_PROTOCOL_VERSIONS",
@@ -119,6 +133,7 @@ __all__ = [
     "ClientChannel",
     "DispatchResult",
     "Dispatcher",
+    "HandleRepository",
     "HttpLimits",
     "HttpRequest",
     "Interceptor",
@@ -139,6 +154,7 @@ __all__ = [
     "SessionTable",
     "SessionsFull",
     "StdioTransport",
+    "handle_rejected",
     "is_legacy_message",
     "limited_uvicorn_config",
     "modern_request",

@@ -1,0 +1,213 @@
+"""Durable application handles: the server-side repository behind an APPLICATION_PROTECTED workflow.
+
+A multi-round tool whose state must outlive one process (or reach every instance of a fleet) keeps that state in a
+:class:`~soklet_core.store.DurableStore` and sends the client only an opaque handle as its ``requestState``::
+
+    handles = HandleRepository(store)
+    handle = await handles.issue(context, {"step": "quantity"})          # round 1
+    state = await handles.resume(context)                                # a retry: the state behind its handle
+    fresh = await handles.consume_and_replace(context, {"step": "confirm"})  # rotate (None: finished)
+
+Each entry is bound to the tenant, the admitted principal (``identity.subject``), the authorization partition, the
+operation and an expiry. A handle is :data:`HANDLE_BYTES` bytes from the OS CSPRNG (base64url, no meaning of its
+own); the store keys the entry by the handle's SHA-256 only, so a copy of the store's data holds no live handle.
+``consume_and_replace`` is the store's single compare-and-swap transaction: of any number of concurrent retries
+with one handle, exactly one consumes it, and a retry whose binding differs consumes nothing.
+
+Every way a handle can fail — missing, malformed, unknown, expired, replayed, another tenant, principal, partition
+or operation, or a lost compare-and-swap — ends in the one :func:`handle_rejected` error: the same bytes on the
+wire (HTTP 400, -32602, the request-state refusal sentence of :mod:`.jsonrpc`) and the one access-log reason
+``handle-rejected``, so neither the client nor the log tells the cases apart. The operator sees only a count
+(:attr:`HandleRepository.rejected`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from soklet_core.json import JsonError, JsonValue, parse, serialize
+from soklet_core.mcp.model.context import RequestContext
+from soklet_core.mcp.model.url_policy import DEFAULT_HANDLE_BYTES, is_opaque_handle, mint_url_handle
+from soklet_core.store import MAX_HANDLE_STATE_BYTES, MAX_KEY_CHARS, DurableStore, HandleBinding, HandleRecord
+
+from .jsonrpc import INVALID_PARAMS, INVALID_STATE_MESSAGE, McpError
+
+__all__ = [
+    "DEFAULT_HANDLE_LIFETIME",
+    "DEFAULT_HANDLE_TENANT",
+    "HANDLE_BYTES",
+    "HANDLE_REJECTED_REASON",
+    "MAX_HANDLE_LIFETIME",
+    "HandleRepository",
+    "handle_rejected",
+]
+
+#: Random bytes per handle (256 bits from ``secrets``); the handle is their unpadded base64url text.
+HANDLE_BYTES: Final = DEFAULT_HANDLE_BYTES
+#: How long an issued handle stays live unless the repository is given another lifetime.
+DEFAULT_HANDLE_LIFETIME: Final = timedelta(minutes=15)
+#: The longest lifetime a repository accepts: a handle is a bearer continuation, not a session.
+MAX_HANDLE_LIFETIME: Final = timedelta(days=1)
+#: The tenant of a repository that is not given one.
+DEFAULT_HANDLE_TENANT: Final = "default"
+#: The access-log reason of every refused handle, whatever the case.
+HANDLE_REJECTED_REASON: Final = "handle-rejected"
+
+# A minted handle's length in characters: base64url of HANDLE_BYTES without padding.
+_HANDLE_CHARS: Final = len(base64.urlsafe_b64encode(bytes(HANDLE_BYTES)).rstrip(b"="))
+
+
+def handle_rejected() -> McpError:
+    """The one client-safe failure of a refused handle: HTTP 400, -32602, the request-state refusal sentence, log
+    reason ``handle-rejected``. Built fresh on each call so that no traceback is shared between requests."""
+    return McpError(INVALID_PARAMS, INVALID_STATE_MESSAGE, http_status=400, log_reason=HANDLE_REJECTED_REASON)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _store_key(handle: str) -> str:
+    """What the store keys an entry by: the SHA-256 of the handle, base64url (the handle itself is never stored)."""
+    return base64.urlsafe_b64encode(hashlib.sha256(handle.encode("ascii")).digest()).rstrip(b"=").decode("ascii")
+
+
+class HandleRepository:
+    """Issues, resumes and rotates durable application handles over a :class:`~soklet_core.store.DurableStore`.
+
+    ``tenant`` (1-256 characters) is bound into every entry, so repositories of different tenants sharing one
+    store never accept each other's handles; ``lifetime`` (positive, at most :data:`MAX_HANDLE_LIFETIME`) is how
+    long each issued handle stays live; ``clock`` returns the current time, timezone-aware (tests move it). The
+    store is opened on first use (opening is idempotent), on the event loop that uses the repository.
+    """
+
+    __slots__ = ("_clock", "_lifetime", "_opened", "_rejected", "_store", "_tenant")
+
+    def __init__(
+        self,
+        store: DurableStore,
+        *,
+        tenant: str = DEFAULT_HANDLE_TENANT,
+        lifetime: timedelta = DEFAULT_HANDLE_LIFETIME,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if not isinstance(tenant, str) or not 0 < len(tenant) <= MAX_KEY_CHARS:
+            raise ValueError(f"tenant must be a string of 1 to {MAX_KEY_CHARS} characters")
+        if not isinstance(lifetime, timedelta) or not timedelta(0) < lifetime <= MAX_HANDLE_LIFETIME:
+            raise ValueError("lifetime must be a timedelta above zero and at most one day")
+        if clock is not None and not callable(clock):
+            raise TypeError("clock must be callable")
+        self._store = store
+        self._tenant = tenant
+        self._lifetime = lifetime
+        self._clock: Callable[[], datetime] = clock if clock is not None else _utc_now
+        self._opened = False
+        self._rejected = 0
+
+    @property
+    def store(self) -> DurableStore:
+        """The store the entries live in."""
+        return self._store
+
+    @property
+    def tenant(self) -> str:
+        """The tenant bound into every entry."""
+        return self._tenant
+
+    @property
+    def lifetime(self) -> timedelta:
+        """How long an issued handle stays live."""
+        return self._lifetime
+
+    @property
+    def rejected(self) -> int:
+        """How many handles this repository refused (every case counted together, never told apart)."""
+        return self._rejected
+
+    def binding(self, context: RequestContext) -> HandleBinding:
+        """What an entry issued for ``context`` is bound to: tenant, principal, partition and operation."""
+        return HandleBinding(
+            tenant=self._tenant,
+            principal=context.identity.subject,
+            partition=context.partition,
+            operation=context.operation_name,
+        )
+
+    async def issue(self, context: RequestContext, state: Any) -> str:
+        """A fresh handle bound to ``context``'s caller and operation, standing for ``state`` (a JSON value, or
+        plain Python data converted as by ``JsonValue.from_python``). The entry is stored before it returns.
+        Raises :class:`~soklet_core.store.StoreError` (``too-large`` for a state over the store's limit)."""
+        await self._open()
+        handle, record = self._record(self.binding(context), state)
+        await self._store.insert_handle(record)
+        return handle
+
+    async def resume(self, context: RequestContext) -> JsonValue:
+        """The state behind ``context``'s handle (its ``application_request_state``), consuming nothing.
+
+        Raises :func:`handle_rejected` unless the handle is live and bound to exactly this caller and operation.
+        """
+        handle = self._presented(context)
+        await self._open()
+        record = await self._store.peek_handle(_store_key(handle), self.binding(context), self._clock())
+        if record is None:
+            raise self._reject()
+        try:
+            return parse(record.state, max_bytes=MAX_HANDLE_STATE_BYTES)
+        except JsonError:  # a row this repository did not write: refused like any other unknown handle
+            raise self._reject() from None
+
+    async def consume_and_replace(self, context: RequestContext, next_state: Any | None) -> str | None:
+        """Consume ``context``'s handle and, unless ``next_state`` is ``None`` (the workflow finished), store
+        ``next_state`` under a fresh handle bound to the same caller and operation, in one transaction.
+
+        Returns the fresh handle (``None`` when finished). Raises :func:`handle_rejected` when the handle is not
+        live for this caller — including when a concurrent retry consumed it first; another caller's entry is
+        never consumed.
+        """
+        handle = self._presented(context)
+        await self._open()
+        binding = self.binding(context)
+        fresh: str | None = None
+        replacement: HandleRecord | None = None
+        if next_state is not None:
+            fresh, replacement = self._record(binding, next_state)
+        if not await self._store.consume_and_replace(_store_key(handle), binding, self._clock(), replacement):
+            raise self._reject()
+        return fresh
+
+    def _presented(self, context: RequestContext) -> str:
+        """The handle ``context`` carries, if it has a minted handle's shape (a cheap refusal before the store)."""
+        handle = context.application_request_state
+        if handle is None or len(handle) != _HANDLE_CHARS or not is_opaque_handle(handle):
+            raise self._reject()
+        return handle
+
+    def _record(self, binding: HandleBinding, state: Any) -> tuple[str, HandleRecord]:
+        value = state if isinstance(state, JsonValue) else JsonValue.from_python(state)
+        handle = mint_url_handle(HANDLE_BYTES)
+        now = self._clock()
+        record = HandleRecord(
+            handle=_store_key(handle),
+            binding=binding,
+            state=serialize(value),
+            created_at=now,
+            expires_at=now + self._lifetime,
+        )
+        return handle, record
+
+    async def _open(self) -> None:
+        if not self._opened:
+            await self._store.open()
+            self._opened = True
+
+    def _reject(self) -> McpError:
+        self._rejected += 1
+        return handle_rejected()
+
+    def __repr__(self) -> str:
+        return f"HandleRepository(store={self._store.backend}, tenant={self._tenant!r}, lifetime={self._lifetime})"
