@@ -5,16 +5,23 @@ Registration order matters to the suite: ``test_simple_text`` is the first tool 
 the first listed tool with no arguments) and ``test://static-text`` the first resource (``caching`` reads the
 first listed resource). The MRTR fixtures that carry state use FRAMEWORK_PROTECTED state, so a tampered state is
 refused by the protection layer before the handler runs.
+
+The tasks extension's fixtures (catalogue §4) come after the other tools: ``greet`` (never a task),
+``slow_compute`` (task support optional), ``failing_job`` (required; completes with a tool error),
+``protocol_error_job`` (ends ``failed``), ``confirm_delete`` and ``multi_input`` (ask through the task snapshot) and
+``test_tool_with_task`` (one MRTR round, then a task). They need a server with a durable store. Their steps sleep
+with ``await asyncio.sleep`` in short slices, so a cancelled task stops at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
 from collections.abc import Mapping
 from typing import TypeVar
 
-from soklet_core.json import JsonObject, serialize
+from soklet_core.json import JsonNumber, JsonObject, JsonString, JsonValue, serialize
 from soklet_core.mcp import (
     AudioContent,
     BlobResourceContents,
@@ -36,17 +43,25 @@ from soklet_core.mcp import (
     RequestContext,
     RequestStateMode,
     ResourceArguments,
+    StartTask,
+    TaskContext,
+    TaskFailed,
+    TaskInputRequired,
+    TaskSupport,
     TextContent,
     TextResourceContents,
+    boolean_field,
     completion,
     expect_accept,
     form_request,
     prompt,
     resource,
     resource_template,
+    task_tool,
     text_field,
     tool,
 )
+from soklet_core.mcp.server.jsonrpc import INTERNAL_ERROR
 
 #: A 1×1 PNG.
 PNG_1X1 = base64.b64decode(
@@ -100,14 +115,174 @@ def ask_roots() -> InputRequest:
     return InputRequest.from_declaration(ROOTS, {})
 
 
+#: The bounds of the task fixtures' arguments: ``slow_compute`` sleeps at most this long, and a name, label or file
+#: name is at most this many characters.
+MAX_SLOW_COMPUTE_SECONDS = 300
+MAX_ARGUMENT_CHARS = 256
+#: The longest single sleep of a task step: between slices it looks at the cooperative cancel flag too.
+SLEEP_SLICE_SECONDS = 0.25
+#: How long ``failing_job`` works before it reports its tool error.
+FAILING_JOB_SECONDS = 1.0
+
+#: Input schemas of the task fixtures (the bounds above, written as the client sees them).
+GREET_SCHEMA = '{"type":"object","properties":{"name":{"type":"string","maxLength":256}},"required":["name"]}'
+SLOW_COMPUTE_SCHEMA = (
+    '{"type":"object","properties":{"seconds":{"type":"number","minimum":0,"maximum":300},'
+    '"label":{"type":"string","maxLength":256}},"required":["seconds"]}'
+)
+CONFIRM_DELETE_SCHEMA = (
+    '{"type":"object","properties":{"filename":{"type":"string","maxLength":256}},"required":["filename"]}'
+)
+#: The form asking to confirm.
+CONFIRM_SCHEMA = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+
+
+def text_argument(arguments: JsonObject, name: str) -> str | None:
+    """The string argument ``name`` if present and at most :data:`MAX_ARGUMENT_CHARS` long, else ``None``."""
+    value = arguments.get(name)
+    if isinstance(value, JsonString) and len(value.value) <= MAX_ARGUMENT_CHARS:
+        return value.value
+    return None
+
+
+def seconds_argument(arguments: JsonObject) -> float | None:
+    """``slow_compute``'s ``seconds``: a number within 0..:data:`MAX_SLOW_COMPUTE_SECONDS`, else ``None``."""
+    value = arguments.get("seconds")
+    if isinstance(value, JsonNumber) and 0 <= value.value <= MAX_SLOW_COMPUTE_SECONDS:
+        return float(value.value)
+    return None
+
+
+async def work_for(context: TaskContext, seconds: float) -> bool:
+    """Sleep ``seconds`` in short slices; False as soon as the task is cancelled (a cancelled step may also simply
+    be stopped at its ``await``)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while (remaining := deadline - loop.time()) > 0:
+        if context.cancel_requested():
+            return False
+        await asyncio.sleep(min(remaining, SLEEP_SLICE_SECONDS))
+    return not context.cancel_requested()
+
+
+def confirmed(response: JsonValue | None) -> bool:
+    """Whether an elicitation answer accepted with ``confirm: true`` (other fields the client adds are ignored)."""
+    outcome = expect_accept(response, {"confirm": boolean_field()}, allow_extra=True)
+    return outcome.ok and outcome.value("confirm") is True
+
+
+def task_fixtures() -> list[Registration]:
+    """The tasks extension's fixtures (catalogue §4), in the order they are listed."""
+
+    @tool(name="greet", description="Greets by name; never a task.", input_schema=GREET_SCHEMA)
+    def greet(context: RequestContext, arguments: JsonObject) -> CallToolResult:
+        name = text_argument(arguments, "name")
+        if name is None:
+            return CallToolResult.error_text("greet needs a name of at most 256 characters")
+        return CallToolResult.from_text(f"Hello, {name}!")
+
+    @task_tool(
+        name="slow_compute",
+        description="Works for `seconds` seconds, then answers; a task when the client declares the extension.",
+        input_schema=SLOW_COMPUTE_SCHEMA,
+    )
+    async def slow_compute(context: TaskContext) -> CallToolResult:
+        seconds = seconds_argument(context.arguments)
+        if seconds is None:
+            return CallToolResult.error_text("seconds must be a number from 0 to 300")
+        label = text_argument(context.arguments, "label") or "slow_compute"
+        if not await work_for(context, seconds):
+            return CallToolResult.error_text(f"{label}: cancelled")
+        return CallToolResult.from_text(f"{label}: computed after {seconds:g} s")
+
+    @task_tool(
+        name="failing_job",
+        description="A task (required) that reports a tool error after about a second.",
+        input_schema=NO_ARGUMENTS,
+        task_support=TaskSupport.REQUIRED,
+    )
+    async def failing_job(context: TaskContext) -> CallToolResult:
+        await work_for(context, FAILING_JOB_SECONDS)
+        return CallToolResult.error_text("The job failed: this fixture always reports a tool error")
+
+    @task_tool(
+        name="protocol_error_job",
+        description="A task that ends failed with a JSON-RPC error.",
+        input_schema=NO_ARGUMENTS,
+    )
+    def protocol_error_job(context: TaskContext) -> TaskFailed:
+        return TaskFailed(INTERNAL_ERROR, "Internal error: this fixture always fails at the protocol level")
+
+    @task_tool(
+        name="confirm_delete",
+        description="A task that asks to confirm through the task, then answers.",
+        input_schema=CONFIRM_DELETE_SCHEMA,
+        input_request_declarations=[FORM],
+    )
+    def confirm_delete(context: TaskContext) -> CallToolResult | TaskInputRequired:
+        filename = text_argument(context.arguments, "filename")
+        if filename is None:
+            return CallToolResult.error_text("filename must be a string of at most 256 characters")
+        if context.round == 1:
+            ask = form_request(FORM, f"Delete {filename}?", CONFIRM_SCHEMA)
+            return TaskInputRequired({"confirm": ask}, status_message="Waiting for confirmation")
+        if confirmed(context.input_responses.find("confirm")):
+            return CallToolResult.from_text(f"Deleted {filename}")
+        return CallToolResult.from_text(f"Kept {filename}")
+
+    @task_tool(
+        name="multi_input",
+        description="A task that asks two things at once, answered together or one at a time.",
+        input_schema=NO_ARGUMENTS,
+        input_request_declarations=[FORM],
+    )
+    def multi_input(context: TaskContext) -> CallToolResult | TaskInputRequired:
+        if context.round == 1:
+            return TaskInputRequired(
+                {"user_name": ask_name(), "confirm": form_request(FORM, "Proceed?", CONFIRM_SCHEMA)},
+                status_message="Waiting for two answers",
+            )
+        outcome = expect_accept(
+            context.input_responses.find("user_name"), {"name": text_field(min_length=1)}, allow_extra=True
+        )
+        name = outcome.value("name") if outcome.ok else None
+        answer = "confirmed" if confirmed(context.input_responses.find("confirm")) else "not confirmed"
+        return CallToolResult.from_text(f"name: {name or '(none)'}; {answer}")
+
+    def greet_in_task(context: TaskContext) -> CallToolResult:
+        name = context.state.get("name") if isinstance(context.state, JsonObject) else None
+        return CallToolResult.from_text(f"Hello, {name.value if isinstance(name, JsonString) else 'stranger'}!")
+
+    @tool(
+        name="test_tool_with_task",
+        description="Asks for the user's name in an MRTR round, then finishes in a task.",
+        input_schema=NO_ARGUMENTS,
+        input_request_declarations=[FORM],
+        request_state_mode=RequestStateMode.FRAMEWORK_PROTECTED,
+        task_support=TaskSupport.REQUIRED,
+        task_step=greet_in_task,
+    )
+    def tool_with_task(context: RequestContext, arguments: JsonObject) -> InputRequiredResult | StartTask:
+        # The sealed state proves round 1 happened; the name is the answer to the key round 1 asked.
+        outcome = expect_accept(
+            context.input_responses.find("user_name"), {"name": text_field(min_length=1, max_length=256)}
+        )
+        if context.framework_request_state is None or not outcome.ok:
+            return InputRequiredResult.with_input_request("user_name", ask_name()).framework_request_state(1).build()
+        return StartTask(state=outcome.content, status_message="Greeting")  # exactly {"name": ...}
+
+    return [greet, slow_compute, failing_job, protocol_error_job, confirm_delete, multi_input, tool_with_task]
+
+
 _R = TypeVar("_R", bound=Registration)
 
 #: The gap between the progress fixture's notifications, like the reference server's.
 PROGRESS_INTERVAL_SECONDS = 0.05
 
 
-def build_registry() -> Registry:
-    """The conformance fixtures, in the order the suite needs."""
+def build_registry(*, tasks: bool = True) -> Registry:
+    """The conformance fixtures, in the order the suite needs. The task fixtures need a server with a durable store;
+    ``tasks=False`` leaves them out, for a server without one."""
     registrations: list[Registration] = []
 
     def add(registration: _R) -> _R:
@@ -319,6 +494,9 @@ def build_registry() -> Registry:
     )
     def custom_header(context: RequestContext, arguments: JsonObject) -> CallToolResult:
         return CallToolResult.from_text("header ok")
+
+    for registration in task_fixtures() if tasks else []:
+        add(registration)
 
     # --- prompts ---
 
