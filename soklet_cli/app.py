@@ -16,11 +16,13 @@ from .canonicalize import canonicalize
 from .exit_codes import ExitCode
 from .fingerprint import fingerprint
 from .fleet import fleet_app
+from .handles import handles_app
 from .inspect_state import inspect_state
 from .keys import keys_app
 from .output import SokletCommand, SokletGroup
 from .seal_state import seal_state
 from .serve import serve
+from .tasks import tasks_app
 
 app = typer.Typer(
     name="soklet",
@@ -56,6 +58,8 @@ app.add_typer(fleet_app, name="fleet")
 app.command("inspect-state", cls=SokletCommand)(inspect_state)
 app.command("seal-state", cls=SokletCommand)(seal_state)
 app.command("serve", cls=SokletCommand)(serve)
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(handles_app, name="handles")
 
 
 #: Longest command-line error printed: room for any message soklet writes, while an argument of 100 KB (which

@@ -16,5 +16,7 @@ class ExitCode(enum.IntEnum):
     IO = 3
     #: No key in the keyring can open the state.
     NO_KEY = 4
+    #: The thing named (a task id) does not exist.
+    NOT_FOUND = 5
     #: A bug in soklet: reported in one line, never as a traceback.
     INTERNAL = 70

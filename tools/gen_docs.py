@@ -41,6 +41,7 @@ EXIT_STATUS = {
     ExitCode.USAGE: "The command line is wrong.",
     ExitCode.IO: "A file, permission or other I/O problem.",
     ExitCode.NO_KEY: "No key in the keyring can open the state.",
+    ExitCode.NOT_FOUND: "The thing named (a task id) does not exist.",
     ExitCode.INTERNAL: "A bug in soklet, reported in one line.",
 }
 

@@ -336,6 +336,7 @@ class AdminApp:
     async def _send_metrics(self, send: Send) -> None:
         if self._metrics is None:
             raise _Refused(404, "not-found")
+        await self._metrics.refresh_store()  # the store's figures are read at scrape time, bounded
         body, content_type = self._metrics.render()
         await _send(send, 200, body, [(b"content-type", content_type.encode("ascii")), (b"cache-control", b"no-store")])
 

@@ -3,8 +3,13 @@
 Every label value comes from a bounded set, never from client input: method labels are the known MCP method
 names or ``other``; request outcomes are a closed set derived from the status class and the access-log reason;
 seal and open refusal reasons are :class:`~soklet_core.protection.RequestStateProtectionReason` values; key ids
-come from the keyring (RFC 9110 tokens of at most 64 characters, as many as the keyring holds). Anything outside
-a set is counted as ``other``, so a weird method string or an unregistered tool name can never become a series.
+come from the keyring (RFC 9110 tokens of at most 64 characters, as many as the keyring holds); task statuses are
+:class:`~soklet_core.store.TaskStatus` values. Anything outside a set is counted as ``other``, so a weird method
+string or an unregistered tool name can never become a series.
+
+The store figures (tasks by status, live handles) are read from the durable store at scrape time
+(:meth:`ServerMetrics.refresh_store`), bounded by :data:`STORE_SCRAPE_TIMEOUT_SECONDS`; a store that fails or
+does not answer makes ``soklet_store_up`` 0 and drops the figures, and the scrape still succeeds.
 
 Each :class:`ServerMetrics` owns its own ``CollectorRegistry``: two servers in one process (tests, one process
 serving many admin listeners) never share counters, and the process-global registry is never touched.
@@ -12,15 +17,20 @@ serving many admin listeners) never share counters, and the process-global regis
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.registry import Collector
 
 from soklet_core import __version__
 from soklet_core.protection import RequestStateProtectionReason
+from soklet_core.store import DurableStore, StoreError, TaskStatus
 
 from .dispatcher import _KNOWN_METHODS
 
@@ -34,6 +44,7 @@ __all__ = [
     "OTHER",
     "REQUEST_OUTCOMES",
     "SEAL_OUTCOMES",
+    "STORE_SCRAPE_TIMEOUT_SECONDS",
     "ServerMetrics",
     "request_outcome",
 ]
@@ -63,6 +74,9 @@ REQUEST_OUTCOMES: Final = frozenset(
 SEAL_OUTCOMES: Final = frozenset({"sealed", "refused"})
 OPEN_OUTCOMES: Final = frozenset({"opened", "refused"})
 _REASONS: Final = frozenset(reason.value for reason in RequestStateProtectionReason)
+#: How long one scrape waits for the store's figures before it reports ``soklet_store_up 0``: well inside a
+#: Prometheus scrape timeout (10 s by default).
+STORE_SCRAPE_TIMEOUT_SECONDS: Final = 2.0
 
 
 def request_outcome(status: int, code: int | None, reason: str | None) -> str:
@@ -118,6 +132,9 @@ class ServerMetrics:
         "_registry",
         "_requests",
         "_seals",
+        "_store",
+        "_store_figures",
+        "_store_reading",
     )
 
     def __init__(self, *, instance: str) -> None:
@@ -173,6 +190,10 @@ class ServerMetrics:
             ["key_id"],
             registry=registry,
         )
+        self._store: DurableStore | None = None
+        self._store_reading: asyncio.Lock | None = None
+        # The last reading: tasks by status and live handles, or None when the store failed (or is not read yet).
+        self._store_figures: tuple[dict[TaskStatus, int], int] | None = None
         self._children: dict[tuple[str, ...], Counter] = {}
         self._keyring_lock = threading.Lock()
         self._keyring_source: Callable[[], KeyringSnapshot] | None = None
@@ -184,6 +205,62 @@ class ServerMetrics:
         """Read ``source()`` (e.g. the live keyring's ``snapshot``) at every :meth:`render`, through
         :meth:`observe_keyring`: generation, fingerprint and last use are then never staler than the scrape."""
         self._keyring_source = source
+
+    def watch_store(self, store: DurableStore) -> None:
+        """Publish the store's figures (``soklet_store_up``, ``soklet_tasks{status}``, ``soklet_handles_live``),
+        read at every :meth:`refresh_store`. Without a watched store none of them is exposed."""
+        if self._store is None:
+            self._registry.register(_StoreCollector(self))
+        self._store = store
+
+    async def refresh_store(self) -> None:
+        """Read the watched store's figures (nothing without a store). Call it before :meth:`render`, from the
+        event loop the store was opened on.
+
+        One reading at a time: a scrape that comes while another reads waits for it and publishes the same
+        figures, so scrapes never pile queries onto the store. A :class:`~soklet_core.store.StoreError` or no
+        answer within :data:`STORE_SCRAPE_TIMEOUT_SECONDS` sets ``soklet_store_up`` to 0 and drops the figures
+        (stale ones would mislead); the scrape itself succeeds."""
+        store = self._store
+        if store is None:
+            return
+        if self._store_reading is None:
+            self._store_reading = asyncio.Lock()
+        reading = self._store_reading
+        if reading.locked():
+            async with reading:  # the reading in flight publishes for this scrape too
+                return
+        async with reading:
+            try:
+                async with asyncio.timeout(STORE_SCRAPE_TIMEOUT_SECONDS):
+                    tasks = await store.count_tasks()
+                    handles = await store.count_live_handles(datetime.now(UTC))
+            except (StoreError, TimeoutError):
+                self._store_figures = None
+                return
+            self._store_figures = ({status: tasks.get(status, 0) for status in TaskStatus}, handles)
+
+    def store_metrics(self) -> list[Metric]:
+        """The store's metric families from the last reading (what the registry's collector yields)."""
+        figures = self._store_figures
+        up = GaugeMetricFamily(
+            "soklet_store_up",
+            "1 when the last scrape read the durable store's figures, 0 when the store failed or was too slow.",
+            value=0 if figures is None else 1,
+        )
+        if figures is None:
+            return [up]
+        tasks = GaugeMetricFamily(
+            "soklet_tasks", "Tasks in the durable store, by status (read at scrape time).", labels=["status"]
+        )
+        for status, count in figures[0].items():
+            tasks.add_metric([status.value], count)
+        handles = GaugeMetricFamily(
+            "soklet_handles_live",
+            "Durable application handles live in the store (not expired; read at scrape time).",
+            value=figures[1],
+        )
+        return [up, tasks, handles]
 
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text exposition of every metric, and its content type."""
@@ -253,3 +330,22 @@ class ServerMetrics:
 
     def __repr__(self) -> str:
         return "ServerMetrics()"
+
+
+class _StoreCollector(Collector):
+    """Yields a server's store figures as of its last :meth:`ServerMetrics.refresh_store`."""
+
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        """Every family this collector may yield, so the registry knows their names from the start."""
+        return [
+            GaugeMetricFamily("soklet_store_up", "", value=0),
+            GaugeMetricFamily("soklet_tasks", "", labels=["status"]),
+            GaugeMetricFamily("soklet_handles_live", "", value=0),
+        ]
+
+    def collect(self) -> Iterable[Metric]:
+        """The store's metric families."""
+        return self._metrics.store_metrics()
