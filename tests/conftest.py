@@ -1,10 +1,12 @@
 """Fixtures shared by the keys, files and CLI tests: a real ``soklet`` subprocess runner that scans every output
-for leaked key material."""
+for leaked key material; and the durable stores' URLs: a throwaway PostgreSQL cluster for the whole run (a fresh
+database per test) and a fresh SQLite file per test, with ``store_url`` running a test once on each."""
 
 from __future__ import annotations
 
 import base64
 import os
+import secrets
 import subprocess
 import sys
 import tomllib
@@ -16,6 +18,8 @@ import pytest
 
 from soklet_core.files import MAX_KEYRING_FILE_BYTES, MAX_MATERIAL_FILE_BYTES, KeyringFileError, read_regular_file
 from soklet_core.keys import ProtectionKey, decode_base64url
+from soklet_core.store import sqlite_url
+from tools.postgres import PostgresCluster
 
 #: A leaked fragment this long of a key's base64url text fails the scan (a chance match is ~64**-16).
 FRAGMENT_CHARS = 16
@@ -176,3 +180,33 @@ def soklet(tmp_path: Path) -> Iterator[Soklet]:
     yield runner
     runner.secrets |= materials_in(tmp_path)
     runner.assert_no_leak()
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """One throwaway PostgreSQL cluster for the whole run (``bash scripts/postgres`` installs its binaries)."""
+    with PostgresCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: PostgresCluster) -> Iterator[str]:
+    """The URL of a fresh, empty PostgreSQL database (dropped after the test); it carries a password."""
+    name = f"t_{secrets.token_hex(8)}"
+    url = postgres_cluster.create_database(name)
+    yield url
+    postgres_cluster.drop_database(name)
+
+
+@pytest.fixture
+def sqlite_store_url(tmp_path: Path) -> str:
+    """The URL of a fresh SQLite store file (its folder is not made yet: the store makes it 0700)."""
+    return sqlite_url(tmp_path / "store" / "soklet.db").text
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """A fresh store's URL, once for each backend: the test runs against SQLite and against PostgreSQL."""
+    name = "sqlite_store_url" if request.param == "sqlite" else "postgres_url"
+    url: str = request.getfixturevalue(name)
+    return url
