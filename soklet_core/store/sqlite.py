@@ -48,17 +48,19 @@ _T = TypeVar("_T")
 
 _TASKS: Final = ", ".join(TASK_COLUMNS)
 _HANDLES: Final = ", ".join(HANDLE_COLUMNS)
-_SCHEMA: Final = (
+_TABLES: Final = (
     "CREATE TABLE IF NOT EXISTS soklet_schema (version INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS soklet_tasks (task_id TEXT PRIMARY KEY, partition TEXT NOT NULL, subject TEXT,"
     " tool TEXT NOT NULL, status TEXT NOT NULL, status_message TEXT, created_at INTEGER NOT NULL,"
     " updated_at INTEGER NOT NULL, expires_at INTEGER, document TEXT NOT NULL, version INTEGER NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS soklet_tasks_status ON soklet_tasks (status)",
-    "CREATE INDEX IF NOT EXISTS soklet_tasks_expires_at ON soklet_tasks (expires_at)",
-    "CREATE INDEX IF NOT EXISTS soklet_tasks_order ON soklet_tasks (created_at, task_id)",
     "CREATE TABLE IF NOT EXISTS soklet_handles (handle TEXT PRIMARY KEY, tenant TEXT NOT NULL, principal TEXT,"
     " partition TEXT NOT NULL, operation TEXT NOT NULL, state TEXT NOT NULL, created_at INTEGER NOT NULL,"
     " expires_at INTEGER NOT NULL)",
+)
+_INDEXES: Final = (
+    "CREATE INDEX IF NOT EXISTS soklet_tasks_status ON soklet_tasks (status)",
+    "CREATE INDEX IF NOT EXISTS soklet_tasks_expires_at ON soklet_tasks (expires_at)",
+    "CREATE INDEX IF NOT EXISTS soklet_tasks_order ON soklet_tasks (created_at, task_id)",
     "CREATE INDEX IF NOT EXISTS soklet_handles_expires_at ON soklet_handles (expires_at)",
 )
 # The exact binding: `IS` so that an anonymous principal (NULL) matches only NULL.
@@ -165,7 +167,6 @@ class SqliteStore:
         self._executor = ThreadPoolExecutor(max_workers=SQLITE_WORKERS, thread_name_prefix="soklet-sqlite")
         try:
             await self._write("open", _create_schema)
-            await self._run("open", _check_shape)
         except BaseException:
             await self.close()
             raise
@@ -340,7 +341,11 @@ def _insert_handle(connection: sqlite3.Connection, values: tuple[object, ...]) -
 
 
 def _create_schema(connection: sqlite3.Connection) -> None:
-    for statement in _SCHEMA:
+    for statement in _TABLES:
+        connection.execute(statement)
+    # Before the indexes, whose columns a table of another shape may lack.
+    _check_shape(connection)
+    for statement in _INDEXES:
         connection.execute(statement)
     versions = [int(row[0]) for row in connection.execute("SELECT version FROM soklet_schema")]
     if not versions:
