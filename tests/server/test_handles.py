@@ -1,0 +1,251 @@
+"""HandleRepository over a real store, on both backends (the ``store_url`` fixture: SQLite in tmp_path and a fresh
+database of the throwaway PostgreSQL cluster): issue, resume, rotation, every collapse case refused with the same
+bytes and consuming nothing, 32 concurrent retries with one handle, durability through a fresh repository and
+store object."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import pytest
+
+from soklet_core.json import JsonNumber, JsonObject, JsonValue
+from soklet_core.mcp import (
+    ClientCapabilities,
+    HandleRepository,
+    Identity,
+    McpError,
+    RequestContext,
+    RequestStateMode,
+    handle_rejected,
+    mint_url_handle,
+)
+from soklet_core.mcp.server import HANDLE_BYTES, HANDLE_REJECTED_REASON, MAX_HANDLE_LIFETIME
+from soklet_core.store import MAX_HANDLE_STATE_BYTES, DurableStore, StoreError, StoreErrorReason, open_store
+
+T = TypeVar("T")
+OPERATION = "order.checkout"
+START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self, now: datetime = START) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def ctx(
+    handle: str | None = None,
+    *,
+    subject: str | None = "alice",
+    partition: str = "tenant-a",
+    operation: str = OPERATION,
+) -> RequestContext:
+    """The admitted context of one call (a retry carrying ``handle`` as its application state)."""
+    return RequestContext(
+        identity=Identity(subject),
+        partition=partition,
+        client_capabilities=ClientCapabilities.from_mapping({"elicitation": {}}),
+        protocol_version="2026-07-28",
+        request_id=JsonNumber.from_value(1),
+        method="tools/call",
+        operation_name=operation,
+        request_state_mode=RequestStateMode.APPLICATION_PROTECTED,
+        application_request_state=handle,
+    )
+
+
+def run_with(store_url: str, body: Callable[[DurableStore], Awaitable[T]]) -> T:
+    """Run ``body`` with an opened store on ``store_url`` (closed afterwards) in one event loop."""
+
+    async def main() -> T:
+        store = open_store(store_url)
+        await store.open()
+        try:
+            return await body(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
+
+
+async def rejected(call: Awaitable[Any]) -> McpError:
+    """The error ``call`` raises; fails the test unless it is the fixed handle refusal."""
+    with pytest.raises(McpError) as caught:
+        await call
+    return caught.value
+
+
+def value(data: Any) -> JsonValue:
+    return JsonValue.from_python(data)
+
+
+def test_issue_resume_rotate_finish(store_url: str) -> None:
+    async def body(store: DurableStore) -> None:
+        handles = HandleRepository(store)
+        first = await handles.issue(ctx(), {"step": "quantity"})
+        assert len(first) == 43
+        assert len(base64.urlsafe_b64decode(first + "=")) == HANDLE_BYTES
+        assert await handles.resume(ctx(first)) == value({"step": "quantity"})
+        assert await handles.resume(ctx(first)) == value({"step": "quantity"})  # resuming consumes nothing
+        second = await handles.consume_and_replace(ctx(first), {"step": "confirm", "quantity": 3})
+        assert second is not None
+        assert second != first
+        assert await handles.resume(ctx(second)) == value({"step": "confirm", "quantity": 3})
+        await rejected(handles.resume(ctx(first)))  # the accepted handle was rotated away
+        await rejected(handles.consume_and_replace(ctx(first), {"step": "x"}))
+        assert await handles.consume_and_replace(ctx(second), None) is None  # finished: no replacement
+        await rejected(handles.resume(ctx(second)))
+        assert await store.count_live_handles(datetime.now(UTC)) == 0
+        assert handles.rejected == 3
+
+    run_with(store_url, body)
+
+
+def test_every_collapse_case_is_the_same_failure_and_consumes_nothing(store_url: str) -> None:
+    async def body(store: DurableStore) -> None:
+        clock = Clock()
+        handles = HandleRepository(store, clock=clock)
+        owner = await handles.issue(ctx(), {"n": 1})
+        replayed = await handles.issue(ctx(), {"n": 2})
+        assert await handles.consume_and_replace(ctx(replayed), None) is None
+        other_tenant = HandleRepository(store, tenant="other", clock=clock)
+        later = HandleRepository(store, clock=Clock(START + handles.lifetime))  # exactly at expiry: dead
+        never_issued = mint_url_handle(HANDLE_BYTES)
+        cases: dict[str, Callable[[], Awaitable[Any]]] = {
+            "missing": lambda: handles.resume(ctx(None)),
+            "malformed": lambda: handles.resume(ctx(owner[:-1])),
+            "not-base64url": lambda: handles.resume(ctx(owner[:-1] + "!")),
+            "unknown": lambda: handles.resume(ctx(never_issued)),
+            "expired": lambda: later.resume(ctx(owner)),
+            "replayed": lambda: handles.resume(ctx(replayed)),
+            "wrong-tenant": lambda: other_tenant.resume(ctx(owner)),
+            "wrong-principal": lambda: handles.resume(ctx(owner, subject="bob")),
+            "anonymous": lambda: handles.resume(ctx(owner, subject=None)),
+            "wrong-partition": lambda: handles.resume(ctx(owner, partition="tenant-b")),
+            "wrong-operation": lambda: handles.resume(ctx(owner, operation="deploy.approve")),
+            "consume-missing": lambda: handles.consume_and_replace(ctx(None), {"n": 9}),
+            "consume-unknown": lambda: handles.consume_and_replace(ctx(never_issued), {"n": 9}),
+            "consume-expired": lambda: later.consume_and_replace(ctx(owner), None),
+            "consume-replayed": lambda: handles.consume_and_replace(ctx(replayed), None),
+            "consume-wrong-tenant": lambda: other_tenant.consume_and_replace(ctx(owner), None),
+            "consume-wrong-principal": lambda: handles.consume_and_replace(ctx(owner, subject="bob"), {"n": 9}),
+            "consume-wrong-partition": lambda: handles.consume_and_replace(ctx(owner, partition="tenant-b"), None),
+            "consume-wrong-operation": lambda: handles.consume_and_replace(ctx(owner, operation="x.y"), None),
+        }
+        expected = handle_rejected()
+        for name, call in cases.items():
+            error = await rejected(call())
+            assert (error.encode(value(5)), error.http_status, error.log_reason) == (
+                expected.encode(value(5)),
+                400,
+                HANDLE_REJECTED_REASON,
+            ), name
+            assert str(error) == HANDLE_REJECTED_REASON, name
+            assert owner not in repr(error), name
+        assert expected.code == -32602
+        assert expected.message == "Invalid or expired request state"
+        # Not one of those consumed the owner's entry: it resumes and rotates as if nothing happened.
+        assert await handles.resume(ctx(owner)) == value({"n": 1})
+        assert await handles.consume_and_replace(ctx(owner), {"n": 3}) is not None
+        assert handles.rejected + other_tenant.rejected + later.rejected == len(cases)
+
+    run_with(store_url, body)
+
+
+def test_thirty_two_concurrent_retries_exactly_one_wins(store_url: str) -> None:
+    async def body(store: DurableStore) -> None:
+        handles = HandleRepository(store)
+        handle = await handles.issue(ctx(), {"n": 0})
+        outcomes = await asyncio.gather(
+            *(handles.consume_and_replace(ctx(handle), {"n": i}) for i in range(32)), return_exceptions=True
+        )
+        winners = [outcome for outcome in outcomes if isinstance(outcome, str)]
+        losers = [outcome for outcome in outcomes if isinstance(outcome, McpError)]
+        assert len(winners) == 1, outcomes
+        assert len(losers) == 31, outcomes
+        assert all(loser.log_reason == HANDLE_REJECTED_REASON for loser in losers)
+        assert await store.count_live_handles(datetime.now(UTC)) == 1  # the winner's replacement only
+        assert isinstance(await handles.resume(ctx(winners[0])), JsonObject)
+
+    run_with(store_url, body)
+
+
+def test_a_fresh_repository_and_store_object_continue(store_url: str) -> None:
+    async def first(store: DurableStore) -> str:
+        return await HandleRepository(store).issue(ctx(subject="bob"), {"step": "confirm", "quantity": 2})
+
+    handle = run_with(store_url, first)
+
+    async def second(store: DurableStore) -> str | None:
+        handles = HandleRepository(store)
+        assert await handles.resume(ctx(handle, subject="bob")) == value({"step": "confirm", "quantity": 2})
+        return await handles.consume_and_replace(ctx(handle, subject="bob"), None)
+
+    assert run_with(store_url, second) is None
+
+
+def test_the_store_never_holds_the_handle_itself(store_url: str) -> None:
+    async def body(store: DurableStore) -> None:
+        handles = HandleRepository(store)
+        handle = await handles.issue(ctx(), {"n": 1})
+        # Looked up by the handle text directly, the store has nothing: it is keyed by the handle's digest.
+        assert await store.peek_handle(handle, handles.binding(ctx()), datetime.now(UTC)) is None
+        assert not await store.consume_and_replace(handle, handles.binding(ctx()), datetime.now(UTC), None)
+        assert await handles.resume(ctx(handle)) == value({"n": 1})
+
+    run_with(store_url, body)
+
+
+def test_state_size_limit(store_url: str) -> None:
+    async def body(store: DurableStore) -> None:
+        handles = HandleRepository(store)
+        at_limit = "x" * (MAX_HANDLE_STATE_BYTES - 2)  # the JSON text adds two quotes
+        handle = await handles.issue(ctx(), at_limit)
+        assert await handles.resume(ctx(handle)) == value(at_limit)
+        with pytest.raises(StoreError) as caught:
+            await handles.issue(ctx(), at_limit + "x")
+        assert caught.value.reason is StoreErrorReason.TOO_LARGE
+        assert at_limit not in str(caught.value)
+        with pytest.raises(StoreError):
+            await handles.consume_and_replace(ctx(handle), at_limit + "x")
+        assert await handles.resume(ctx(handle)) == value(at_limit)  # the refused rotation consumed nothing
+
+    run_with(store_url, body)
+
+
+def test_handles_are_fresh_and_opaque(store_url: str) -> None:
+    async def body(store: DurableStore) -> None:
+        handles = HandleRepository(store)
+        issued = {await handles.issue(ctx(), {"n": 1}) for _ in range(50)}
+        assert len(issued) == 50
+        assert all("alice" not in handle and "tenant" not in handle for handle in issued)
+        text = repr(handles)
+        assert "default" in text
+        assert not any(handle in text for handle in issued)
+
+    run_with(store_url, body)
+
+
+def test_constructor_refusals(sqlite_store_url: str) -> None:
+    store = open_store(sqlite_store_url)
+    for keywords, refusal in (
+        ({"tenant": ""}, "tenant"),
+        ({"tenant": "t" * 257}, "tenant"),
+        ({"lifetime": timedelta(0)}, "lifetime"),
+        ({"lifetime": timedelta(seconds=-1)}, "lifetime"),
+        ({"lifetime": MAX_HANDLE_LIFETIME + timedelta(seconds=1)}, "lifetime"),
+    ):
+        with pytest.raises(ValueError, match=refusal):
+            HandleRepository(store, **keywords)
+    with pytest.raises(TypeError):
+        HandleRepository(store, clock=5)  # type: ignore[arg-type]
+    assert HandleRepository(store, tenant="t" * 256, lifetime=MAX_HANDLE_LIFETIME).tenant == "t" * 256
