@@ -277,3 +277,18 @@ def test_without_a_store_the_demo_has_no_checkout() -> None:
     assert demo.build_registry().find_tool(TOOL) is None
     names = [registration.name for registration in demo.build_registry().tools]
     assert names == ["catalog.continue", "account.link", "deploy.approve"]
+
+
+def test_two_instances_sharing_the_store_serve_one_workflow(store_url: str) -> None:
+    with (
+        serving(store_url) as first,
+        serving(store_url) as second,
+        clients(first, "token-alice") as (on_first,),
+        clients(second, "token-alice") as (on_second,),
+    ):
+        handle = start(on_first)
+        rotated = asked(answer(on_second, handle, "quantity", {"quantity": 7}), "confirm", handle)
+        assert_refused(answer(on_first, handle, "quantity", {"quantity": 7}))  # spent on the other instance
+        done = answer(on_first, rotated, "confirm", {"confirm": True})
+        assert done.text == "Order placed: 7 items."
+        assert_refused(answer(on_second, rotated, "confirm", {"confirm": True}))
