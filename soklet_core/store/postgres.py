@@ -107,6 +107,7 @@ class PostgresStore:
         self.url = url
         self._pool: AsyncConnectionPool[_Connection] | None = None
         self._closed = False
+        self._opening = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url.redacted!r})"
@@ -131,6 +132,11 @@ class PostgresStore:
 
     async def open(self) -> None:
         """Start the pool (waiting at most ``STORE_TIMEOUT_SECONDS`` for a first connection), create the schema."""
+        # Requests that all open the store on first use wait for one opening.
+        async with self._opening:
+            await self._open()
+
+    async def _open(self) -> None:
         if self._pool is not None:
             return
         if self._closed:
@@ -155,7 +161,9 @@ class PostgresStore:
         try:
             await self._call("open", _create_schema)
         except BaseException:
-            await self.close()
+            # Not closed for good: a later open() may try again (the database may be back).
+            self._pool = None
+            await pool.close()
             raise
 
     async def close(self) -> None:

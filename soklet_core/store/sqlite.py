@@ -94,6 +94,7 @@ class SqliteStore:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._opening = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.url.redacted!r})"
@@ -155,6 +156,11 @@ class SqliteStore:
 
     async def open(self) -> None:
         """Make the folder (0700) and file (0600) if absent, start the workers, create the schema if absent."""
+        # Requests that all open the store on first use wait for one opening.
+        async with self._opening:
+            await self._open()
+
+    async def _open(self) -> None:
         if self._executor is not None:
             return
         if self._closed:
@@ -168,7 +174,8 @@ class SqliteStore:
         try:
             await self._write("open", _create_schema)
         except BaseException:
-            await self.close()
+            # Not closed for good: a later open() may try again (the file may be fixed, the lock released).
+            await self._release()
             raise
 
     def _create_file(self) -> None:
@@ -180,6 +187,9 @@ class SqliteStore:
     async def close(self) -> None:
         """Stop the workers and close every connection."""
         self._closed = True
+        await self._release()
+
+    async def _release(self) -> None:
         executor, self._executor = self._executor, None
         if executor is not None:
             await asyncio.to_thread(executor.shutdown, True)

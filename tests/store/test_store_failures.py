@@ -50,12 +50,24 @@ def _open(url: str) -> None:
     asyncio.run(main())
 
 
-def test_a_newer_schema_is_refused(store_url: str) -> None:
+def test_a_newer_schema_is_refused_and_a_failed_open_may_be_retried(store_url: str) -> None:
     _open(store_url)
     _raw(store_url, "UPDATE soklet_schema SET version = 99")
-    with pytest.raises(StoreError) as caught:
-        _open(store_url)
-    assert caught.value.reason is StoreErrorReason.SCHEMA
+
+    async def main() -> None:
+        store = open_store(store_url)
+        try:
+            with pytest.raises(StoreError) as caught:
+                await store.open()
+            assert caught.value.reason is StoreErrorReason.SCHEMA
+            _raw(store_url, "UPDATE soklet_schema SET version = 1")
+            # Opened at once by many first requests: one opening, every caller served.
+            await asyncio.gather(*(store.open() for _ in range(8)))
+            assert await store.get_task("task-1") is None
+        finally:
+            await store.close()
+
+    asyncio.run(main())
 
 
 def test_a_table_of_another_shape_is_refused(store_url: str) -> None:
