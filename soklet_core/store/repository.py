@@ -51,7 +51,7 @@ class DurableStore(Protocol):
         self, *, status: TaskStatus | None = None, limit: int = 100, after: str | None = None
     ) -> list[TaskRecord]:
         """Up to ``limit`` (at most ``MAX_LIST_LIMIT``) tasks ordered by (created_at, task_id), optionally of one
-        status, starting after the task ``after`` (a page's last id)."""
+        status, starting after the task ``after`` (a page's last id; a page after a task that is gone is empty)."""
         ...
 
     async def count_tasks(self) -> dict[TaskStatus, int]:

@@ -29,6 +29,9 @@ def test_the_file_is_owner_only_in_an_owner_only_folder(tmp_path: Path) -> None:
 
     async def steps(store: SqliteStore) -> None:
         await store.insert_task(task())
+        # The write-ahead log and its index take the database file's mode.
+        for name in ("soklet.db-wal", "soklet.db-shm"):
+            assert stat.S_IMODE((tmp_path / "data" / name).stat().st_mode) == 0o600, name
 
     _run_store(url, steps)
     assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
