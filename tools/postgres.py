@@ -45,12 +45,11 @@ def _version_key(path: Path) -> tuple[int, ...]:
     return tuple(int(part) for part in path.name.split(".") if part.isdigit())
 
 
-def find_postgres_bin() -> Path:
-    """The folder holding ``initdb`` and ``pg_ctl``: from PATH, else the newest /usr/lib/postgresql/*/bin."""
+def find_postgres_bin(root: Path = Path("/usr/lib/postgresql")) -> Path:
+    """The folder holding ``initdb`` and ``pg_ctl``: from PATH, else the newest ``root``/*/bin."""
     found = shutil.which("initdb")
     if found and shutil.which("pg_ctl"):
         return Path(found).resolve().parent
-    root = Path("/usr/lib/postgresql")
     versions = sorted((path for path in root.glob("*") if path.name[:1].isdigit()), key=_version_key, reverse=True)
     for version in versions:
         folder = version / "bin"
@@ -79,6 +78,11 @@ class PostgresCluster:
         self._base: Path | None = None
         self._running = False
         self.port = 0
+
+    @property
+    def folder(self) -> Path | None:
+        """The private folder holding the cluster's data (``None`` when stopped)."""
+        return self._base
 
     def __repr__(self) -> str:
         return f"PostgresCluster(port={self.port}, running={self._running})"
