@@ -8,7 +8,7 @@ Two subpackages, imports pointing down:
 * :mod:`soklet_core.mcp.server` — the dispatcher pipeline, the JSON-RPC wire, admission, the ASGI transport, the
   uvicorn runner, the admin listener, live keyrings and metrics. Only what an application needs to run a server
   (:class:`McpServer`, the admission policies, :class:`HttpLimits`, :class:`ProtocolEras`, :class:`McpError`,
-  :class:`HandleRepository` and :func:`handle_rejected`) is re-exported here.
+  :class:`HandleRepository`, :func:`handle_rejected` and :class:`TaskManager`) is re-exported here.
 
 See ``docs/mcp-model.md`` for the vocabulary with examples.
 
@@ -36,6 +36,7 @@ from .server import (
     McpError,
     McpServer,
     ProtocolEras,
+    TaskManager,
     handle_rejected,
 )
 
@@ -53,5 +54,6 @@ __all__ = [
     "McpError",
     "McpServer",
     "ProtocolEras",
+    "TaskManager",
     "handle_rejected",
 ]

@@ -116,6 +116,7 @@ from .results import (
 )
 from .tasks import (
     MAX_STATUS_MESSAGE_CHARS,
+    TASKS_CAPABILITIES,
     StartTask,
     TaskContext,
     TaskFailed,
@@ -148,6 +149,7 @@ __all__ = [
     "MAX_STATUS_MESSAGE_CHARS",
     "MIN_HANDLE_BYTES",
     "NO_INVOCATION_FEATURES",
+    "TASKS_CAPABILITIES",
     "AcceptOutcome",
     "AcceptOutcomeKind",
     "ArgumentsError",

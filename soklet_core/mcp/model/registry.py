@@ -44,7 +44,6 @@ from types import MappingProxyType
 from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeAlias, TypeVar
 
 from soklet_core.json import JsonObject, JsonString, JsonValue, parse
-from soklet_core.protocol import TASKS_EXTENSION
 
 from .capabilities import ClientCapabilities
 from .client_requests import InputRequestDeclaration, InputRequestType, InputRequirement
@@ -52,7 +51,7 @@ from .context import RequestContext
 from .errors import ArgumentsError, McpModelErrorReason, RegistrationError
 from .input_required_result import InputRequiredResult, RequestStateMode
 from .results import CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult
-from .tasks import StartTask, TaskStep, TaskSupport, start_task
+from .tasks import TASKS_CAPABILITIES, StartTask, TaskStep, TaskSupport, start_task
 from .uri_templates import UriTemplate, is_absolute_uri
 
 __all__ = [
@@ -92,8 +91,6 @@ _NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1," + str(MAX_NAME_CHARS) + "}")
 _HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
 _PRIMITIVE_TYPES: Final = frozenset({"string", "number", "integer", "boolean"})
 _OBJECT: Final = JsonString.from_value("object")
-# What a REQUIRED task tool needs a request to declare (the -32021 data names it like any other capability).
-_TASKS_CAPABILITY: Final = ClientCapabilities.from_mapping({"extensions": {TASKS_EXTENSION: {}}})
 
 #: What a schema may be given as: a ``JsonObject``, plain Python data, or JSON text (parsed strictly, so the
 #: number spelling and member order of the text are kept). A registration keeps it as a ``JsonObject``.
@@ -347,7 +344,7 @@ class ToolRegistration(_Operation):
         """The REQUIRED declarations' capabilities, and the tasks extension for a ``REQUIRED`` task tool."""
         declared = _declared_required(self)
         if self.task_support is TaskSupport.REQUIRED:
-            return (*declared, _TASKS_CAPABILITY)
+            return (*declared, TASKS_CAPABILITIES)
         return declared
 
     def to_wire(self) -> JsonObject:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from soklet_core.json import JsonObject, JsonValue
+from soklet_core.protocol import TASKS_EXTENSION
 
 from .capabilities import ClientCapabilities
 from .client_requests import InputRequest
@@ -44,6 +45,7 @@ from .results import CallToolResult
 
 __all__ = [
     "MAX_STATUS_MESSAGE_CHARS",
+    "TASKS_CAPABILITIES",
     "StartTask",
     "TaskContext",
     "TaskFailed",
@@ -54,6 +56,9 @@ __all__ = [
     "start_task",
 ]
 
+#: What a request must declare to get a task (and to call ``tasks/get``, ``tasks/update``, ``tasks/cancel``); a
+#: ``-32021`` error names it as its ``requiredCapabilities``.
+TASKS_CAPABILITIES: Final = ClientCapabilities.from_mapping({"extensions": {TASKS_EXTENSION: {}}})
 #: The longest ``statusMessage`` a handler or step may set (it goes to the client on every poll).
 MAX_STATUS_MESSAGE_CHARS: Final = 1024
 

@@ -1,6 +1,6 @@
 """The server machinery: the dispatcher pipeline, the JSON-RPC wire, admission, the ASGI transport, the 2025-era
-engine and its sessions, durable application handles, the stdio transport, the hardened uvicorn runner, the admin
-listener, live keyrings and metrics.
+engine and its sessions, durable application handles, durable tasks, the stdio transport, the hardened uvicorn
+runner, the admin listener, live keyrings and metrics.
 
 An application usually needs only :class:`McpServer` (also exported by :mod:`soklet_core.mcp`); the rest is here
 for embedding and for tests.
@@ -42,6 +42,7 @@ from .dispatcher import (
 from .handles import (
     DEFAULT_HANDLE_LIFETIME,
     DEFAULT_HANDLE_TENANT,
+    DEFAULT_PURGE_EVERY,
     HANDLE_BYTES,
     HANDLE_REJECTED_REASON,
     MAX_HANDLE_LIFETIME,
@@ -89,6 +90,13 @@ from .sessions import (
     SessionTable,
 )
 from .stdio import StdioTransport, open_pipe_streams
+from .tasks import (
+    DEFAULT_POLL_INTERVAL_MS,
+    DEFAULT_STEP_TIMEOUT_SECONDS,
+    DEFAULT_TASK_TTL_MS,
+    MAX_LIVE_TASKS_PER_CALLER,
+    TaskManager,
+)
 from .transport import (
     LOCAL_HOSTS,
     McpAsgiApp,
@@ -108,14 +116,19 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_HEAD_BYTES",
     "DEFAULT_MAX_SESSIONS",
+    "DEFAULT_POLL_INTERVAL_MS",
+    "DEFAULT_PURGE_EVERY",
     "DEFAULT_SESSION_IDLE_SECONDS",
     "DEFAULT_SHUTDOWN_GRACE_SECONDS",
+    "DEFAULT_STEP_TIMEOUT_SECONDS",
+    "DEFAULT_TASK_TTL_MS",
     "HANDLE_BYTES",
     "HANDLE_REJECTED_REASON",
     "LEGACY_PROTOCOL_VERSIONS",
     "LOCAL_HOSTS",
     "MAX_ADMIN_BODY_BYTES",
     "MAX_HANDLE_LIFETIME",
+    "MAX_LIVE_TASKS_PER_CALLER",
     "PROTOCOL_VERSION_META_KEY",
     "SERVER_INFO_META_KEY",
     "SUPPORTED_PROTOCOL_VERSIONS",
@@ -154,6 +167,7 @@ __all__ = [
     "SessionTable",
     "SessionsFull",
     "StdioTransport",
+    "TaskManager",
     "handle_rejected",
     "is_legacy_message",
     "limited_uvicorn_config",

@@ -24,6 +24,7 @@ from soklet_core.mcp.model.registry import Registry
 from soklet_core.mcp.model.results import CacheHint
 from soklet_core.protection import ProtectionConfig, RequestStateSealer
 from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
+from soklet_core.store import DurableStore
 
 from .admission import AdmissionPolicy, AnonymousAdmission
 from .dispatcher import (
@@ -38,6 +39,7 @@ from .http_runner import HttpLimits
 from .legacy import DEFAULT_INPUT_TIMEOUT_SECONDS, LegacyProtocol, ProtocolEras
 from .metrics import ServerMetrics
 from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_SECONDS, SessionTable
+from .tasks import DEFAULT_POLL_INTERVAL_MS, DEFAULT_TASK_TTL_MS, TaskManager
 from .transport import ASGIApp, McpAsgiApp
 
 __all__ = ["DEFAULT_ENDPOINT_PATH", "McpServer"]
@@ -87,9 +89,15 @@ class McpServer:
     * ``mounts`` — path prefix (``"/link/"``: starts and ends with ``/``, outside the endpoint path) → a plain
       ASGI 3 app that answers every request under that prefix, after the ``Host``/``Origin`` checks and the
       shutdown drain check (the scope is passed unchanged, full path included; mounts get no lifespan events).
+    * ``store`` — the durable store (:func:`soklet_core.store.open_store`) tasks live in: with it the server offers
+      the tasks extension (:attr:`task_manager`, advertised in ``server/discover``); tools with task support need
+      it (``ValueError`` otherwise). The store is opened on first use; its owner closes it (after
+      ``await server.task_manager.close()``). ``task_ttl_ms`` — how long a task is kept from its creation
+      (default 3,600,000; ``None``: unlimited); ``task_poll_interval_ms`` — the poll interval tasks name
+      (default 500).
     """
 
-    __slots__ = ("_app", "_dispatcher", "_legacy", "_sealer")
+    __slots__ = ("_app", "_dispatcher", "_legacy", "_sealer", "_tasks")
 
     def __init__(
         self,
@@ -117,6 +125,9 @@ class McpServer:
         session_idle_seconds: float = DEFAULT_SESSION_IDLE_SECONDS,
         input_timeout_seconds: float = DEFAULT_INPUT_TIMEOUT_SECONDS,
         mounts: Mapping[str, ASGIApp] = _NO_MOUNTS,
+        store: DurableStore | None = None,
+        task_ttl_ms: int | None = DEFAULT_TASK_TTL_MS,
+        task_poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
     ) -> None:
         if not isinstance(registry, Registry):
             raise TypeError("McpServer takes a Registry")
@@ -133,6 +144,11 @@ class McpServer:
         if not isinstance(protocol_eras, ProtocolEras):
             raise TypeError("protocol_eras takes a ProtocolEras")
         sealer = None if protection is None else RequestStateSealer(protection)
+        self._tasks = (
+            None
+            if store is None
+            else TaskManager(store, registry=registry, ttl_ms=task_ttl_ms, poll_interval_ms=task_poll_interval_ms)
+        )
         self._dispatcher = Dispatcher(
             registry=registry,
             sealer=sealer,
@@ -146,6 +162,7 @@ class McpServer:
             lifecycle=list(lifecycle_callbacks),
             sync_handlers_in_thread=sync_handlers_in_thread,
             metrics=metrics,
+            tasks=self._tasks,
         )
         # The table checks its own bounds; the engine checks the input timeout and the eras.
         sessions = SessionTable(max_sessions=max_sessions, idle_seconds=session_idle_seconds)
@@ -191,6 +208,16 @@ class McpServer:
     def registry(self) -> Registry:
         """The registrations served."""
         return self._dispatcher.registry
+
+    @property
+    def task_manager(self) -> TaskManager | None:
+        """The tasks extension's manager (``None`` without a store)."""
+        return self._tasks
+
+    @property
+    def store(self) -> DurableStore | None:
+        """The durable store tasks live in (``None``: none)."""
+        return None if self._tasks is None else self._tasks.store
 
     @property
     def sealer(self) -> RequestStateSealer | None:

@@ -23,15 +23,20 @@ Validation order (conformance §1.3, then soklet's own steps); the first failure
 3. ``params._meta`` with ``protocolVersion`` and ``clientCapabilities`` (-32602, 400).
 4. Header equals ``_meta`` version (-32020, 400).
 5. Version supported (-32022, 400, ``data.supported`` / ``data.requested``).
-6. Method known; removed and unknown methods (-32601, 404).
+6. Method known; removed and unknown methods (-32601, 404). ``tasks/get``, ``tasks/update`` and ``tasks/cancel``
+   are known only to a server with a task manager.
 7. ``Mcp-Method``, ``Mcp-Name`` and ``Mcp-Param-*`` headers (-32020, 400).
 8. Admission (401).
-9. Operation lookup (-32602, 400; ``data.uri`` for an unknown resource).
+9. Operation lookup (-32602, 400; ``data.uri`` for an unknown resource). A ``tasks/*`` request must declare the tasks
+   extension here (-32021, 400, ``data.requiredCapabilities.extensions``); its task is looked up when it runs
+   (-32602 ``Failed to retrieve task: Task not found`` for an unknown, expired or another caller's id).
 10. REQUIRED capabilities of the operation, all missing at once (-32021, 400), before params or state are read.
 11. Params: arguments, ``inputResponses`` (an object of objects, each in the protocol union), ``requestState``
     of the operation's declared mode (-32602, 400).
 12. Opening a FRAMEWORK_PROTECTED state with the binding of this request (-32602, 400, one fixed message).
-13. The handler (its failure: -32603, 200).
+13. The handler (its failure: -32603, 200). A ``StartTask`` answer of a task tool creates the task when the
+    request declared the tasks extension (the ``CreateTaskResult`` once the task is stored), else runs the
+    tool's step within the request (:class:`~.tasks.TaskManager`). A store that cannot be reached: 503, -32603.
 14. CONDITIONAL capabilities of the emitted requests, all missing at once (-32021, 400).
 15. Sealing the emitted framework state (-32603, 200, no state emitted).
 
@@ -107,6 +112,7 @@ from soklet_core.mcp.model.results import (
     GetPromptResult,
     ReadResourceResult,
 )
+from soklet_core.mcp.model.tasks import TASKS_CAPABILITIES, StartTask, TaskSupport
 from soklet_core.protection import (
     BoundRequest,
     OpenedRequestState,
@@ -122,7 +128,9 @@ from soklet_core.protocol import (
     PROTOCOL_VERSION_META_KEY,
     SERVER_INFO_META_KEY,
     SUPPORTED_PROTOCOL_VERSIONS,
+    TASKS_EXTENSION,
 )
+from soklet_core.store import StoreError
 
 from .admission import Admission, AdmissionPolicy, AdmissionRefused, AdmissionRequest, AnonymousAdmission
 from .jsonrpc import (
@@ -139,11 +147,14 @@ from .jsonrpc import (
     encode_error,
     encode_result,
     error_response,
+    missing_capabilities,
     state_refusal,
+    store_refusal,
 )
 
 if TYPE_CHECKING:
     from .metrics import ServerMetrics
+    from .tasks import TaskManager
 
 __all__ = [
     "DEFAULT_LIST_CACHE_HINT",
@@ -202,6 +213,8 @@ _T = TypeVar("_T")
 _BASE64_SENTINEL: Final = re.compile(r"=\?base64\?([A-Za-z0-9+/=_-]*)\?=")
 _JSONRPC: Final = JsonString.from_value("2.0")
 _REF_PROMPT: Final = JsonString.from_value("ref/prompt")
+# The answer of tasks/update and tasks/cancel: an empty ack (the server's _meta is appended like everywhere).
+_COMPLETE_ACK: Final = b'{"resultType":"complete"}'
 
 _Operation: TypeAlias = ToolRegistration | PromptRegistration | ResourceRegistration | ResourceTemplateRegistration
 _Result: TypeAlias = InputRequiredResult | CallToolResult | GetPromptResult | ReadResourceResult | CompleteResult
@@ -436,8 +449,7 @@ def _invalid_params(message: str, reason: str, data: JsonValue | None = None) ->
 
 
 def _missing_capabilities(missing: ClientCapabilities) -> McpError:
-    data = JsonObject.builder().put("requiredCapabilities", missing.to_wire()).build()
-    return McpError(MISSING_CAPABILITY, "Missing required client capability", data)
+    return missing_capabilities(missing.to_wire())
 
 
 def _internal(reason: str) -> McpError:
@@ -475,10 +487,11 @@ def _meta_missing() -> McpError:
 
 @dataclass(frozen=True, slots=True)
 class _Method:
-    """One entry of the method table: the params member ``Mcp-Name`` echoes, and how the target is resolved."""
+    """One entry of the method table: the params member ``Mcp-Name`` echoes, and how the target is resolved
+    (``None``: a tasks-extension request, run by the task manager)."""
 
     routing_member: str | None
-    resolve: Callable[[Dispatcher, JsonObject, ToolRegistration | None], Target | bytes]
+    resolve: Callable[[Dispatcher, JsonObject, ToolRegistration | None], Target | bytes] | None
 
 
 def _decode_header(value: str) -> str:
@@ -544,8 +557,12 @@ class Dispatcher:
         sync_handlers_in_thread: bool = True,
         large_body_wait_seconds: float = LARGE_BODY_WAIT_SECONDS,
         metrics: ServerMetrics | None = None,
+        tasks: TaskManager | None = None,
     ) -> None:
         self._registry = registry
+        self._tasks = tasks
+        if tasks is None and any(item.task_support is not TaskSupport.NONE for item in registry.tools):
+            raise ValueError("tools with task support need a durable store (McpServer(store=...))")
         self._metrics = metrics
         self._large_body_wait = large_body_wait_seconds
         self._in_thread = sync_handlers_in_thread
@@ -584,6 +601,11 @@ class Dispatcher:
     def registry(self) -> Registry:
         """The registrations served."""
         return self._registry
+
+    @property
+    def task_manager(self) -> TaskManager | None:
+        """The task manager of the tasks extension (``None``: the server offers no tasks)."""
+        return self._tasks
 
     @property
     def supported_versions(self) -> tuple[str, ...]:
@@ -642,7 +664,7 @@ class Dispatcher:
             JsonObject.builder()
             .put("resultType", "complete")
             .put("supportedVersions", self._supported_data)
-            .put("capabilities", SERVER_CAPABILITIES)
+            .put("capabilities", self._discover_capabilities())
         )
         if self._instructions is not None:
             discover.put("instructions", self._instructions)
@@ -658,6 +680,12 @@ class Dispatcher:
             ),
         }
         return {method: self._encode(encode_wire(result)) for method, result in results.items()}
+
+    def _discover_capabilities(self) -> JsonObject:
+        if self._tasks is None:
+            return SERVER_CAPABILITIES
+        extensions = JsonObject.builder().put(TASKS_EXTENSION, JsonObject.empty_instance()).build()
+        return JsonObject.builder().put_all(SERVER_CAPABILITIES).put("extensions", extensions).build()
 
     def _encode(self, result: bytes) -> bytes:
         """An encoded result object (never empty: it has ``resultType``) with the server's ``_meta`` appended."""
@@ -684,11 +712,16 @@ class Dispatcher:
             validated = self._validate(request, message, request_id, method, entry, digest)
             if validated.answer is not None:
                 return self._answer(validated, validated.answer)
-            assert validated.target is not None
+            if validated.target is None:
+                body, operation = await self._task_request(validated)
+                return DispatchResult(200, encode_result(request_id, body), method, operation, request_id=request_id)
             operation = validated.target.name
             return self._answer(validated, await self._with_state(validated, validated.target, channel))
         except McpError as error:
             return DispatchResult.refused(error, request_id, method=logged_method, operation=operation)
+        except StoreError as error:
+            _logger.warning("durable store failed: %s", error.reason.value)
+            return DispatchResult.refused(store_refusal(error), request_id, method=logged_method, operation=operation)
 
     async def validate(self, request: HttpRequest) -> ValidatedRequest | None:
         """Validation steps 1-9 alone: the record the rest of the pipeline reads, or ``None`` for a
@@ -789,12 +822,19 @@ class Dispatcher:
     ) -> ValidatedRequest:
         headers = request.headers
         params, meta, version, capabilities = self._version_and_meta(headers, message)  # steps 2-5
-        if entry is None:
+        if entry is None or (entry.resolve is None and self._tasks is None):
             raise _method_refusal()  # step 6
         tool = self._routing_headers(headers, method, entry, params, meta)  # step 7
         admission = self.admit(request.path, headers)  # step 8
-        resolved = entry.resolve(self, params, tool)  # step 9
-        target, answer = (resolved, None) if isinstance(resolved, Target) else (None, resolved)
+        target: Target | None = None
+        answer: bytes | None = None
+        if entry.resolve is None:  # step 9 of a tasks-extension request: the extension, declared on this request
+            missing = capabilities.missing(TASKS_CAPABILITIES)
+            if missing is not None:
+                raise _missing_capabilities(missing)
+        else:
+            resolved = entry.resolve(self, params, tool)  # step 9
+            target, answer = (resolved, None) if isinstance(resolved, Target) else (None, resolved)
         return ValidatedRequest(
             method=method,
             request_id=request_id,
@@ -1019,6 +1059,9 @@ class Dispatcher:
             invocation=invocation,
         )
         result = await self._invoke(target, context, arguments, invocation)
+        if isinstance(result, StartTask) and isinstance(operation, ToolRegistration):
+            assert isinstance(arguments, JsonObject)
+            return self._encode(await self._start_task(request, operation, arguments, result, invocation))
         if isinstance(result, InputRequiredResult) and operation is not None:
             sealed = await self._emit(request, operation, result, bound, opened)
             return self._encode(result.encode(sealed))
@@ -1031,6 +1074,55 @@ class Dispatcher:
             return self._encode(result.encode())
         assert isinstance(result, GetPromptResult | CompleteResult)
         return self._encode(encode_wire(result.to_wire()))
+
+    async def _start_task(
+        self,
+        request: ValidatedRequest,
+        tool: ToolRegistration,
+        arguments: JsonObject,
+        start: StartTask,
+        invocation: _Invocation,
+    ) -> bytes:
+        """A task tool's ``StartTask``: the stored task's ``CreateTaskResult`` for a request that declared the
+        tasks extension, else the tool's step run within the request (a ``REQUIRED`` tool never gets here
+        without the extension: step 10 refused it)."""
+        if tool.task_support is TaskSupport.NONE or self._tasks is None:
+            _logger.error("a handler answered StartTask for a tool without task support")
+            raise _internal("task-unsupported")
+        if request.capabilities.has_extension(TASKS_EXTENSION):
+            return await self._tasks.create(
+                tool=tool,
+                admission=request.admission,
+                arguments=arguments,
+                capabilities=request.capabilities,
+                start=start,
+            )
+        result = await self._tasks.run_inline(
+            tool=tool,
+            admission=request.admission,
+            arguments=arguments,
+            capabilities=request.capabilities,
+            start=start,
+            cancelled=lambda: invocation.cancelled,
+        )
+        return result.encode()
+
+    async def _task_request(self, request: ValidatedRequest) -> tuple[bytes, str]:
+        """``tasks/get``, ``tasks/update`` or ``tasks/cancel`` (the extension was checked in step 9): the encoded
+        result and the task's tool name (what the access log names the request by)."""
+        tasks = self._tasks
+        assert tasks is not None
+        task_id = request.params["taskId"]
+        assert isinstance(task_id, JsonString)  # the routing member: step 7 checked it
+        admission = request.admission
+        if request.method == methods.TASKS_GET:
+            body, tool = await tasks.get_with_tool(task_id.value, admission)
+            return self._encode(body), tool
+        if request.method == methods.TASKS_UPDATE:
+            tool = await tasks.update_with_tool(task_id.value, admission, _input_responses(request.params))
+        else:
+            tool = await tasks.cancel_with_tool(task_id.value, admission)
+        return self._encode(_COMPLETE_ACK), tool
 
     async def _emit(
         self,
@@ -1149,6 +1241,9 @@ _METHODS: Final[Mapping[str, _Method]] = {
     methods.PROMPTS_GET: _Method("name", Dispatcher._prompt),
     methods.RESOURCES_READ: _Method("uri", Dispatcher._resource),
     methods.COMPLETION_COMPLETE: _Method(None, Dispatcher._completion),
+    methods.TASKS_GET: _Method("taskId", None),
+    methods.TASKS_UPDATE: _Method("taskId", None),
+    methods.TASKS_CANCEL: _Method("taskId", None),
 }
 #: The method names the table knows (the only ones the access log and the metrics name).
 _KNOWN_METHODS: Final = frozenset(_METHODS)

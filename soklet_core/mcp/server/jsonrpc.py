@@ -16,6 +16,10 @@ Code      HTTP        Meaning
 -32022    400         :data:`UNSUPPORTED_VERSION`: ``data.supported`` and ``data.requested``.
 ========  ==========  ===========================================================================================
 
+A durable store's failure becomes a wire error here too (:func:`store_refusal`): unavailable → 503 / -32603 with
+``Retry-After``; anything else → 200 / -32603. A missing client capability is built by
+:func:`missing_capabilities` (the request's own checks and a task's failure both name it the same way).
+
 A request-state refusal of the protection layer becomes a wire error here (:func:`state_refusal`), by direction
 only, so clients cannot tell reasons apart: opening → 400 / -32602 / ``"Invalid or expired request state"``;
 sealing → 200 / -32603 / ``"Internal error"``. The reason goes only to the log (``state-<reason>``,
@@ -32,6 +36,7 @@ from typing import Final
 from soklet_core.errors import SokletError
 from soklet_core.json import JsonNull, JsonNumber, JsonObject, JsonValue, encode_wire
 from soklet_core.protection import RequestStateProtectionException
+from soklet_core.store import StoreError, StoreErrorReason
 
 __all__ = [
     "HEADER_MISMATCH",
@@ -42,6 +47,7 @@ __all__ = [
     "INVALID_STATE_MESSAGE",
     "METHOD_NOT_FOUND",
     "MISSING_CAPABILITY",
+    "MISSING_CAPABILITY_MESSAGE",
     "PARSE_ERROR",
     "UNSUPPORTED_VERSION",
     "McpError",
@@ -49,7 +55,9 @@ __all__ = [
     "encode_id",
     "encode_result",
     "error_response",
+    "missing_capabilities",
     "state_refusal",
+    "store_refusal",
 ]
 
 #: The body is not JSON (HTTP 400).
@@ -73,6 +81,8 @@ UNSUPPORTED_VERSION: Final = -32022
 INVALID_STATE_MESSAGE: Final = "Invalid or expired request state"
 #: What a client is told when the server failed (handler, sealing): nothing more.
 INTERNAL_ERROR_MESSAGE: Final = "Internal error"
+#: What a client is told when it did not declare a capability the request needs (``data`` names them).
+MISSING_CAPABILITY_MESSAGE: Final = "Missing required client capability"
 
 # The HTTP status of each code when the raiser does not say; a code not listed (an application's own) is 200,
 # as a handler's error is an answer, not a refused request.
@@ -213,3 +223,25 @@ def state_refusal(error: RequestStateProtectionException) -> McpError:
     if reason.is_sealing:
         return McpError(INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE, http_status=200, log_reason=f"seal-{reason.value}")
     return McpError(INVALID_PARAMS, INVALID_STATE_MESSAGE, http_status=400, log_reason=f"state-{reason.value}")
+
+
+def missing_capabilities(missing: JsonObject) -> McpError:
+    """-32021 (400) ``Missing required client capability`` with ``data.requiredCapabilities`` = ``missing`` (the
+    capabilities object the client lacks, e.g. ``{"extensions": {"io.modelcontextprotocol/tasks": {}}}``)."""
+    data = JsonObject.builder().put("requiredCapabilities", missing).build()
+    return McpError(MISSING_CAPABILITY, MISSING_CAPABILITY_MESSAGE, data)
+
+
+def store_refusal(error: StoreError) -> McpError:
+    """The wire error of a durable store that failed a call: 503 / -32603 ``Service Unavailable`` with
+    ``Retry-After`` when it could not be reached in time (``store-unavailable``), else 200 / -32603 ``Internal
+    error`` (``store-<reason>``). The store's own message (never client-safe by design) goes to the log only."""
+    if error.reason is StoreErrorReason.UNAVAILABLE:
+        return McpError(
+            INTERNAL_ERROR,
+            "Service Unavailable",
+            http_status=503,
+            log_reason="store-unavailable",
+            headers=(("retry-after", "1"),),
+        )
+    return McpError(INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE, http_status=200, log_reason=f"store-{error.reason.value}")

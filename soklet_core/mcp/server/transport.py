@@ -364,6 +364,9 @@ class McpAsgiApp:
                         await asyncio.wait_for(self._idle.wait(), wait)
                 if self._legacy is not None:
                     self._legacy.close()  # 2025-era sessions do not outlive the server
+                tasks = self._dispatcher.task_manager
+                if tasks is not None:
+                    await tasks.close()  # task steps stop here and give their leases back (the store stays open)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 

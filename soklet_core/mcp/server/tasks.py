@@ -1,0 +1,884 @@
+"""``TaskManager``: the tasks extension's server half, over a :class:`~soklet_core.store.DurableStore`.
+
+A task is one store record (status, times, owner) plus a JSON *document* this module alone reads and writes: the
+creating call's arguments and capabilities, the step's state and round, the outstanding input requests and the
+answers so far, the result or error, and the *lease* of the process running the step. Every change is a
+compare-and-swap on the record's version (:meth:`DurableStore.replace_task`), retried a bounded number of times, so
+several processes sharing one store serve one task interchangeably:
+
+* ``tools/call`` of a task tool whose handler answers ``StartTask``: the record is inserted (status ``working``,
+  leased to this process) and committed before the ``CreateTaskResult`` is answered; the step then runs here.
+* A running step holds a lease (``lease`` in the document, :data:`LEASE_SECONDS`), renewed every
+  :data:`LEASE_RENEW_SECONDS` while it runs. The renewer also notices a cancel or a lost lease and cancels the
+  local step. Any process that reads a ``working`` task whose lease ran out runs the step again (at least once per
+  round; after :data:`MAX_STEP_ATTEMPTS` attempts the task fails). A process that closes gives its leases back,
+  so a restarted one picks the task up at once.
+* ``tasks/update`` stores the answers to outstanding keys; the request that answers the last one makes the task
+  ``working`` again, leased to its own process, which runs the next round.
+* ``tasks/cancel`` makes a non-terminal task ``cancelled`` at once; a step finishing later cannot overwrite it
+  (its write is a compare-and-swap on a version that moved on).
+
+Unknown, expired and other callers' tasks (partition and subject must both match) all get the same ``-32602``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import inspect
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from soklet_core.json import (
+    JsonArray,
+    JsonError,
+    JsonNull,
+    JsonNumber,
+    JsonObject,
+    JsonString,
+    JsonValue,
+    encode_wire,
+    parse,
+)
+from soklet_core.mcp.model.capabilities import ClientCapabilities
+from soklet_core.mcp.model.client_results import matches_input_response
+from soklet_core.mcp.model.context import Identity
+from soklet_core.mcp.model.errors import McpModelError
+from soklet_core.mcp.model.input_responses import InputResponses
+from soklet_core.mcp.model.registry import Registry, ToolRegistration
+from soklet_core.mcp.model.results import CallToolResult
+from soklet_core.mcp.model.tasks import StartTask, TaskContext, TaskFailed, TaskInputRequired, TaskStep
+from soklet_core.store import MAX_KEY_CHARS, DurableStore, StoreError, StoreErrorReason, TaskRecord, TaskStatus
+
+from .admission import Admission
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    INTERNAL_ERROR_MESSAGE,
+    INVALID_PARAMS,
+    McpError,
+    missing_capabilities,
+)
+
+__all__ = [
+    "DEFAULT_POLL_INTERVAL_MS",
+    "DEFAULT_STEP_TIMEOUT_SECONDS",
+    "DEFAULT_TASK_TTL_MS",
+    "LEASE_RENEW_SECONDS",
+    "LEASE_SECONDS",
+    "MAX_LIVE_TASKS",
+    "MAX_LIVE_TASKS_PER_CALLER",
+    "MAX_STEP_ATTEMPTS",
+    "TASK_NOT_FOUND_MESSAGE",
+    "TaskManager",
+    "detailed_task",
+]
+
+_logger = logging.getLogger("soklet.mcp.tasks")
+
+#: How long a task is kept from its creation (``ttlMs``): one hour.
+DEFAULT_TASK_TTL_MS: Final = 3_600_000
+#: How often a client should poll ``tasks/get`` (``pollIntervalMs``).
+DEFAULT_POLL_INTERVAL_MS: Final = 500
+#: Non-terminal tasks one caller (partition and subject) may have created through one process.
+MAX_LIVE_TASKS_PER_CALLER: Final = 256
+#: Non-terminal tasks one process tracks for all callers together (the bound of the per-caller accounting).
+MAX_LIVE_TASKS: Final = 65_536
+#: The longest one step run may take before the task fails.
+DEFAULT_STEP_TIMEOUT_SECONDS: Final = 600.0
+#: How long a running step's lease lasts without renewal; another process re-runs the step after it.
+LEASE_SECONDS: Final = 10.0
+#: How often the process running a step renews its lease (and looks for a cancel made elsewhere).
+LEASE_RENEW_SECONDS: Final = 3.0
+#: Step runs one round may start (re-runs after a lost lease included) before the task fails.
+MAX_STEP_ATTEMPTS: Final = 3
+#: The one answer to an unknown, expired, purged or another caller's task id.
+TASK_NOT_FOUND_MESSAGE: Final = "Failed to retrieve task: Task not found"
+
+_EXPIRED_MESSAGE: Final = "Failed to retrieve task: Task has expired"
+_STEP_UNFINISHED_MESSAGE: Final = "The task's step did not finish"
+_TOO_MANY_TASKS_MESSAGE: Final = "Too many tasks"
+_RESULT_TOO_LARGE_MESSAGE: Final = "Response too large"
+# Compare-and-swap attempts of one change before it gives up (each lost race means another writer got through).
+_CAS_TRIES: Final = 8
+# Documents up to this size are parsed and encoded on the event loop; larger ones in a worker thread.
+_INLINE_DOCUMENT_CHARS: Final = 64 * 1024
+_COMPLETE_ACK: Final = b'{"resultType":"complete"}'
+_DOCUMENT_VERSION: Final = 1
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _millis(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _iso(moment: datetime) -> str:
+    """ISO-8601 in UTC with milliseconds and ``Z`` (``2026-07-28T10:30:00.000Z``)."""
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _short(task_id: str) -> str:
+    # Task ids are bearer secrets: the log names a task by a short digest only.
+    return hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:12]
+
+
+def _not_found() -> McpError:
+    return McpError(INVALID_PARAMS, TASK_NOT_FOUND_MESSAGE, log_reason="task-not-found")
+
+
+def _internal(reason: str, message: str = INTERNAL_ERROR_MESSAGE) -> McpError:
+    return McpError(INTERNAL_ERROR, message, log_reason=reason)
+
+
+def _error_object(code: int, message: str, data: JsonValue | None = None) -> JsonObject:
+    out = JsonObject.builder().put("code", code).put("message", message)
+    if data is not None:
+        out.put("data", data)
+    return out.build()
+
+
+_STEP_UNFINISHED: Final = _error_object(INTERNAL_ERROR, _STEP_UNFINISHED_MESSAGE)
+_INTERNAL_FAILURE: Final = _error_object(INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE)
+_TOO_LARGE_FAILURE: Final = _error_object(INTERNAL_ERROR, _RESULT_TOO_LARGE_MESSAGE)
+
+
+@dataclass(frozen=True, slots=True)
+class _Document:
+    """The task manager's part of a record (its ``document`` JSON text). Values are kept as JSON values."""
+
+    arguments: JsonObject
+    capabilities: JsonObject
+    ttl_ms: int | None
+    poll_interval_ms: int
+    state: JsonValue | None = None
+    round: int = 1
+    issued: tuple[str, ...] = ()
+    pending: JsonObject | None = None  # key -> {"method","params"?}: the outstanding requests of this round
+    answers: JsonObject | None = None  # key -> response: answers to pending keys received so far
+    responses: JsonObject | None = None  # the answers the next step run gets (every key of the last round)
+    result: JsonObject | None = None
+    error: JsonObject | None = None
+    lease: int | None = None  # epoch milliseconds the holder's lease runs to
+    owner: str | None = None  # the process (TaskManager instance) holding the lease
+    attempts: int = 0
+
+    def to_text(self) -> str:
+        members: dict[str, JsonValue | None] = {
+            "v": JsonNumber.from_value(_DOCUMENT_VERSION),
+            "arguments": self.arguments,
+            "capabilities": self.capabilities,
+            "ttlMs": JsonNull.instance() if self.ttl_ms is None else JsonNumber.from_value(self.ttl_ms),
+            "pollIntervalMs": JsonNumber.from_value(self.poll_interval_ms),
+            "state": self.state,
+            "round": JsonNumber.from_value(self.round),
+            "issued": JsonValue.from_python(list(self.issued)),
+            "pending": self.pending,
+            "answers": self.answers,
+            "responses": self.responses,
+            "result": self.result,
+            "error": self.error,
+            "lease": None if self.lease is None else JsonNumber.from_value(self.lease),
+            "owner": None if self.owner is None else JsonString.from_value(self.owner),
+            "attempts": JsonNumber.from_value(self.attempts),
+        }
+        out = JsonObject.builder()
+        for name, value in members.items():
+            if value is not None:
+                out.put(name, value)
+        return encode_wire(out.build()).decode("utf-8")
+
+    @classmethod
+    def from_text(cls, text: str) -> _Document:
+        value = parse(text.encode("utf-8"))
+        if not isinstance(value, JsonObject):
+            raise ValueError("task document is not an object")
+
+        def number(name: str, default: int | None = None) -> int | None:
+            item = value.get(name)
+            if isinstance(item, JsonNumber):
+                return int(item.value)
+            return default
+
+        def obj(name: str) -> JsonObject | None:
+            item = value.get(name)
+            return item if isinstance(item, JsonObject) else None
+
+        issued = value.get("issued")
+        owner = value.get("owner")
+        state = value.get("state")
+        arguments, capabilities = obj("arguments"), obj("capabilities")
+        poll, round_, attempts = number("pollIntervalMs"), number("round", 1), number("attempts", 0)
+        if arguments is None or capabilities is None or poll is None or round_ is None or attempts is None:
+            raise ValueError("task document lacks a member")
+        return cls(
+            arguments=arguments,
+            capabilities=capabilities,
+            ttl_ms=number("ttlMs"),
+            poll_interval_ms=poll,
+            state=state,
+            round=round_,
+            issued=tuple(item.value for item in issued if isinstance(item, JsonString))
+            if isinstance(issued, JsonArray)
+            else (),
+            pending=obj("pending"),
+            answers=obj("answers"),
+            responses=obj("responses"),
+            result=obj("result"),
+            error=obj("error"),
+            lease=number("lease"),
+            owner=owner.value if isinstance(owner, JsonString) else None,
+            attempts=attempts,
+        )
+
+
+@dataclass(slots=True)
+class _Running:
+    """A task whose steps this process drives: its asyncio task, whether the task was cancelled, and whether
+    another round was asked for while it ran (a ``tasks/update`` that answered the last key)."""
+
+    task: asyncio.Task[None] | None = None
+    cancelled: bool = False
+    again: bool = False
+
+
+class TaskManager:
+    """Durable tasks over ``store`` for the task tools of ``registry``.
+
+    ``ttl_ms`` (default one hour; ``None``: unlimited) and ``poll_interval_ms`` (default 500) are what every new
+    task says; ``step_timeout_seconds`` bounds one step run (default 10 minutes); ``lease_seconds`` is how long a
+    dead process's step waits before another process re-runs it (default 10 s). The store is opened on first use;
+    :meth:`close` stops the local steps and gives their leases back (it does not close the store: its owner does).
+    """
+
+    def __init__(
+        self,
+        store: DurableStore,
+        *,
+        registry: Registry,
+        ttl_ms: int | None = DEFAULT_TASK_TTL_MS,
+        poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
+        step_timeout_seconds: float = DEFAULT_STEP_TIMEOUT_SECONDS,
+        lease_seconds: float = LEASE_SECONDS,
+    ) -> None:
+        if not isinstance(registry, Registry):
+            raise TypeError("registry must be a Registry")
+        for name, value in (("ttl_ms", ttl_ms), ("poll_interval_ms", poll_interval_ms)):
+            if value is None and name == "ttl_ms":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 2**53:
+                raise ValueError(f"{name} must be a positive int (milliseconds)")
+        for name, seconds in (("step_timeout_seconds", step_timeout_seconds), ("lease_seconds", lease_seconds)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds <= 86_400:
+                raise ValueError(f"{name} must be between 0 and 86400 seconds")
+        self._store = store
+        self._registry = registry
+        self._ttl_ms = ttl_ms
+        self._poll_ms = poll_interval_ms
+        self._step_timeout = float(step_timeout_seconds)
+        self._lease = float(lease_seconds)
+        self._renew = min(LEASE_RENEW_SECONDS, self._lease / 3)
+        self._instance = secrets.token_hex(8)
+        self._running: dict[str, _Running] = {}
+        self._live: dict[tuple[str, str | None], set[str]] = {}
+        self._open_lock: asyncio.Lock | None = None
+        self._opened = False
+        self._closed = False
+
+    @property
+    def store(self) -> DurableStore:
+        """The store the tasks live in."""
+        return self._store
+
+    @property
+    def ttl_ms(self) -> int | None:
+        """The ``ttlMs`` of new tasks (``None``: unlimited)."""
+        return self._ttl_ms
+
+    @property
+    def poll_interval_ms(self) -> int:
+        """The ``pollIntervalMs`` of new tasks."""
+        return self._poll_ms
+
+    async def open(self) -> None:
+        """Open the store (once; concurrent callers wait for the same opening)."""
+        if self._opened:
+            return
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if not self._opened:
+                await self._store.open()
+                self._opened = True
+
+    async def close(self) -> None:
+        """Stop every step running here and give its lease back, so another process (or this one restarted)
+        runs it again at once. Idempotent; the server's shutdown calls it (the store stays open: its owner closes
+        it). Served again, the manager starts steps again."""
+        self._closed = True
+        try:
+            await self._stop_steps()
+        finally:
+            self._closed = False
+
+    async def _stop_steps(self) -> None:
+        running = list(self._running.items())
+        for _task_id, entry in running:
+            if entry.task is not None:
+                entry.task.cancel()
+        for _task_id, entry in running:
+            if entry.task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await entry.task
+        for task_id, _entry in running:
+            with contextlib.suppress(StoreError):
+                await self._release(task_id)
+
+    async def figures(self) -> dict[str, int]:
+        """Tasks in the store by status (``working``, ``input_required``, ...), for metrics."""
+        await self.open()
+        counts = await self._store.count_tasks()
+        return {status.value: counts.get(status, 0) for status in TaskStatus}
+
+    # ------------------------------------------------------------------------------------------------ creation
+
+    async def create(
+        self,
+        *,
+        tool: ToolRegistration,
+        admission: Admission,
+        arguments: JsonObject,
+        capabilities: ClientCapabilities,
+        start: StartTask,
+    ) -> bytes:
+        """Store a new ``working`` task for ``tool`` and start its step here; the encoded ``CreateTaskResult``
+        (without ``_meta``), answered only once the record is committed. Raises :class:`McpError` (-32603 ``Too
+        many tasks`` past :data:`MAX_LIVE_TASKS_PER_CALLER`) or :class:`StoreError`."""
+        await self.open()
+        caller = (admission.partition, admission.identity.subject)
+        await self._admit_caller(caller)
+        now = _now()
+        task_id = secrets.token_urlsafe(32)
+        document = _Document(
+            arguments=arguments,
+            capabilities=capabilities.to_wire(),
+            ttl_ms=self._ttl_ms,
+            poll_interval_ms=self._poll_ms,
+            state=start.state,
+            lease=_millis(now) + int(self._lease * 1000),
+            owner=self._instance,
+        )
+        try:
+            record = TaskRecord(
+                task_id=task_id,
+                partition=admission.partition,
+                subject=admission.identity.subject,
+                tool=tool.name,
+                status=TaskStatus.WORKING,
+                status_message=start.status_message,
+                created_at=now,
+                updated_at=now,
+                expires_at=None if self._ttl_ms is None else now + timedelta(milliseconds=self._ttl_ms),
+                document=await self._text(document),
+            )
+        except StoreError as error:
+            if error.reason is StoreErrorReason.TOO_LARGE:
+                raise _internal("task-too-large") from None
+            raise
+        await self._store.insert_task(record)
+        self._live.setdefault(caller, set()).add(task_id)
+        _logger.info("task %s created for %s", _short(task_id), tool.name)
+        self._start(task_id)
+        return _encode_task(record, document, detailed=False)
+
+    async def _admit_caller(self, caller: tuple[str, str | None]) -> None:
+        tracked = self._live.get(caller)
+        if tracked is not None and len(tracked) >= MAX_LIVE_TASKS_PER_CALLER:
+            # Recount from the store: tasks that ended (here or elsewhere) leave the count.
+            for task_id in list(tracked):
+                record = await self._store.get_task(task_id)
+                if record is None or record.status.terminal or _expired(record, _now()):
+                    tracked.discard(task_id)
+        total = sum(len(ids) for ids in self._live.values())
+        if (tracked is not None and len(tracked) >= MAX_LIVE_TASKS_PER_CALLER) or total >= MAX_LIVE_TASKS:
+            raise _internal("task-limit", _TOO_MANY_TASKS_MESSAGE)
+
+    def _forget(self, record: TaskRecord) -> None:
+        caller = (record.partition, record.subject)
+        tracked = self._live.get(caller)
+        if tracked is not None:
+            tracked.discard(record.task_id)
+            if not tracked:
+                del self._live[caller]
+
+    # ------------------------------------------------------------------------------------------------ inline
+
+    async def run_inline(
+        self,
+        *,
+        tool: ToolRegistration,
+        admission: Admission,
+        arguments: JsonObject,
+        capabilities: ClientCapabilities,
+        start: StartTask,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> CallToolResult:
+        """Run an OPTIONAL tool's step within the request (the client did not declare the extension): its
+        ``CallToolResult``; ``TaskFailed`` becomes that JSON-RPC error, ``TaskInputRequired`` or an exception
+        -32603. Nothing is stored."""
+        step = tool.task_step
+        assert step is not None
+        context = TaskContext(
+            task_id=secrets.token_urlsafe(32),
+            tool=tool.name,
+            identity=admission.identity,
+            partition=admission.partition,
+            arguments=arguments,
+            state=start.state,
+            client_capabilities=capabilities,
+            cancel_check=cancelled if cancelled is not None else (lambda: False),
+        )
+        try:
+            async with asyncio.timeout(self._step_timeout):
+                outcome = await _call_step(step, context)
+        except TimeoutError:
+            raise _internal("task-step-timeout", _STEP_UNFINISHED_MESSAGE) from None
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # the client gets one fixed message; the operator the exception type
+            _logger.error("task step failed: %s", type(error).__name__)
+            raise _internal("handler-failed") from None
+        if isinstance(outcome, CallToolResult):
+            return outcome
+        if isinstance(outcome, TaskFailed):
+            raise McpError(outcome.code, outcome.message, outcome.data, http_status=200, log_reason="task-failed")
+        _logger.error("a task step asked for input in a request without the tasks extension")
+        raise _internal("task-input-inline")
+
+    # ------------------------------------------------------------------------------------------------ reads
+
+    async def _owned(self, task_id: str, admission: Admission) -> TaskRecord:
+        """The caller's live task ``task_id``, or the one not-found error."""
+        if not 0 < len(task_id) <= MAX_KEY_CHARS:
+            raise _not_found()  # longer than any id a store holds: never looked up
+        await self.open()
+        record = await self._store.get_task(task_id)
+        if record is None or record.partition != admission.partition or record.subject != admission.identity.subject:
+            raise _not_found()
+        if _expired(record, _now()):
+            self._forget(record)
+            # Only the owner learns that it expired; everyone else sees the one not-found answer.
+            raise McpError(INVALID_PARAMS, _EXPIRED_MESSAGE, log_reason="task-expired")
+        return record
+
+    async def get(self, task_id: str, admission: Admission) -> bytes:
+        """``tasks/get``: the encoded DetailedTask (``resultType: "complete"``, without ``_meta``). A ``working``
+        task whose lease ran out has its step started here."""
+        encoded, _tool = await self.get_with_tool(task_id, admission)
+        return encoded
+
+    async def get_with_tool(self, task_id: str, admission: Admission) -> tuple[bytes, str]:
+        """:meth:`get` and the task's tool name (what the access log names the request by)."""
+        record = await self._owned(task_id, admission)
+        document = await self._document(record)
+        lease_over = document.lease is None or document.lease < _millis(_now())
+        if record.status is TaskStatus.WORKING and task_id not in self._running and lease_over:
+            self._start(task_id)
+        if record.status.terminal:
+            self._forget(record)
+        return _encode_task(record, document, detailed=True), record.tool
+
+    # ------------------------------------------------------------------------------------------------ update
+
+    async def update(self, task_id: str, admission: Admission, responses: InputResponses) -> None:
+        """``tasks/update``: store the answers to outstanding keys (others are ignored); when every outstanding
+        key is answered the task is ``working`` again and its next round runs here. Idempotent; a terminal task
+        is left as it is. Raises :class:`McpError` (-32602: not found, or an answer outside the protocol union
+        for the request its key asked)."""
+        await self.update_with_tool(task_id, admission, responses)
+
+    update_task = update
+
+    async def update_with_tool(self, task_id: str, admission: Admission, responses: InputResponses) -> str:
+        """:meth:`update`, returning the task's tool name."""
+        for _ in range(_CAS_TRIES):
+            record = await self._owned(task_id, admission)
+            if record.status is not TaskStatus.INPUT_REQUIRED:
+                return record.tool
+            document = await self._document(record)
+            pending = document.pending or JsonObject.empty_instance()
+            answers = dict((document.answers or JsonObject.empty_instance()).items())
+            fresh = False
+            for key, value in responses.as_map().items():
+                request = pending.get(key)
+                if not isinstance(request, JsonObject) or key in answers:
+                    continue  # never issued, already answered or superseded: ignored
+                method = request.get("method")
+                if not isinstance(method, JsonString) or not matches_input_response(value, method.value):
+                    raise McpError(
+                        INVALID_PARAMS, "Invalid params: an input response is malformed", log_reason="input-responses"
+                    )
+                answers[key] = value
+                fresh = True
+            if not fresh:
+                return record.tool
+            answered = JsonObject.from_mapping(answers)
+            now = _now()
+            if all(key in answers for key in pending):
+                document = replace(
+                    document,
+                    pending=None,
+                    answers=None,
+                    responses=answered,
+                    round=document.round + 1,
+                    lease=_millis(now) + int(self._lease * 1000),
+                    owner=self._instance,
+                    attempts=0,
+                )
+                changed = replace(
+                    record, status=TaskStatus.WORKING, updated_at=now, document=await self._text(document)
+                )
+            else:
+                document = replace(document, answers=answered)
+                changed = replace(record, document=await self._text(document))
+            stored = await self._store.replace_task(changed, expected_version=record.version)
+            if stored is None:
+                continue  # another writer got there first: read again
+            if stored.status is TaskStatus.WORKING:
+                self._start(task_id)
+            return record.tool
+        raise _internal("task-contention")
+
+    # ------------------------------------------------------------------------------------------------ cancel
+
+    async def cancel(self, task_id: str, admission: Admission) -> None:
+        """``tasks/cancel``: a non-terminal task becomes ``cancelled`` at once and its step here is cancelled;
+        a terminal one is left as it is (the same ack)."""
+        await self.cancel_with_tool(task_id, admission)
+
+    async def cancel_with_tool(self, task_id: str, admission: Admission) -> str:
+        """:meth:`cancel`, returning the task's tool name."""
+        for _ in range(_CAS_TRIES):
+            record = await self._owned(task_id, admission)
+            if record.status.terminal:
+                return record.tool
+            document = replace(await self._document(record), lease=None, owner=None, pending=None, answers=None)
+            now = _now()
+            changed = replace(
+                record,
+                status=TaskStatus.CANCELLED,
+                status_message="The task was cancelled.",
+                updated_at=now,
+                document=await self._text(document),
+            )
+            stored = await self._store.replace_task(changed, expected_version=record.version)
+            if stored is None:
+                continue
+            self._forget(stored)
+            entry = self._running.get(task_id)
+            if entry is not None:
+                entry.cancelled = True
+                if entry.task is not None:
+                    entry.task.cancel()
+            _logger.info("task %s cancelled", _short(task_id))
+            return record.tool
+        raise _internal("task-contention")
+
+    # ------------------------------------------------------------------------------------------------ steps
+
+    def _start(self, task_id: str) -> None:
+        if self._closed:
+            return
+        entry = self._running.get(task_id)
+        if entry is not None:
+            entry.again = True  # the driver looks again before it stops (no await between its look and its exit)
+            return
+        entry = _Running()
+        self._running[task_id] = entry
+        entry.task = asyncio.get_running_loop().create_task(self._drive(task_id, entry), name="soklet-task-step")
+
+    async def _drive(self, task_id: str, entry: _Running) -> None:
+        """Run rounds of the task's step here while another round is asked for."""
+        try:
+            while True:
+                entry.again = False
+                await self._drive_round(task_id, entry)
+                if not entry.again:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except StoreError as error:
+            # The lease runs out and another process (or a later tasks/get here) runs the step again.
+            _logger.warning("task %s: store failed (%s); the step will be re-run", _short(task_id), error.reason.value)
+        except Exception as error:
+            _logger.error("task %s: step driver failed: %s", _short(task_id), type(error).__name__)
+        finally:
+            if self._running.get(task_id) is entry:
+                del self._running[task_id]
+
+    async def _acquire(self, task_id: str) -> tuple[TaskRecord, _Document] | None:
+        """Take the lease of a ``working`` task (free, expired or already ours); ``None`` when it is not ours to
+        run. Counts the attempt; past :data:`MAX_STEP_ATTEMPTS` the task fails instead."""
+        for _ in range(_CAS_TRIES):
+            record = await self._store.get_task(task_id)
+            if record is None or record.status is not TaskStatus.WORKING:
+                return None
+            document = await self._document(record)
+            now = _millis(_now())
+            if document.lease is not None and document.lease >= now and document.owner != self._instance:
+                return None
+            attempts = document.attempts + 1
+            if attempts > MAX_STEP_ATTEMPTS:
+                _logger.error("task %s: the step did not finish in %d attempts", _short(task_id), MAX_STEP_ATTEMPTS)
+                await self._finish(record, document, TaskStatus.FAILED, error=_STEP_UNFINISHED)
+                return None
+            document = replace(document, lease=now + int(self._lease * 1000), owner=self._instance, attempts=attempts)
+            stored = await self._store.replace_task(
+                replace(record, document=await self._text(document)), expected_version=record.version
+            )
+            if stored is not None:
+                return stored, document
+        return None
+
+    async def _drive_round(self, task_id: str, entry: _Running) -> None:
+        acquired = await self._acquire(task_id)
+        if acquired is None:
+            return
+        record, document = acquired
+        tool = self._registry.find_tool(record.tool)
+        if tool is None or tool.task_step is None:
+            _logger.error("task %s: its tool is not served here", _short(task_id))
+            await self._finish(record, document, TaskStatus.FAILED, error=_INTERNAL_FAILURE)
+            return
+        context = TaskContext(
+            task_id=task_id,
+            tool=record.tool,
+            identity=Identity(record.subject),
+            partition=record.partition,
+            arguments=document.arguments,
+            state=document.state,
+            input_responses=InputResponses(document.responses or JsonObject.empty_instance()),
+            round=document.round,
+            client_capabilities=ClientCapabilities.from_json(document.capabilities),
+            cancel_check=lambda: entry.cancelled,
+        )
+        step = asyncio.get_running_loop().create_task(_call_step(tool.task_step, context))
+        renewer = asyncio.get_running_loop().create_task(self._renew_lease(task_id, step, entry))
+        try:
+            try:
+                async with asyncio.timeout(self._step_timeout):
+                    outcome: object = await asyncio.shield(step)
+            except TimeoutError:
+                step.cancel()
+                _logger.error("task %s: the step ran over %.0f s", _short(task_id), self._step_timeout)
+                outcome = TimeoutError()
+            except asyncio.CancelledError:
+                step.cancel()
+                raise
+            except Exception as error:  # the client gets one fixed error; the operator the exception type
+                _logger.error("task %s: step failed: %s", _short(task_id), type(error).__name__)
+                outcome = error
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await renewer
+        await self._settle(task_id, tool, outcome)
+
+    async def _renew_lease(self, task_id: str, step: asyncio.Task[object], entry: _Running) -> None:
+        """Keep the lease while the step runs; cancel the step when the task was cancelled or the lease lost."""
+        while True:
+            await asyncio.sleep(self._renew)
+            try:
+                record = await self._store.get_task(task_id)
+                if record is None or record.status is not TaskStatus.WORKING:
+                    entry.cancelled = True
+                    step.cancel()
+                    return
+                document = await self._document(record)
+                if document.owner != self._instance:
+                    step.cancel()  # another process took the step over: its run is the one that counts
+                    return
+                document = replace(document, lease=_millis(_now()) + int(self._lease * 1000))
+                await self._store.replace_task(
+                    replace(record, document=await self._text(document)), expected_version=record.version
+                )
+            except StoreError as error:
+                _logger.warning("task %s: lease not renewed (%s)", _short(task_id), error.reason.value)
+
+    async def _settle(self, task_id: str, tool: ToolRegistration, outcome: object) -> None:
+        """Write the step's outcome, unless the task moved on meanwhile (cancelled, or taken over)."""
+        for _ in range(_CAS_TRIES):
+            record = await self._store.get_task(task_id)
+            if record is None or record.status is not TaskStatus.WORKING:
+                return  # cancelled (or purged) meanwhile: the outcome is dropped
+            document = await self._document(record)
+            if document.owner != self._instance:
+                return
+            written = await self._write_outcome(record, document, tool, outcome)
+            if written:
+                return
+
+    async def _write_outcome(
+        self, record: TaskRecord, document: _Document, tool: ToolRegistration, outcome: object
+    ) -> bool:
+        if isinstance(outcome, CallToolResult):
+            result = outcome.to_wire()
+            return await self._finish(record, document, TaskStatus.COMPLETED, result=result)
+        if isinstance(outcome, TaskFailed):
+            error = _error_object(outcome.code, outcome.message, outcome.data)
+            return await self._finish(record, document, TaskStatus.FAILED, error=error, message=outcome.message)
+        if isinstance(outcome, TaskInputRequired):
+            return await self._ask(record, document, tool, outcome)
+        if isinstance(outcome, TimeoutError):
+            return await self._finish(record, document, TaskStatus.FAILED, error=_STEP_UNFINISHED)
+        if not isinstance(outcome, Exception):
+            _logger.error("task %s: the step answered a %s", _short(record.task_id), type(outcome).__name__)
+        return await self._finish(record, document, TaskStatus.FAILED, error=_INTERNAL_FAILURE)
+
+    async def _ask(
+        self, record: TaskRecord, document: _Document, tool: ToolRegistration, outcome: TaskInputRequired
+    ) -> bool:
+        """Wait ``input_required`` for the step's requests, after the checks an MRTR emission gets."""
+        if any(key in document.issued for key in outcome.input_requests):
+            _logger.error("task %s: the step re-used an input request key", _short(record.task_id))
+            return await self._finish(record, document, TaskStatus.FAILED, error=_INTERNAL_FAILURE)
+        try:
+            tool.check_emission(outcome.as_input_required_result())
+        except McpModelError as refused:
+            _logger.error("task step emitted an undeclared input request: %s", refused.reason.value)
+            return await self._finish(record, document, TaskStatus.FAILED, error=_INTERNAL_FAILURE)
+        missing = ClientCapabilities.from_json(document.capabilities).missing(outcome.required_capabilities)
+        if missing is not None:
+            refusal = missing_capabilities(missing.to_wire())
+            error = _error_object(refusal.code, refusal.message, refusal.data)
+            return await self._finish(record, document, TaskStatus.FAILED, error=error, message=refusal.message)
+        pending = JsonObject.from_mapping({key: request.to_wire() for key, request in outcome.input_requests.items()})
+        changed_document = replace(
+            document,
+            state=outcome.state,
+            pending=pending,
+            answers=None,
+            responses=None,
+            issued=(*document.issued, *outcome.input_requests),
+            lease=None,
+            owner=None,
+        )
+        return await self._write(
+            record, changed_document, TaskStatus.INPUT_REQUIRED, outcome.status_message or record.status_message
+        )
+
+    async def _finish(
+        self,
+        record: TaskRecord,
+        document: _Document,
+        status: TaskStatus,
+        *,
+        result: JsonObject | None = None,
+        error: JsonObject | None = None,
+        message: str | None = None,
+    ) -> bool:
+        changed = replace(document, result=result, error=error, lease=None, owner=None, pending=None, answers=None)
+        try:
+            return await self._write(record, changed, status, message)
+        except StoreError as failure:
+            if failure.reason is not StoreErrorReason.TOO_LARGE or status is not TaskStatus.COMPLETED:
+                raise
+            _logger.error("task %s: result over the task document limit", _short(record.task_id))
+            changed = replace(changed, result=None, error=_TOO_LARGE_FAILURE)
+            return await self._write(record, changed, TaskStatus.FAILED, _RESULT_TOO_LARGE_MESSAGE)
+
+    async def _write(self, record: TaskRecord, document: _Document, status: TaskStatus, message: str | None) -> bool:
+        changed = replace(
+            record, status=status, status_message=message, updated_at=_now(), document=await self._text(document)
+        )
+        stored = await self._store.replace_task(changed, expected_version=record.version)
+        if stored is not None and stored.status.terminal:
+            self._forget(stored)
+        return stored is not None
+
+    async def _release(self, task_id: str) -> None:
+        """Give back this process's lease of a ``working`` task (at close), so it is re-run without waiting."""
+        for _ in range(_CAS_TRIES):
+            record = await self._store.get_task(task_id)
+            if record is None or record.status is not TaskStatus.WORKING:
+                return
+            document = await self._document(record)
+            if document.owner != self._instance:
+                return
+            document = replace(document, lease=None, owner=None, attempts=max(0, document.attempts - 1))
+            stored = await self._store.replace_task(
+                replace(record, document=await self._text(document)), expected_version=record.version
+            )
+            if stored is not None:
+                return
+
+    # ------------------------------------------------------------------------------------------------ documents
+
+    async def _document(self, record: TaskRecord) -> _Document:
+        text = record.document
+        try:
+            if len(text) <= _INLINE_DOCUMENT_CHARS:
+                return _Document.from_text(text)
+            return await asyncio.to_thread(_Document.from_text, text)
+        except (JsonError, ValueError):
+            _logger.error("task %s: its document does not read", _short(record.task_id))
+            raise _internal("task-document") from None
+
+    async def _text(self, document: _Document) -> str:
+        # The big members (arguments, state, result) are bounded by the request and output limits; a document
+        # holding large ones is encoded off the event loop.
+        sizes = [document.result, document.state, document.arguments]
+        if any(isinstance(item, JsonObject) and len(item) > 64 for item in sizes):
+            return await asyncio.to_thread(document.to_text)
+        return document.to_text()
+
+
+def _expired(record: TaskRecord, now: datetime) -> bool:
+    return record.expires_at is not None and now >= record.expires_at
+
+
+async def _call_step(step: TaskStep, context: TaskContext) -> object:
+    """Run a step: an ``async`` one on the event loop, a ``def`` one in a worker thread (steps are long)."""
+    if inspect.iscoroutinefunction(step):
+        return await step(context)
+    result = await asyncio.to_thread(step, context)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+def _encode_task(record: TaskRecord, document: _Document, *, detailed: bool) -> bytes:
+    """A ``CreateTaskResult`` (``resultType: "task"``) or a DetailedTask (``resultType: "complete"``), without
+    ``_meta``: the task's fields, then the status's own member (outstanding ``inputRequests``, ``result`` or
+    ``error``). Never ``requestState``."""
+    out = JsonObject.builder().put("resultType", "complete" if detailed else "task")
+    out.put("taskId", record.task_id).put("status", record.status.value)
+    if record.status_message is not None:
+        out.put("statusMessage", record.status_message)
+    out.put("createdAt", _iso(record.created_at)).put("lastUpdatedAt", _iso(record.updated_at))
+    out.put("ttlMs", JsonNull.instance() if document.ttl_ms is None else JsonNumber.from_value(document.ttl_ms))
+    out.put("pollIntervalMs", document.poll_interval_ms)
+    if detailed:
+        if record.status is TaskStatus.INPUT_REQUIRED and document.pending is not None:
+            answered: Mapping[str, JsonValue] = document.answers or JsonObject.empty_instance()
+            outstanding = {key: value for key, value in document.pending.items() if key not in answered}
+            out.put("inputRequests", JsonObject.from_mapping(outstanding))
+        elif record.status is TaskStatus.COMPLETED and document.result is not None:
+            out.put("result", document.result)
+        elif record.status is TaskStatus.FAILED and document.error is not None:
+            out.put("error", document.error)
+    return encode_wire(out.build())
+
+
+def detailed_task(record: TaskRecord) -> bytes:
+    """``record``'s DetailedTask exactly as ``tasks/get`` answers it (``resultType: "complete"``), read without side
+    effects (no step is started, nothing is written): for operator tools such as ``soklet tasks show``. Raises
+    ``ValueError`` or :class:`~soklet_core.json.JsonError` when the record's document does not read."""
+    return _encode_task(record, _Document.from_text(record.document), detailed=True)

@@ -1,0 +1,382 @@
+"""The tasks extension over real uvicorn and a real store: creation, tasks/get, tasks/update, tasks/cancel, the
+refusals, and a restart between tasks/update and tasks/get (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from soklet_core.json import JsonObject
+from soklet_core.mcp import (
+    BearerTokenAdmission,
+    BearerTokenEntry,
+    CallToolResult,
+    InputRequest,
+    InputRequestDeclaration,
+    InputRequiredResult,
+    InputRequirement,
+    McpServer,
+    Registry,
+    RequestContext,
+    StartTask,
+    TaskContext,
+    TaskFailed,
+    TaskInputRequired,
+    TaskSupport,
+    ToolRegistration,
+    task_tool,
+    tool,
+)
+from soklet_core.store import DurableStore, open_store
+from tests.server.support import Client, running
+
+TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+TASKS_FORM = {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+FORM = InputRequestDeclaration.from_elicitation_form(InputRequirement.CONDITIONAL)
+OBJECT = {"type": "object"}
+ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def _form(message: str) -> InputRequest:
+    return InputRequest(
+        FORM,
+        {
+            "message": message,
+            "mode": "form",
+            "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        },
+    )
+
+
+@task_tool(name="echo", description="Echo the text argument.", input_schema=OBJECT)
+async def echo(context: TaskContext) -> CallToolResult:
+    text = context.arguments.get("text")
+    return CallToolResult.from_text(f"echo {text.to_python() if text is not None else ''}")
+
+
+@task_tool(name="tool.error", description="A tool error.", input_schema=OBJECT, task_support=TaskSupport.REQUIRED)
+def tool_error(context: TaskContext) -> CallToolResult:
+    return CallToolResult.error_text("it went wrong")
+
+
+@task_tool(name="protocol.error", description="A failed task.", input_schema=OBJECT)
+async def protocol_error(context: TaskContext) -> TaskFailed:
+    return TaskFailed(-32000, "The job failed")
+
+
+@task_tool(name="boom", description="A step that raises.", input_schema=OBJECT)
+async def boom(context: TaskContext) -> CallToolResult:
+    raise RuntimeError("secret detail")
+
+
+@task_tool(
+    name="ask",
+    description="Asks two questions, then answers.",
+    input_schema=OBJECT,
+    input_request_declarations=[FORM],
+    task_support=TaskSupport.REQUIRED,
+)
+async def ask(context: TaskContext) -> CallToolResult | TaskInputRequired:
+    if context.round == 1:
+        return TaskInputRequired({"first": _form("First?"), "second": _form("Second?")}, state={"asked": 2})
+    answers = sorted(context.input_responses.keys())
+    state = context.state.to_python() if context.state is not None else None
+    return CallToolResult.from_text(f"round {context.round} state {state} answers {answers}")
+
+
+@task_tool(name="reuse", description="Re-uses a key.", input_schema=OBJECT, input_request_declarations=[FORM])
+async def reuse(context: TaskContext) -> TaskInputRequired:
+    return TaskInputRequired({"same": _form("Again?")})
+
+
+@task_tool(name="slow", description="Runs until cancelled.", input_schema=OBJECT)
+async def slow(context: TaskContext) -> CallToolResult:
+    await asyncio.sleep(120)
+    return CallToolResult.from_text("late")
+
+
+def _mrtr_then_task(context: RequestContext, arguments: JsonObject) -> InputRequiredResult | StartTask:
+    name = context.input_responses.find_content("who", "name")
+    if name is None:
+        request = InputRequest(
+            FORM,
+            {
+                "message": "Name?",
+                "mode": "form",
+                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+            },
+        )
+        return InputRequiredResult({"who": request})
+    return StartTask(state={"name": name.to_python()}, status_message="Starting.")
+
+
+async def _greet_step(context: TaskContext) -> CallToolResult:
+    assert isinstance(context.state, JsonObject)
+    return CallToolResult.from_text(f"Hello, {context.state['name'].to_python()}")
+
+
+MRTR = ToolRegistration(
+    _mrtr_then_task,
+    name="mrtr.task",
+    description="An MRTR round, then a task.",
+    input_schema=OBJECT,
+    input_request_declarations=[FORM],
+    task_support=TaskSupport.REQUIRED,
+    task_step=_greet_step,
+)
+
+
+@tool(name="not.a.task", description="Answers StartTask without task support.", input_schema=OBJECT)
+def not_a_task(context: RequestContext, arguments: JsonObject) -> StartTask:
+    return StartTask()
+
+
+REGISTRY = Registry(echo, tool_error, protocol_error, boom, ask, reuse, slow, MRTR, not_a_task)
+TOKENS = {"alice-token": BearerTokenEntry("alice", "p1"), "bob-token": BearerTokenEntry("bob", "p1")}
+
+
+@contextlib.contextmanager
+def serving(url: str, **options: Any) -> Iterator[tuple[str, DurableStore]]:
+    store = open_store(url)
+    server = McpServer(REGISTRY, store=store, admission=BearerTokenAdmission(TOKENS), **options)
+    try:
+        with running(server) as base:
+            yield base, store
+    finally:
+        with contextlib.suppress(Exception):
+            asyncio.run(store.close())
+
+
+@pytest.fixture
+def base(sqlite_store_url: str) -> Iterator[str]:
+    with serving(sqlite_store_url) as (url, _store):
+        yield url
+
+
+def _client(base: str, token: str = "alice-token") -> Client:
+    return Client(base, token=token)
+
+
+def task_call(client: Client, method: str, task_id: str, capabilities: Any = TASKS, **params: Any) -> Any:
+    return client.post(method, {"taskId": task_id, **params}, capabilities=capabilities, headers={"Mcp-Name": task_id})
+
+
+def wait_for(client: Client, task_id: str, *statuses: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 20
+    while True:
+        reply = task_call(client, "tasks/get", task_id)
+        result: dict[str, Any] = reply.result
+        if result["status"] in statuses:
+            return result
+        assert time.monotonic() < deadline, result
+        time.sleep(0.05)
+
+
+def test_discover_advertises_the_extension(base: str) -> None:
+    result = _client(base).post("server/discover").result
+    assert result["capabilities"]["extensions"] == {"io.modelcontextprotocol/tasks": {}}
+    assert "tasks" not in result["capabilities"]
+
+
+def test_task_tools_need_a_store() -> None:
+    with pytest.raises(ValueError, match="store"):
+        McpServer(REGISTRY)
+
+
+def test_a_task_is_created_stored_and_completed(base: str) -> None:
+    client = _client(base)
+    created = client.call("echo", {"text": "hi"}, capabilities=TASKS, params={"task": {"ttl": 5}}).result
+    assert created["resultType"] == "task"
+    assert set(created) == {
+        "resultType",
+        "taskId",
+        "status",
+        "createdAt",
+        "lastUpdatedAt",
+        "ttlMs",
+        "pollIntervalMs",
+        "_meta",
+    }
+    assert created["status"] == "working"
+    assert created["ttlMs"] == 3_600_000
+    assert created["pollIntervalMs"] == 500
+    assert ISO.fullmatch(created["createdAt"])
+    assert ISO.fullmatch(created["lastUpdatedAt"])
+    assert len(created["taskId"]) >= 43
+    # Durable creation: an immediate tasks/get resolves.
+    first = task_call(client, "tasks/get", created["taskId"])
+    assert first.status == 200
+    assert first.result["resultType"] == "complete"
+    done = wait_for(client, created["taskId"], "completed")
+    assert done["result"]["content"] == [{"type": "text", "text": "echo hi"}]
+    assert "_meta" not in done["result"]
+    assert "requestState" not in done
+
+
+def test_optional_without_the_extension_runs_inline(base: str) -> None:
+    reply = _client(base).call("echo", {"text": "now"})
+    assert reply.status == 200
+    assert reply.text == "echo now"
+    assert reply.result["resultType"] == "complete"
+
+
+def test_required_without_the_extension_is_missing_capability(base: str) -> None:
+    reply = _client(base).call("tool.error", {})
+    assert reply.status == 400
+    assert reply.error["code"] == -32021
+    assert reply.error["data"] == {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+
+
+def test_tool_error_completes_and_protocol_error_fails(base: str) -> None:
+    client = _client(base)
+    task = client.call("tool.error", {}, capabilities=TASKS).result["taskId"]
+    done = wait_for(client, task, "completed", "failed")
+    assert done["status"] == "completed"
+    assert done["result"]["isError"] is True
+    task = client.call("protocol.error", {}, capabilities=TASKS).result["taskId"]
+    failed = wait_for(client, task, "completed", "failed")
+    assert failed["status"] == "failed"
+    assert failed["error"] == {"code": -32000, "message": "The job failed"}
+    assert "result" not in failed
+    task = client.call("boom", {}, capabilities=TASKS).result["taskId"]
+    failed = wait_for(client, task, "completed", "failed")
+    assert failed["error"] == {"code": -32603, "message": "Internal error"}
+
+
+def test_input_through_the_task_with_a_partial_update(base: str) -> None:
+    client = _client(base)
+    task = client.call("ask", {}, capabilities=TASKS_FORM).result["taskId"]
+    waiting = wait_for(client, task, "input_required")
+    assert set(waiting["inputRequests"]) == {"first", "second"}
+    assert waiting["inputRequests"]["first"]["method"] == "elicitation/create"
+    accept = {"action": "accept", "content": {"ok": True}}
+    ack = task_call(client, "tasks/update", task, inputResponses={"first": accept, "never-issued": accept})
+    assert ack.status == 200
+    assert set(ack.result) == {"resultType", "_meta"}
+    assert ack.result["resultType"] == "complete"
+    still = task_call(client, "tasks/get", task).result
+    assert still["status"] == "input_required"
+    assert set(still["inputRequests"]) == {"second"}
+    assert "requestState" not in still
+    # A repeated answer to an answered key is ignored.
+    assert task_call(client, "tasks/update", task, inputResponses={"first": accept}).status == 200
+    task_call(client, "tasks/update", task, inputResponses={"second": accept})
+    done = wait_for(client, task, "completed")
+    assert done["result"]["content"][0]["text"] == "round 2 state {'asked': Decimal('2')} answers ['first', 'second']"
+    # Updating a terminal task is acked and changes nothing.
+    assert task_call(client, "tasks/update", task, inputResponses={"second": accept}).result["resultType"] == "complete"
+
+
+def test_an_update_outside_the_protocol_union_is_refused(base: str) -> None:
+    client = _client(base)
+    task = client.call("ask", {}, capabilities=TASKS_FORM).result["taskId"]
+    wait_for(client, task, "input_required")
+    reply = task_call(client, "tasks/update", task, inputResponses={"first": {"roots": []}})
+    assert reply.status == 400
+    assert reply.error["code"] == -32602
+
+
+def test_a_step_without_the_capability_it_asks_for_fails(base: str) -> None:
+    client = _client(base)
+    task = client.call("ask", {}, capabilities=TASKS).result["taskId"]
+    failed = wait_for(client, task, "failed")
+    assert failed["error"]["code"] == -32021
+    assert failed["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+
+
+def test_a_reused_key_fails_the_task(base: str) -> None:
+    client = _client(base)
+    task = client.call("reuse", {}, capabilities=TASKS_FORM).result["taskId"]
+    wait_for(client, task, "input_required")
+    task_call(client, "tasks/update", task, inputResponses={"same": {"action": "decline"}})
+    failed = wait_for(client, task, "failed")
+    assert failed["error"] == {"code": -32603, "message": "Internal error"}
+
+
+def test_cancel_is_immediate_and_idempotent(base: str) -> None:
+    client = _client(base)
+    task = client.call("slow", {}, capabilities=TASKS).result["taskId"]
+    ack = task_call(client, "tasks/cancel", task)
+    assert ack.status == 200
+    assert set(ack.result) == {"resultType", "_meta"}
+    assert task_call(client, "tasks/get", task).result["status"] == "cancelled"
+    again = task_call(client, "tasks/cancel", task)
+    assert again.status == 200
+    assert again.result["resultType"] == "complete"
+
+
+def test_mrtr_rounds_settle_before_the_task(base: str) -> None:
+    client = _client(base)
+    first = client.call("mrtr.task", {}, capabilities=TASKS_FORM).result
+    assert first["resultType"] == "input_required"
+    assert "taskId" not in first
+    answer = {"who": {"action": "accept", "content": {"name": "Alice"}}}
+    created = client.retry("mrtr.task", {}, None, answer, capabilities=TASKS_FORM).result
+    assert created["resultType"] == "task"
+    assert created["statusMessage"] == "Starting."
+    assert "requestState" not in created
+    assert "inputRequests" not in created
+    done = wait_for(client, created["taskId"], "completed")
+    assert done["result"]["content"][0]["text"] == "Hello, Alice"
+
+
+def test_refusals(base: str) -> None:
+    client = _client(base)
+    task = client.call("slow", {}, capabilities=TASKS).result["taskId"]
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        reply = task_call(client, method, task, capabilities={})
+        assert reply.status == 400, method
+        assert reply.error["code"] == -32021
+        assert reply.error["data"] == {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    mismatch = client.post("tasks/get", {"taskId": task}, capabilities=TASKS, headers={"Mcp-Name": "other"})
+    assert mismatch.status == 400
+    assert mismatch.error["code"] == -32020
+    wrong_method = client.call("echo", {}, capabilities=TASKS, headers={"Mcp-Method": "tasks/get"})
+    assert wrong_method.status == 400
+    assert wrong_method.error["code"] == -32020
+    unknown = task_call(client, "tasks/get", "x" * 43)
+    assert unknown.status == 400
+    assert unknown.error == {
+        "code": -32602,
+        "message": "Failed to retrieve task: Task not found",
+    }
+    # Another caller's task: the same answer, byte for byte in the error.
+    bob = _client(base, "bob-token")
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        assert task_call(bob, method, task).error == unknown.error
+    for method in ("tasks/result", "tasks/list"):
+        reply = task_call(client, method, task)
+        assert reply.status == 404
+        assert reply.error["code"] == -32601
+    not_task = client.call("not.a.task", {}, capabilities=TASKS)
+    assert not_task.error["code"] == -32603
+    task_call(client, "tasks/cancel", task)
+
+
+def _restart_flow(url: str) -> None:
+    with serving(url) as (base, _store):
+        client = _client(base)
+        task = client.call("ask", {}, capabilities=TASKS_FORM).result["taskId"]
+        wait_for(client, task, "input_required")
+        accept = {"action": "accept", "content": {"ok": True}}
+        task_call(client, "tasks/update", task, inputResponses={"first": accept})
+    with serving(url) as (base, _store):
+        client = _client(base)
+        waiting = task_call(client, "tasks/get", task).result
+        assert waiting["status"] == "input_required"
+        assert set(waiting["inputRequests"]) == {"second"}
+        task_call(client, "tasks/update", task, inputResponses={"second": accept})
+    with serving(url) as (base, _store):
+        client = _client(base)
+        done = wait_for(client, task, "completed")
+        assert done["result"]["content"][0]["text"].startswith("round 2")
+
+
+def test_a_restart_between_update_and_get_loses_nothing(store_url: str) -> None:
+    _restart_flow(store_url)
