@@ -8,7 +8,8 @@ The server binaries are found on PATH, else in /usr/lib/postgresql/<version>/bin
 cluster refuses to start and names ``bash scripts/postgres``, which installs them (never a silent skip). The user
 ``soklet`` has a random password (SCRAM-SHA-256 authentication, also over the unix socket, which lives inside the
 private data folder). PostgreSQL refuses to run as root, so as root every server binary runs as the ``postgres`` OS
-user (``runuser -u postgres --``) and the folder is given to it.
+user (``runuser -u postgres --``) and the folder is given to it. A run killed before it could stop its cluster
+leaves it behind; the next cluster started on the machine stops and deletes it (its owner process is gone).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ START_TIMEOUT_SECONDS: Final = 60
 #: The OS user the server runs as when the tests run as root.
 _SERVER_OS_USER: Final = "postgres"
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+_FOLDER_PREFIX: Final = "soklet-pg-"
+_OWNER_FILE: Final = "owner.pid"
 _INSTALL_HINT: Final = "run `bash scripts/postgres` (it installs PostgreSQL's server binaries), then try again"
 
 
@@ -62,6 +65,16 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _check_name(name: str) -> None:
@@ -136,9 +149,12 @@ class PostgresCluster:
         """initdb into a fresh private folder, start the server, create the ``soklet`` database."""
         if self._running:
             return
-        base = Path(tempfile.mkdtemp(prefix="soklet-pg-"))  # 0700
+        self._reap_orphans()
+        base = Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))  # 0700
         self._base = base
         try:
+            # Who owns the cluster: a later run stops it if this process died without stopping it (a killed run).
+            (base / _OWNER_FILE).write_text(str(os.getpid()), encoding="ascii")
             data = base / "data"
             password_file = base / "password"
             descriptor = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -189,6 +205,25 @@ class PostgresCluster:
         except BaseException:
             self.stop()
             raise
+
+    def _reap_orphans(self) -> None:
+        """Stop and delete the clusters of earlier runs whose process is gone (killed before it could stop them)."""
+        for folder in Path(tempfile.gettempdir()).glob(f"{_FOLDER_PREFIX}*"):
+            try:
+                owner = int((folder / _OWNER_FILE).read_text(encoding="ascii"))
+            except (OSError, ValueError):
+                continue  # not one of ours, or still being made
+            if _alive(owner):
+                continue
+            if (folder / "data" / "postmaster.pid").exists():
+                with contextlib.suppress(subprocess.SubprocessError, OSError):
+                    subprocess.run(
+                        self._command("pg_ctl", "stop", "-D", str(folder / "data"), "-m", "immediate", "-w"),
+                        capture_output=True,
+                        timeout=START_TIMEOUT_SECONDS,
+                        check=False,
+                    )
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _create(self, name: str) -> None:
         import psycopg

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -43,3 +45,24 @@ def test_the_cluster_is_private_and_needs_its_password(postgres_cluster: Postgre
         psycopg.connect(wrong, connect_timeout=5).close()
     with pytest.raises(ValueError, match="database name"):
         postgres_cluster.create_database('bad"; DROP')
+
+
+_ABANDON = """
+import os
+from tools.postgres import PostgresCluster
+cluster = PostgresCluster()
+cluster.start()
+print(cluster.folder, flush=True)
+os._exit(0)  # killed: no stop
+"""
+
+
+def test_a_cluster_left_by_a_killed_run_is_stopped_by_the_next() -> None:
+    root = Path(__file__).resolve().parents[2]
+    abandoned = subprocess.run(
+        [sys.executable, "-c", _ABANDON], cwd=root, capture_output=True, text=True, timeout=120, check=True
+    )
+    folder = Path(abandoned.stdout.strip())
+    assert (folder / "data" / "postmaster.pid").exists()
+    with PostgresCluster():
+        assert not folder.exists()
