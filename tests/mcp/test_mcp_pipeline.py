@@ -311,12 +311,18 @@ def test_the_method_table_holds_every_served_method_once() -> None:
         methods.RESOURCES_READ,
         methods.RESOURCES_TEMPLATES_LIST,
         methods.COMPLETION_COMPLETE,
+        methods.TASKS_GET,
+        methods.TASKS_UPDATE,
+        methods.TASKS_CANCEL,
     }
     assert set(_METHODS) == served
     assert {name for name, entry in _METHODS.items() if entry.routing_member is not None} == {
         methods.TOOLS_CALL,
         methods.PROMPTS_GET,
         methods.RESOURCES_READ,
+        methods.TASKS_GET,
+        methods.TASKS_UPDATE,
+        methods.TASKS_CANCEL,
     }
 
 

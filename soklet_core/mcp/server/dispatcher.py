@@ -23,13 +23,13 @@ Validation order (conformance §1.3, then soklet's own steps); the first failure
 3. ``params._meta`` with ``protocolVersion`` and ``clientCapabilities`` (-32602, 400).
 4. Header equals ``_meta`` version (-32020, 400).
 5. Version supported (-32022, 400, ``data.supported`` / ``data.requested``).
-6. Method known; removed and unknown methods (-32601, 404). ``tasks/get``, ``tasks/update`` and ``tasks/cancel``
-   are known only to a server with a task manager.
+6. Method known; removed and unknown methods (-32601, 404).
 7. ``Mcp-Method``, ``Mcp-Name`` and ``Mcp-Param-*`` headers (-32020, 400).
 8. Admission (401).
 9. Operation lookup (-32602, 400; ``data.uri`` for an unknown resource). A ``tasks/*`` request must declare the tasks
    extension here (-32021, 400, ``data.requiredCapabilities.extensions``); its task is looked up when it runs
-   (-32602 ``Failed to retrieve task: Task not found`` for an unknown, expired or another caller's id).
+   (-32602 ``Failed to retrieve task: Task not found`` for an unknown, expired or another caller's id, and for
+   every id on a server without a store).
 10. REQUIRED capabilities of the operation, all missing at once (-32021, 400), before params or state are read.
 11. Params: arguments, ``inputResponses`` (an object of objects, each in the protocol union), ``requestState``
     of the operation's declared mode (-32602, 400).
@@ -151,6 +151,7 @@ from .jsonrpc import (
     state_refusal,
     store_refusal,
 )
+from .tasks import task_not_found
 
 if TYPE_CHECKING:
     from .metrics import ServerMetrics
@@ -822,7 +823,7 @@ class Dispatcher:
     ) -> ValidatedRequest:
         headers = request.headers
         params, meta, version, capabilities = self._version_and_meta(headers, message)  # steps 2-5
-        if entry is None or (entry.resolve is None and self._tasks is None):
+        if entry is None:
             raise _method_refusal()  # step 6
         tool = self._routing_headers(headers, method, entry, params, meta)  # step 7
         admission = self.admit(request.path, headers)  # step 8
@@ -895,7 +896,7 @@ class Dispatcher:
             return None
         value = params.get(member)
         if not isinstance(value, JsonString):
-            raise _invalid_params(f"Invalid params: params.{member} must be a string", f"{member}-missing")
+            raise _invalid_params(f"Invalid params: params.{member} must be a string", f"{member.lower()}-missing")
         header = headers.get("mcp-name")
         if header is None:
             raise _header_mismatch("missing Mcp-Name header")
@@ -1111,7 +1112,8 @@ class Dispatcher:
         """``tasks/get``, ``tasks/update`` or ``tasks/cancel`` (the extension was checked in step 9): the encoded
         result and the task's tool name (what the access log names the request by)."""
         tasks = self._tasks
-        assert tasks is not None
+        if tasks is None:
+            raise task_not_found()  # a server without a store has no tasks
         task_id = request.params["taskId"]
         assert isinstance(task_id, JsonString)  # the routing member: step 7 checked it
         admission = request.admission
@@ -1119,7 +1121,12 @@ class Dispatcher:
             body, tool = await tasks.get_with_tool(task_id.value, admission)
             return self._encode(body), tool
         if request.method == methods.TASKS_UPDATE:
-            tool = await tasks.update_with_tool(task_id.value, admission, _input_responses(request.params))
+            # Only the answers to outstanding keys are read (and checked against the request each key asked);
+            # the rest are ignored unread, as the extension asks.
+            responses = request.params.get("inputResponses", JsonObject.empty_instance())
+            if not isinstance(responses, JsonObject):
+                raise _invalid_params("Invalid params: inputResponses must be an object", "input-responses")
+            tool = await tasks.update_with_tool(task_id.value, admission, responses)
         else:
             tool = await tasks.cancel_with_tool(task_id.value, admission)
         return self._encode(_COMPLETE_ACK), tool

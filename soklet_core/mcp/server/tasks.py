@@ -76,6 +76,7 @@ __all__ = [
     "TASK_NOT_FOUND_MESSAGE",
     "TaskManager",
     "detailed_task",
+    "task_not_found",
 ]
 
 _logger = logging.getLogger("soklet.mcp.tasks")
@@ -130,7 +131,9 @@ def _short(task_id: str) -> str:
     return hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:12]
 
 
-def _not_found() -> McpError:
+def task_not_found() -> McpError:
+    """The one -32602 answer to a task id that is unknown, purged, another caller's, or asked of a server without
+    tasks (the same bytes on the wire for each)."""
     return McpError(INVALID_PARAMS, TASK_NOT_FOUND_MESSAGE, log_reason="task-not-found")
 
 
@@ -467,11 +470,11 @@ class TaskManager:
     async def _owned(self, task_id: str, admission: Admission) -> TaskRecord:
         """The caller's live task ``task_id``, or the one not-found error."""
         if not 0 < len(task_id) <= MAX_KEY_CHARS:
-            raise _not_found()  # longer than any id a store holds: never looked up
+            raise task_not_found()  # longer than any id a store holds: never looked up
         await self.open()
         record = await self._store.get_task(task_id)
         if record is None or record.partition != admission.partition or record.subject != admission.identity.subject:
-            raise _not_found()
+            raise task_not_found()
         if _expired(record, _now()):
             self._forget(record)
             # Only the owner learns that it expired; everyone else sees the one not-found answer.
@@ -497,17 +500,23 @@ class TaskManager:
 
     # ------------------------------------------------------------------------------------------------ update
 
-    async def update(self, task_id: str, admission: Admission, responses: InputResponses) -> None:
-        """``tasks/update``: store the answers to outstanding keys (others are ignored); when every outstanding
-        key is answered the task is ``working`` again and its next round runs here. Idempotent; a terminal task
-        is left as it is. Raises :class:`McpError` (-32602: not found, or an answer outside the protocol union
-        for the request its key asked)."""
+    async def update(
+        self, task_id: str, admission: Admission, responses: InputResponses | Mapping[str, JsonValue]
+    ) -> None:
+        """``tasks/update``: store the answers to outstanding keys; responses under other keys (never issued,
+        answered or superseded) are ignored unread. When every outstanding key is answered the task is ``working``
+        again and its next round runs here. Idempotent; a terminal task is left as it is. Raises
+        :class:`McpError` (-32602: not found, or an answer to an outstanding key outside the protocol union for
+        the request that key asked)."""
         await self.update_with_tool(task_id, admission, responses)
 
     update_task = update
 
-    async def update_with_tool(self, task_id: str, admission: Admission, responses: InputResponses) -> str:
+    async def update_with_tool(
+        self, task_id: str, admission: Admission, responses: InputResponses | Mapping[str, JsonValue]
+    ) -> str:
         """:meth:`update`, returning the task's tool name."""
+        given = responses.as_map() if isinstance(responses, InputResponses) else responses
         for _ in range(_CAS_TRIES):
             record = await self._owned(task_id, admission)
             if record.status is not TaskStatus.INPUT_REQUIRED:
@@ -516,7 +525,7 @@ class TaskManager:
             pending = document.pending or JsonObject.empty_instance()
             answers = dict((document.answers or JsonObject.empty_instance()).items())
             fresh = False
-            for key, value in responses.as_map().items():
+            for key, value in given.items():
                 request = pending.get(key)
                 if not isinstance(request, JsonObject) or key in answers:
                     continue  # never issued, already answered or superseded: ignored
