@@ -235,6 +235,23 @@ def test_handles_are_fresh_and_opaque(store_url: str) -> None:
     run_with(store_url, body)
 
 
+def test_expired_entries_are_purged_as_handles_are_stored(store_url: str) -> None:
+    async def body(store: DurableStore) -> None:
+        clock = Clock()
+        handles = HandleRepository(store, purge_every=4, clock=clock)
+        for _ in range(3):
+            await handles.issue(ctx(), {"n": 1})
+        clock.now = START + handles.lifetime  # all three expire
+        live = await handles.issue(ctx(), {"n": 2})  # the fourth stored handle purges the expired three
+        assert await store.purge_expired_handles(clock.now) == 0
+        assert await store.count_live_handles(clock.now) == 1
+        rotated = await handles.consume_and_replace(ctx(live), {"n": 3})
+        assert rotated is not None
+        assert await handles.resume(ctx(rotated)) == value({"n": 3})
+
+    run_with(store_url, body)
+
+
 def test_constructor_refusals(sqlite_store_url: str) -> None:
     store = open_store(sqlite_store_url)
     for keywords, refusal in (
@@ -243,6 +260,8 @@ def test_constructor_refusals(sqlite_store_url: str) -> None:
         ({"lifetime": timedelta(0)}, "lifetime"),
         ({"lifetime": timedelta(seconds=-1)}, "lifetime"),
         ({"lifetime": MAX_HANDLE_LIFETIME + timedelta(seconds=1)}, "lifetime"),
+        ({"purge_every": 0}, "purge_every"),
+        ({"purge_every": True}, "purge_every"),
     ):
         with pytest.raises(ValueError, match=refusal):
             HandleRepository(store, **keywords)

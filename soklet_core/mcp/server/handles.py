@@ -19,6 +19,10 @@ or operation, or a lost compare-and-swap — ends in the one :func:`handle_rejec
 wire (HTTP 400, -32602, the request-state refusal sentence of :mod:`.jsonrpc`) and the one access-log reason
 ``handle-rejected``, so neither the client nor the log tells the cases apart. The operator sees only a count
 (:attr:`HandleRepository.rejected`).
+
+Expired entries do not pile up: every ``purge_every`` handles it stores (default :data:`DEFAULT_PURGE_EVERY`), the
+repository deletes the store's expired entries in the same call, so the table holds at most the live handles plus
+those that expired since the last purge (``soklet handles purge-expired`` does the same on demand).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from .jsonrpc import INVALID_PARAMS, INVALID_STATE_MESSAGE, McpError
 __all__ = [
     "DEFAULT_HANDLE_LIFETIME",
     "DEFAULT_HANDLE_TENANT",
+    "DEFAULT_PURGE_EVERY",
     "HANDLE_BYTES",
     "HANDLE_REJECTED_REASON",
     "MAX_HANDLE_LIFETIME",
@@ -54,6 +59,8 @@ DEFAULT_HANDLE_LIFETIME: Final = timedelta(minutes=15)
 MAX_HANDLE_LIFETIME: Final = timedelta(days=1)
 #: The tenant of a repository that is not given one.
 DEFAULT_HANDLE_TENANT: Final = "default"
+#: How many handles a repository stores between two purges of the store's expired entries.
+DEFAULT_PURGE_EVERY: Final = 1024
 #: The access-log reason of every refused handle, whatever the case.
 HANDLE_REJECTED_REASON: Final = "handle-rejected"
 
@@ -81,11 +88,12 @@ class HandleRepository:
 
     ``tenant`` (1-256 characters) is bound into every entry, so repositories of different tenants sharing one
     store never accept each other's handles; ``lifetime`` (positive, at most :data:`MAX_HANDLE_LIFETIME`) is how
-    long each issued handle stays live; ``clock`` returns the current time, timezone-aware (tests move it). The
-    store is opened on first use (opening is idempotent), on the event loop that uses the repository.
+    long each issued handle stays live; ``purge_every`` (at least 1) is how many handles it stores between two
+    purges of expired entries; ``clock`` returns the current time, timezone-aware (tests move it). The store is
+    opened on first use (opening is idempotent), on the event loop that uses the repository.
     """
 
-    __slots__ = ("_clock", "_lifetime", "_opened", "_rejected", "_store", "_tenant")
+    __slots__ = ("_clock", "_lifetime", "_opened", "_purge_every", "_rejected", "_store", "_tenant", "_writes")
 
     def __init__(
         self,
@@ -93,20 +101,25 @@ class HandleRepository:
         *,
         tenant: str = DEFAULT_HANDLE_TENANT,
         lifetime: timedelta = DEFAULT_HANDLE_LIFETIME,
+        purge_every: int = DEFAULT_PURGE_EVERY,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         if not isinstance(tenant, str) or not 0 < len(tenant) <= MAX_KEY_CHARS:
             raise ValueError(f"tenant must be a string of 1 to {MAX_KEY_CHARS} characters")
         if not isinstance(lifetime, timedelta) or not timedelta(0) < lifetime <= MAX_HANDLE_LIFETIME:
             raise ValueError("lifetime must be a timedelta above zero and at most one day")
+        if isinstance(purge_every, bool) or not isinstance(purge_every, int) or purge_every < 1:
+            raise ValueError("purge_every must be an integer of at least 1")
         if clock is not None and not callable(clock):
             raise TypeError("clock must be callable")
         self._store = store
         self._tenant = tenant
         self._lifetime = lifetime
         self._clock: Callable[[], datetime] = clock if clock is not None else _utc_now
+        self._purge_every = purge_every
         self._opened = False
         self._rejected = 0
+        self._writes = 0
 
     @property
     def store(self) -> DurableStore:
@@ -144,6 +157,7 @@ class HandleRepository:
         await self._open()
         handle, record = self._record(self.binding(context), state)
         await self._store.insert_handle(record)
+        await self._stored()
         return handle
 
     async def resume(self, context: RequestContext) -> JsonValue:
@@ -178,6 +192,8 @@ class HandleRepository:
             fresh, replacement = self._record(binding, next_state)
         if not await self._store.consume_and_replace(_store_key(handle), binding, self._clock(), replacement):
             raise self._reject()
+        if replacement is not None:
+            await self._stored()
         return fresh
 
     def _presented(self, context: RequestContext) -> str:
@@ -199,6 +215,13 @@ class HandleRepository:
             expires_at=now + self._lifetime,
         )
         return handle, record
+
+    async def _stored(self) -> None:
+        """Count one stored handle; every ``purge_every`` of them, delete the store's expired entries."""
+        self._writes += 1
+        if self._writes >= self._purge_every:
+            self._writes = 0
+            await self._store.purge_expired_handles(self._clock())
 
     async def _open(self) -> None:
         if not self._opened:
