@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from soklet_core.json import JsonObject
@@ -132,22 +133,33 @@ MRTR = ToolRegistration(
 )
 
 
+RUNS: list[int] = []
+
+
+@task_tool(name="resumable", description="Stalls on its first run, finishes on the next.", input_schema=OBJECT)
+async def resumable(context: TaskContext) -> CallToolResult:
+    RUNS.append(len(RUNS) + 1)
+    if len(RUNS) == 1:
+        await asyncio.sleep(120)  # cut off by the server's stop
+    return CallToolResult.from_text(f"run {len(RUNS)}")
+
+
 @tool(name="not.a.task", description="Answers StartTask without task support.", input_schema=OBJECT)
 def not_a_task(context: RequestContext, arguments: JsonObject) -> StartTask:
     return StartTask()
 
 
-REGISTRY = Registry(echo, tool_error, protocol_error, boom, ask, reuse, slow, MRTR, not_a_task)
+REGISTRY = Registry(echo, tool_error, protocol_error, boom, ask, reuse, slow, MRTR, resumable, not_a_task)
 TOKENS = {"alice-token": BearerTokenEntry("alice", "p1"), "bob-token": BearerTokenEntry("bob", "p1")}
 
 
 @contextlib.contextmanager
-def serving(url: str, **options: Any) -> Iterator[tuple[str, DurableStore]]:
-    store = open_store(url)
+def serving(url: str, **options: Any) -> Iterator[tuple[str, McpServer]]:
+    store: DurableStore = open_store(url)
     server = McpServer(REGISTRY, store=store, admission=BearerTokenAdmission(TOKENS), **options)
     try:
         with running(server) as base:
-            yield base, store
+            yield base, server
     finally:
         with contextlib.suppress(Exception):
             asyncio.run(store.close())
@@ -380,3 +392,79 @@ def _restart_flow(url: str) -> None:
 
 def test_a_restart_between_update_and_get_loses_nothing(store_url: str) -> None:
     _restart_flow(store_url)
+
+
+def test_a_step_cut_off_by_a_stop_is_run_again_by_the_next_server(store_url: str) -> None:
+    RUNS.clear()
+    with serving(store_url) as (base, _server):
+        client = _client(base)
+        task = client.call("resumable", {}, capabilities=TASKS).result["taskId"]
+        deadline = time.monotonic() + 10
+        while not RUNS:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    # The stop cancelled the step and gave its lease back: the next server runs it at once, not after the lease.
+    with serving(store_url) as (base, _server):
+        done = wait_for(_client(base), task, "completed", "failed")
+        assert done["result"]["content"][0]["text"] == "run 2"
+
+
+def test_figures_count_tasks_by_status(sqlite_store_url: str) -> None:
+    with serving(sqlite_store_url) as (base, server):
+        client = _client(base)
+        wait_for(client, client.call("echo", {}, capabilities=TASKS).result["taskId"], "completed")
+        task_call(client, "tasks/cancel", client.call("slow", {}, capabilities=TASKS).result["taskId"])
+        manager = server.task_manager
+        assert manager is not None
+        figures = asyncio.run(manager.figures())
+    assert figures["completed"] == 1
+    assert figures["cancelled"] == 1
+    assert figures["working"] == 0
+
+
+def test_a_server_without_a_store_has_no_tasks() -> None:
+    server = McpServer(Registry(not_a_task))
+    with running(server) as base:
+        client = Client(base)
+        assert "extensions" not in client.post("server/discover").result["capabilities"]
+        reply = task_call(client, "tasks/get", "x" * 43)
+        assert reply.status == 400
+        assert reply.error == {"code": -32602, "message": "Failed to retrieve task: Task not found"}
+
+
+def test_a_2025_era_session_runs_optional_tools_inline_and_refuses_required_ones(sqlite_store_url: str) -> None:
+    with serving(sqlite_store_url) as (base, _server):
+        http = httpx.Client(timeout=20)
+        head = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Authorization": "Bearer alice-token",
+        }
+        init = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tasks": {}},
+            "clientInfo": {"name": "t", "version": "1"},
+        }
+        opened = http.post(
+            base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, headers=head
+        )
+        assert opened.status_code == 200
+        head |= {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        http.post(base + "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=head)
+
+        def call(name: str) -> dict[str, Any]:
+            body = {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": {"text": "x"}},
+            }
+            answer: dict[str, Any] = http.post(base + "/mcp", json=body, headers=head).json()
+            return answer
+
+        assert call("echo")["result"]["content"][0]["text"] == "echo x"
+        # The 2025 era tells a tools/call's missing capability as a tool error naming it.
+        refused = call("tool.error")["result"]
+        assert refused["isError"] is True
+        assert "io.modelcontextprotocol/tasks" in refused["content"][0]["text"]
+        http.close()
