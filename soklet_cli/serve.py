@@ -42,7 +42,6 @@ from soklet_core.mcp.server import (
     LiveKeyring,
     limited_uvicorn_config,
     read_admin_tokens,
-    run_together,
     uvicorn_config,
     uvicorn_server_class,
 )
@@ -54,6 +53,7 @@ from soklet_core.mcp.server.http_runner import (
     MAX_HEAD_BYTES_CEILING,
     MAX_TIMEOUT_SECONDS,
     MIN_HEAD_BYTES,
+    serve_together,
 )
 from soklet_core.mcp.server.legacy import (
     DEFAULT_INPUT_TIMEOUT_SECONDS,
@@ -78,6 +78,7 @@ from soklet_core.protocol import (
     PROTOCOL_VERSION,
     PROTOCOL_VERSION_META_KEY,
 )
+from soklet_core.store import DurableStore, StoreError, StoreUrl, default_store_url, open_store, sqlite_url
 
 from ._common import (
     DEFAULT_LIFETIME,
@@ -93,10 +94,12 @@ from ._common import (
 from .exit_codes import ExitCode
 from .keyring_path import InsecureOption, load_document
 from .output import emit_json, fail, file_error_text, shown_path
+from .store_option import StoreOption, run_on_store, shown_store, store_failure
 
 __all__ = [
     "DEV_KEYRING_NAME",
     "DEV_KEY_ID",
+    "DEV_STORE_NAME",
     "EXAMPLE_END",
     "EXAMPLE_START",
     "EXAMPLE_TOOL",
@@ -112,6 +115,8 @@ DEV_KEY_ID: Final = "dev-ephemeral"
 EXAMPLE_TOOL: Final = "catalog.continue"
 #: The file name of the development keyring in its private temporary folder.
 DEV_KEYRING_NAME: Final = "dev-keyring.toml"
+#: The file name of the development store (SQLite), beside the development keyring in its private folder.
+DEV_STORE_NAME: Final = "store.db"
 #: First and last line of the printed example: bash comments, so the whole block can be pasted as it is.
 EXAMPLE_START: Final = "# try it (bash): call catalog.continue, get input_required, then retry with the answer"
 EXAMPLE_END: Final = "# end of example"
@@ -314,6 +319,7 @@ def serve(
     dev_key: Annotated[
         bool, typer.Option("--dev-key", help="Use an ephemeral key (the default without --keyring).")
     ] = False,
+    store: StoreOption = None,
     app: Annotated[
         str | None, typer.Option("--app", metavar="MODULE:OBJECT", help="Serve this Registry instead of the demo.")
     ] = None,
@@ -512,6 +518,14 @@ def serve(
     --body-timeout (408), --keep-alive-timeout, --max-connections (503). Stop with Ctrl-C (SIGINT) or SIGTERM:
     new requests get 503, running ones get --shutdown-grace to finish and are then cancelled with a 503.
 
+    **Durable store**: tasks and durable application handles live in the store named by **--store**
+    (or $SOKLET_STORE). SQLite (sqlite:///absolute/path, WAL) suits one instance; PostgreSQL
+    (postgresql://user:password@host:port/database, a connection pool) lets several instances behind a load
+    balancer serve the same tasks and handles. Without --store and without --keyring the store is a SQLite file
+    beside the development keyring, deleted on exit like the development key; with --keyring it is soklet.db in
+    the data folder ($SOKLET_DATA_DIR, else $XDG_STATE_HOME/soklet, else ~/.local/state/soklet). The store is
+    opened (and its schema created) before the server listens; only its redacted URL is ever printed.
+
     **Protocol eras**: with **--protocol both** (the default) the endpoint serves 2026-07-28 requests and 2025-era
     clients ({legacy_versions}: initialize, Mcp-Session-Id sessions, input asked as server-to-client requests)
     side by side; **--protocol modern** refuses a 2025-era initialize with -32022, **--protocol legacy** refuses
@@ -540,13 +554,16 @@ def serve(
 
       soklet serve --stdio
 
+      soklet serve --keyring keys.toml --store postgresql://soklet@db.internal:5432/soklet
+
       soklet serve --protocol modern
 
       soklet serve --max-sessions 256 --session-idle-timeout 10m --input-timeout 2m
 
-    **Exit codes**: 0 stopped (with --stdio: standard input ended); 1 the keyring was refused; 2 usage (an admin
-    listener without a usable token source, on the MCP port, non-loopback without TLS, or with --stdio included);
-    3 the keyring file, a token or TLS file, a port, or (with --stdio) standard input or output is unusable.
+    **Exit codes**: 0 stopped (with --stdio: standard input ended); 1 the keyring was refused, or the store's
+    schema is not one this soklet writes; 2 usage (an admin listener without a usable token source, on the MCP
+    port, non-loopback without TLS, or with --stdio included; a malformed store URL); 3 the keyring file, a token
+    or TLS file, a port, the store, or (with --stdio) standard input or output is unusable.
     """
     if keyring is not None and dev_key:
         fail("usage: --keyring and --dev-key exclude each other", ExitCode.USAGE)
@@ -581,6 +598,10 @@ def serve(
         else:
             keyring_file = Path(keyring)
             document = load_document(keyring_file, allow_insecure_permissions=allow_insecure)
+        store_url = _store_url(store, keyring_file if keyring is None else None)
+        # Opened once before anything listens: an unreachable store or a foreign schema stops the start with one
+        # line, not the first request. The server opens its own connections on its own event loop.
+        run_on_store(store_url, _opened, must_exist=False)
         protocol_out = stack.enter_context(_protocol_stdout()) if stdio else None
         _serve(
             document,
@@ -599,6 +620,7 @@ def serve(
             instance=instance,
             fingerprint_version=fingerprint_version,
             allow_insecure_permissions=allow_insecure,
+            store_url=store_url,
             sessions=_Sessions(
                 eras=protocol,
                 max_sessions=max_sessions,
@@ -617,6 +639,20 @@ serve.__doc__ = (
     .replace("{poll_interval}", f"{DEFAULT_POLL_INTERVAL_SECONDS:g}")
     .replace("{legacy_versions}", ", ".join(LEGACY_PROTOCOL_VERSIONS))
 )
+
+
+def _store_url(option: StoreUrl | None, dev_keyring_file: Path | None) -> StoreUrl:
+    """``--store`` if given; else, with the development key, a SQLite file in its private folder (deleted on exit);
+    else the embedded default in the data folder."""
+    if option is not None:
+        return option
+    if dev_keyring_file is not None:
+        return sqlite_url(dev_keyring_file.parent / DEV_STORE_NAME)
+    return default_store_url()
+
+
+async def _opened(_store: DurableStore) -> None:
+    """Nothing: opening the store (and creating its schema) is the check."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -710,6 +746,7 @@ def _serve(
     instance: str,
     fingerprint_version: int,
     allow_insecure_permissions: bool,
+    store_url: StoreUrl,
     sessions: _Sessions,
     protocol_out: BinaryIO | None,
 ) -> None:
@@ -724,6 +761,8 @@ def _serve(
     sock = None if protocol_out is not None else _free_socket(host, port)
     bound_port = 0 if sock is None else sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
+    durable = open_store(store_url)
+    development_store = development and store_url == _store_url(None, keyring_file)
     registries: list[Registry] = []
     mounts: dict[str, LinkPage] = {}
     if Fixtures.conformance in fixtures:
@@ -735,7 +774,9 @@ def _serve(
         served = development and sock is not None
         link_base = f"http://{url_host}:{bound_port}/link" if served else demo.DEFAULT_LINK_BASE_URL
         links = LinkStore()  # shared by account.link and the page it links to (mounted at /link/)
-        registries.append(demo.build_registry(link_base_url=link_base, development=development, links=links))
+        registries.append(
+            demo.build_registry(link_base_url=link_base, development=development, links=links, store=durable)
+        )
         mounts[LINK_PAGE_PREFIX] = LinkPage(links)
     metrics = ServerMetrics(instance=instance)
     server = McpServer(
@@ -744,6 +785,7 @@ def _serve(
         http_limits=limits,
         metrics=metrics,
         mounts=mounts,
+        store=durable,
         protocol_eras=sessions.eras,
         max_sessions=sessions.max_sessions,
         session_idle_seconds=sessions.idle_seconds,
@@ -761,6 +803,7 @@ def _serve(
     )
     # Scrapes read the keyring as this instance reports it (the fingerprint version included).
     metrics.watch_keyring(live.snapshot)
+    metrics.watch_store(durable)
     # Installed before the start-up facts are printed: whoever reads them may send SIGHUP at once.
     watcher = KeyringFileWatcher(live)
     signal.signal(signal.SIGHUP, lambda _number, _frame: watcher.request_reload())
@@ -806,6 +849,9 @@ def _serve(
                 "protocol": sessions.eras.value,
                 "development_key": development,
                 "keyring_file": str(keyring_file),
+                "store": store_url.redacted,
+                "store_backend": store_url.backend,
+                "development_store": development_store,
                 "active_key_id": active,
                 "fingerprint": fingerprint.to_json(),
                 "instance": instance,
@@ -824,6 +870,10 @@ def _serve(
             lines.append(f"dev keyring file (deleted on exit): {shown_path(keyring_file)}")
         else:
             lines.append(f"keyring: {shown_path(keyring_file)} ({_RELOAD_NOTE})")
+        if development_store:
+            lines.append(f"store: EPHEMERAL development store (sqlite, deleted on exit): {shown_store(store_url)}")
+        else:
+            lines.append(f"store: {shown_store(store_url)} ({store_url.backend})")
         lines.append(f"sealing key: {active}")
         lines.append(f"fingerprint: v{fingerprint.version} {fingerprint.profile} {fingerprint.value}")
         lines.append(f"inspect a token: {inspect_hint}")
@@ -853,13 +903,41 @@ def _serve(
     assert sock is not None
     settings = uvicorn_config(server, log_level=log_level.value)
     primary = _quiet_server_class(early_stop)(settings)
+    others = [] if admin_server is None else [(admin_server, [admin_sock])]
     try:
-        if admin_server is None:
-            primary.run(sockets=[sock])
-        else:
-            run_together(primary, [sock], [(admin_server, [admin_sock])])
+        # One event loop for the listeners and the store: a PostgreSQL pool belongs to the loop it was opened on.
+        with asyncio.Runner(loop_factory=primary.config.get_loop_factory()) as runner:
+            runner.run(_serve_http(server, primary, sock, others))
     finally:
         watcher.stop()
+
+
+async def _serve_http(
+    server: McpServer, primary: Any, sock: socket.socket, others: list[tuple[Any, list[Any]]]
+) -> None:
+    """Open the store on the serving loop, serve until stopped, then stop the task steps and close the store."""
+    store = server.store
+    try:
+        if store is not None:
+            try:
+                await store.open()
+            except StoreError as error:
+                store_failure(store.url, error)
+        await serve_together(primary, [sock], others)
+    finally:
+        await _close_store(server)
+
+
+async def _close_store(server: McpServer) -> None:
+    """Stop the steps running here (their leases go back, so another instance, or this one restarted, runs them
+    at once), then close the store. A store that fails now has nothing left to lose: the stop goes on."""
+    manager = server.task_manager
+    if manager is not None:
+        with contextlib.suppress(StoreError):
+            await manager.close()
+    if server.store is not None:
+        with contextlib.suppress(StoreError):
+            await server.store.close()
 
 
 @contextlib.contextmanager
@@ -904,6 +982,7 @@ async def _serve_stdio(server: McpServer, protocol_out: BinaryIO, early_stop: li
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         writer.close()
+        await _close_store(server)
 
 
 def _quiet_server_class(early_stop: list[int]) -> type[Any]:

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
+from soklet_core.mcp import Identity, McpError, Registry
+from soklet_core.mcp.server.admission import Admission
+from soklet_core.mcp.server.tasks import TaskManager, detailed_task
 from soklet_core.store import MAX_LIST_LIMIT, DurableStore, TaskRecord, TaskStatus
 
+from .exit_codes import ExitCode
 from .keyring_path import JsonOption
-from .output import SokletCommand, SokletGroup, console, emit_json, shown_path
+from .output import SokletCommand, SokletGroup, console, emit_json, fail, shown_path
 from .store_option import StoreOption, resolve_store_url, run_on_store, shown_store, time_text
 
 __all__ = ["DEFAULT_LIST_LIMIT", "MAX_SHOWN_TEXT_CHARS", "tasks_app"]
@@ -139,3 +145,162 @@ def list_tasks(
     console.print(table)
     if next_after is not None:
         console.print(f"more may follow: --after {next_after}", markup=False)
+
+
+TaskIdArgument = Annotated[
+    str, typer.Argument(metavar="TASK_ID", parser=parse_task_id, help="The task's id (as tasks/get names it).")
+]
+
+
+def _outstanding(detailed: dict[str, Any]) -> list[dict[str, str]]:
+    """The outstanding input requests of a DetailedTask: each key and the method it asks (never its params)."""
+    requests = detailed.get("inputRequests")
+    if not isinstance(requests, dict):
+        return []
+    return [{"key": key, "method": str(request.get("method", ""))} for key, request in requests.items()]
+
+
+def _content(detailed: dict[str, Any]) -> dict[str, Any]:
+    """What a DetailedTask holds of user data: the outstanding requests' params, the result or the error."""
+    return {name: detailed[name] for name in ("inputRequests", "result", "error") if name in detailed}
+
+
+@tasks_app.command("show", cls=SokletCommand)
+def show(
+    task_id: TaskIdArgument,
+    show_content: Annotated[
+        bool,
+        typer.Option(
+            "--show-content",
+            help="Also print what the task holds of user data: its input requests' params, its result or error.",
+        ),
+    ] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one task: status, times, tool, status message, whose it is, and the input requests it waits for (key
+    and method).
+
+    The task is read as tasks/get would answer it, without running anything. Its arguments, state and result may
+    be user data: they are printed only with **--show-content** (the arguments and state never are).
+
+    **Examples**
+
+      soklet tasks show 3kq2V0mZ9W8xYpL1 --store sqlite:///var/lib/soklet/soklet.db
+
+      soklet tasks show 3kq2V0mZ9W8xYpL1 --json --show-content
+
+    **Exit codes**: 0 shown; 1 the store's schema is not one this soklet reads; 2 usage; 3 the store is
+    unreachable or its SQLite file does not exist; 5 no such task.
+    """
+    url = resolve_store_url(store)
+
+    async def work(opened: DurableStore) -> TaskRecord | None:
+        return await opened.get_task(task_id)
+
+    record = run_on_store(url, work)
+    if record is None:
+        fail(f"no task {task_id} in the store", ExitCode.NOT_FOUND)
+    detailed = json.loads(detailed_task(record))
+    outstanding = _outstanding(detailed)
+    error = detailed.get("error")
+    error_code = error.get("code") if isinstance(error, dict) else None
+    if as_json:
+        document: dict[str, Any] = {
+            "store": url.redacted,
+            "backend": url.backend,
+            "task": {**_summary(record), "input_requests": outstanding, "error_code": error_code},
+        }
+        if show_content:
+            document["content"] = _content(detailed)
+        emit_json(document)
+        return
+    table = Table(show_header=False, title_justify="left")
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    rows = [
+        ("task id", record.task_id),
+        ("status", record.status.value),
+        ("tool", _shown(record.tool)),
+        ("message", _shown(record.status_message) or "-"),
+        ("created", time_text(record.created_at) or ""),
+        ("updated", time_text(record.updated_at) or ""),
+        ("expires", time_text(record.expires_at) or "never"),
+        ("partition", _shown(record.partition)),
+        ("subject", "(anonymous)" if record.subject is None else _shown(record.subject)),
+    ]
+    rows += [("waiting for", f"{_shown(item['key'])} ({_shown(item['method'])})") for item in outstanding]
+    if error_code is not None:
+        rows.append(("error code", str(error_code)))
+    for name, value in rows:
+        table.add_row(name, Text(value))
+    console.print(table)
+    if show_content:
+        console.print(Text(json.dumps(_content(detailed), ensure_ascii=True, indent=2)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Cancel:
+    """What an operator cancel found and left."""
+
+    before: TaskRecord | None
+    after: TaskRecord | None
+    expired: bool
+
+
+async def _cancel(store: DurableStore, task_id: str) -> _Cancel:
+    before = await store.get_task(task_id)
+    if before is None:
+        return _Cancel(None, None, expired=False)
+    # The task manager's own cancel, as the task's owner: the same compare-and-swap and the same transitions as a
+    # tasks/cancel from its client (a terminal task is left as it is). It runs no step: its registry is empty.
+    manager = TaskManager(store, registry=Registry())
+    owner = Admission(Identity(before.subject), before.partition)
+    try:
+        await manager.cancel(task_id, owner)
+    except McpError:  # expired (or gone meanwhile): the same not-found answer either way
+        return _Cancel(before, await store.get_task(task_id), expired=True)
+    finally:
+        await manager.close()
+    return _Cancel(before, await store.get_task(task_id), expired=False)
+
+
+@tasks_app.command("cancel", cls=SokletCommand)
+def cancel(
+    task_id: TaskIdArgument,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Cancel one task, as its client's tasks/cancel would: a working or input_required task becomes cancelled at
+    once; a completed, failed or cancelled one is left as it is (exit 0 all the same).
+
+    The server running the task's step notices within a few seconds and stops it; a result it finishes later is
+    dropped (the change is a compare-and-swap on the task's version).
+
+    **Examples**
+
+      soklet tasks cancel 3kq2V0mZ9W8xYpL1 --store postgresql://soklet@db.internal/soklet
+
+      soklet tasks cancel 3kq2V0mZ9W8xYpL1 --json
+
+    **Exit codes**: 0 cancelled, or already finished; 1 the store's schema is not one this soklet reads; 2 usage;
+    3 the store is unreachable or its SQLite file does not exist; 5 no such task (or it expired).
+    """
+    url = resolve_store_url(store)
+
+    async def work(opened: DurableStore) -> _Cancel:
+        return await _cancel(opened, task_id)
+
+    outcome = run_on_store(url, work)
+    if outcome.before is None or outcome.expired:
+        fail(f"no task {task_id} in the store{' (it expired)' if outcome.expired else ''}", ExitCode.NOT_FOUND)
+    before = outcome.before.status
+    after = outcome.after.status if outcome.after is not None else before
+    cancelled = not before.terminal and after is TaskStatus.CANCELLED
+    if as_json:
+        emit_json({"task_id": task_id, "status_before": before.value, "status": after.value, "cancelled": cancelled})
+        return
+    if cancelled:
+        console.print(f"cancelled task {task_id} (was {before.value})", markup=False)
+    else:
+        console.print(f"task {task_id} is {after.value}: left as it is", markup=False)

@@ -1,0 +1,134 @@
+"""``soklet tasks list|show|cancel`` on real stores (SQLite files and a throwaway PostgreSQL cluster)."""
+
+from __future__ import annotations
+
+import json
+
+from soklet_core.store import TaskStatus
+from tests.cli.store_seed import PASSWORD, seed_tasks, task
+from tests.cli.support_serve import Served, shared_keyring
+from tests.conftest import Soklet
+
+STATUSES = [TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED, TaskStatus.COMPLETED, TaskStatus.FAILED]
+
+
+def _seed(url: str) -> None:
+    seed_tasks(url, [task(f"task-{index}", status, offset_s=index) for index, status in enumerate(STATUSES)])
+
+
+def test_list_json_pages_and_filters(soklet: Soklet, store_url: str) -> None:
+    _seed(store_url)
+    result = soklet.run("tasks", "list", "--store", store_url, "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [entry["task_id"] for entry in document["tasks"]] == ["task-0", "task-1", "task-2", "task-3"]
+    assert [entry["status"] for entry in document["tasks"]] == [status.value for status in STATUSES]
+    first = document["tasks"][0]
+    assert first["tool"] == "deploy.approve"
+    assert first["created_at"] == "2026-08-01T12:00:00.000Z"
+    assert first["expires_at"] is None
+    assert document["next_after"] is None
+    assert "user-data-7c1e" not in result.output  # the task's content is never listed
+    page = json.loads(soklet.run("tasks", "list", "--store", store_url, "--json", "--limit", "2").stdout)
+    assert [entry["task_id"] for entry in page["tasks"]] == ["task-0", "task-1"]
+    assert page["next_after"] == "task-1"
+    rest = soklet.run("tasks", "list", "--store", store_url, "--json", "--limit", "2", "--after", "task-1")
+    assert [entry["task_id"] for entry in json.loads(rest.stdout)["tasks"]] == ["task-2", "task-3"]
+    only = soklet.run("tasks", "list", "--store", store_url, "--json", "--status", "input_required")
+    assert [entry["task_id"] for entry in json.loads(only.stdout)["tasks"]] == ["task-1"]
+
+
+def test_list_text_shows_ids_whole_and_escapes_tool_names(soklet: Soklet) -> None:
+    url = f"sqlite://{soklet.cwd / 'tasks.db'}"
+    seed_tasks(url, [task("a-long-task-id-0123456789abcdef", TaskStatus.WORKING, tool="[bold]x\x1b[2J")])
+    result = soklet.run("tasks", "list", "--store", url)
+    assert result.returncode == 0, result.stderr
+    assert "a-long-task-id-0123456789abcdef" in result.stdout
+    assert "\x1b" not in result.stdout
+    assert "[bold]x\\x1b[2J" in result.stdout  # shown as written, never read as markup or a terminal escape
+    empty = soklet.run("tasks", "list", "--store", url, "--status", "failed")
+    assert empty.returncode == 0
+    assert "no tasks failed in sqlite://" in empty.stdout
+
+
+def test_list_usage_errors(soklet: Soklet) -> None:
+    url = f"sqlite://{soklet.cwd / 'tasks.db'}"
+    for arguments in (
+        ("--limit", "0"),
+        ("--limit", "1001"),
+        ("--status", "sleeping"),
+        ("--after", "has space"),
+    ):
+        result = soklet.run("tasks", "list", "--store", url, *arguments)
+        assert result.returncode == 2, arguments
+        assert result.stderr.count("\n") == 1, arguments
+
+
+def test_bad_and_unreachable_store_urls_never_show_the_password(soklet: Soklet) -> None:
+    malformed = soklet.run("tasks", "list", "--store", f"postgresql://ops:{PASSWORD}@127.0.0.1:99999/soklet")
+    assert malformed.returncode == 2
+    assert "bad-url" in malformed.stderr
+    assert PASSWORD not in malformed.output
+    relative = soklet.run("tasks", "list", "--store", "sqlite://relative/path.db")
+    assert relative.returncode == 2
+    # Port 1 on loopback: nothing listens, the connection is refused at once.
+    unreachable = soklet.run("tasks", "list", "--store", f"postgresql://ops:{PASSWORD}@127.0.0.1:1/soklet")
+    assert unreachable.returncode == 3, unreachable.stderr
+    assert unreachable.stderr.count("\n") == 1
+    assert "unavailable" in unreachable.stderr
+    assert "postgresql://ops:***@127.0.0.1:1/soklet" in unreachable.stderr
+    assert PASSWORD not in unreachable.output
+    via_env = soklet.run("tasks", "list", env={"SOKLET_STORE": f"postgresql://ops:{PASSWORD}@127.0.0.1:1/soklet"})
+    assert via_env.returncode == 3
+    assert PASSWORD not in via_env.output
+
+
+def test_show_and_cancel_a_served_task(soklet: Soklet, store_url: str) -> None:
+    served = Served(
+        soklet.cwd, "--fixtures", "conformance", "--keyring", str(shared_keyring(soklet.cwd)), "--store", store_url
+    )
+    try:
+        task_id = served.call_task("confirm_delete", {"filename": "secret-plans.txt"})
+        served.wait_for_status(task_id, "input_required")
+        shown = soklet.run("tasks", "show", task_id, "--store", store_url)
+        assert shown.returncode == 0, shown.stderr
+        assert "confirm (elicitation/create)" in shown.stdout
+        assert "input_required" in shown.stdout
+        assert "Waiting for confirmation" in shown.stdout
+        assert "secret-plans" not in shown.output  # the request's params are user data
+        document = json.loads(soklet.run("tasks", "show", task_id, "--store", store_url, "--json").stdout)
+        assert document["task"]["input_requests"] == [{"key": "confirm", "method": "elicitation/create"}]
+        assert document["task"]["tool"] == "confirm_delete"
+        assert "content" not in document
+        assert "secret-plans" not in json.dumps(document)
+        content = json.loads(
+            soklet.run("tasks", "show", task_id, "--store", store_url, "--json", "--show-content").stdout
+        )["content"]
+        assert "secret-plans.txt" in content["inputRequests"]["confirm"]["params"]["message"]
+        cancelled = soklet.run("tasks", "cancel", task_id, "--store", store_url, "--json")
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert json.loads(cancelled.stdout) == {
+            "task_id": task_id,
+            "status_before": "input_required",
+            "status": "cancelled",
+            "cancelled": True,
+        }
+        assert served.get(task_id)["status"] == "cancelled"
+        again = soklet.run("tasks", "cancel", task_id, "--store", store_url)
+        assert again.returncode == 0
+        assert "cancelled: left as it is" in again.stdout
+        # A working task: cancelled at once in the store; the serving instance stops its step.
+        working = served.call_task("slow_compute", {"seconds": 60})
+        assert soklet.run("tasks", "cancel", working, "--store", store_url).returncode == 0
+        assert served.wait_for_status(working, "cancelled")["status"] == "cancelled"
+        listed = json.loads(soklet.run("tasks", "list", "--store", store_url, "--json").stdout)
+        assert {entry["task_id"]: entry["status"] for entry in listed["tasks"]} == {
+            task_id: "cancelled",
+            working: "cancelled",
+        }
+        for command in ("show", "cancel"):
+            missing = soklet.run("tasks", command, "no-such-task", "--store", store_url)
+            assert missing.returncode == 5
+            assert missing.stderr == "soklet: no task no-such-task in the store\n"
+    finally:
+        served.stop()
