@@ -468,3 +468,53 @@ def test_a_2025_era_session_runs_optional_tools_inline_and_refuses_required_ones
         assert refused["isError"] is True
         assert "io.modelcontextprotocol/tasks" in refused["content"][0]["text"]
         http.close()
+
+
+def test_inline_runs_answer_a_failed_step_as_its_error(base: str) -> None:
+    client = _client(base)
+    failed = client.call("protocol.error", {})
+    assert failed.status == 200
+    assert failed.error == {"code": -32000, "message": "The job failed"}
+    raised = client.call("boom", {})
+    assert raised.error == {"code": -32603, "message": "Internal error"}
+    # A step that asks for input cannot do so without a task.
+    asked = client.call("reuse", {}, capabilities={"elicitation": {}})
+    assert asked.error == {"code": -32603, "message": "Internal error"}
+
+
+def test_an_expired_task_is_not_found_and_its_owner_is_told_why(sqlite_store_url: str) -> None:
+    with serving(sqlite_store_url, task_ttl_ms=1) as (base, _server):
+        client = _client(base)
+        created = client.call("slow", {}, capabilities=TASKS).result
+        assert created["ttlMs"] == 1
+        time.sleep(0.01)
+        expired = task_call(client, "tasks/get", created["taskId"])
+        assert expired.status == 400
+        assert expired.error == {"code": -32602, "message": "Failed to retrieve task: Task has expired"}
+        other = task_call(_client(base, "bob-token"), "tasks/get", created["taskId"])
+        assert other.error == {"code": -32602, "message": "Failed to retrieve task: Task not found"}
+
+
+def test_unlimited_ttl_is_null(sqlite_store_url: str) -> None:
+    with serving(sqlite_store_url, task_ttl_ms=None, task_poll_interval_ms=2000) as (base, _server):
+        client = _client(base)
+        created = client.call("echo", {}, capabilities=TASKS).result
+        assert created["ttlMs"] is None
+        assert created["pollIntervalMs"] == 2000
+        assert wait_for(client, created["taskId"], "completed")["ttlMs"] is None
+
+
+def test_one_caller_has_a_bounded_number_of_live_tasks(sqlite_store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from soklet_core.mcp.server import tasks as task_module
+
+    monkeypatch.setattr(task_module, "MAX_LIVE_TASKS_PER_CALLER", 2)
+    with serving(sqlite_store_url) as (base, _server):
+        alice = _client(base)
+        first = alice.call("slow", {}, capabilities=TASKS).result["taskId"]
+        alice.call("slow", {}, capabilities=TASKS)
+        refused = alice.call("slow", {}, capabilities=TASKS)
+        assert refused.error == {"code": -32603, "message": "Too many tasks"}
+        # Another caller is not affected; a task that ended frees a place.
+        assert _client(base, "bob-token").call("slow", {}, capabilities=TASKS).result["resultType"] == "task"
+        task_call(alice, "tasks/cancel", first)
+        assert alice.call("slow", {}, capabilities=TASKS).result["resultType"] == "task"

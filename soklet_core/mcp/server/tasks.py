@@ -496,7 +496,10 @@ class TaskManager:
             self._start(task_id)
         if record.status.terminal:
             self._forget(record)
-        return _encode_task(record, document, detailed=True), record.tool
+        if len(record.document) <= _INLINE_DOCUMENT_CHARS:
+            return _encode_task(record, document, detailed=True), record.tool
+        # A large result is written out in a worker thread, as it was read.
+        return await asyncio.to_thread(_encode_task, record, document, detailed=True), record.tool
 
     # ------------------------------------------------------------------------------------------------ update
 
@@ -841,12 +844,9 @@ class TaskManager:
             raise _internal("task-document") from None
 
     async def _text(self, document: _Document) -> str:
-        # The big members (arguments, state, result) are bounded by the request and output limits; a document
-        # holding large ones is encoded off the event loop.
-        sizes = [document.result, document.state, document.arguments]
-        if any(isinstance(item, JsonObject) and len(item) > 64 for item in sizes):
-            return await asyncio.to_thread(document.to_text)
-        return document.to_text()
+        # The members that grow with input (arguments, state, answers, result) are only known in size once
+        # written: every document is encoded in a worker thread, so none is written out on the event loop.
+        return await asyncio.to_thread(document.to_text)
 
 
 def _expired(record: TaskRecord, now: datetime) -> bool:
