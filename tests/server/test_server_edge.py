@@ -97,7 +97,7 @@ def _exchange(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
 
 def _server(**limits: Any) -> McpServer:
     return McpServer(
-        conformance.build_registry(),
+        conformance.build_registry(tasks=False),
         protection=ProtectionConfig(keyring=KEYRING),
         allowed_hosts=["mcp.example.com", "api.example.com:8443"],
         allowed_origins=["https://app.example.com"],
@@ -322,9 +322,9 @@ def test_parsers_directly() -> None:
             parse_authority(text)
     config = ProtectionConfig(keyring=KEYRING)
     with pytest.raises(ValueError, match="allowed hosts"):
-        McpServer(conformance.build_registry(), protection=config, allowed_hosts=["[::1]x"])
+        McpServer(conformance.build_registry(tasks=False), protection=config, allowed_hosts=["[::1]x"])
     with pytest.raises(ValueError, match="allowed origins"):
-        McpServer(conformance.build_registry(), protection=config, allowed_origins=["https://app.example.com/"])
+        McpServer(conformance.build_registry(tasks=False), protection=config, allowed_origins=["https://app.example.com/"])
 
 
 def test_parser_time_is_linear_on_long_input() -> None:

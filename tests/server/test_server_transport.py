@@ -30,7 +30,7 @@ def entries() -> Entries:
 
 @pytest.fixture(scope="module")
 def base_url(entries: Entries) -> Iterator[str]:
-    registry = Registry.merge(conformance.build_registry(), build_test_registry(entries))
+    registry = Registry.merge(conformance.build_registry(tasks=False), build_test_registry(entries))
     server = McpServer(
         registry,
         protection=ProtectionConfig(keyring=KEYRING),
@@ -178,7 +178,7 @@ def test_body_limit_at_its_edge(client: Client) -> None:
 
 
 def test_server_body_limit_configuration_edges() -> None:
-    registry = conformance.build_registry()
+    registry = conformance.build_registry(tasks=False)
     protection = ProtectionConfig(keyring=KEYRING)
     assert McpServer(registry, protection=protection, max_request_body_bytes=16 * 1024 * 1024) is not None
     with pytest.raises(ValueError, match="body limit"):

@@ -416,7 +416,7 @@ def test_modern_progress_notifications_come_before_the_answer() -> None:
         assert all(frame["params"]["progressToken"] == "p-1" for frame in frames)
 
     config = ProtectionConfig(keyring=ProtectionKeyring(ProtectionKey.generate("stdio-test")))
-    server = McpServer(conformance.build_registry(), protection=config)
+    server = McpServer(conformance.build_registry(tasks=False), protection=config)
     run(scenario, LegacyProtocol(server.dispatcher))
 
 
