@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -144,12 +148,19 @@ async def resumable(context: TaskContext) -> CallToolResult:
     return CallToolResult.from_text(f"run {len(RUNS)}")
 
 
+@task_tool(name="crashable", description="Stalls in a process that is about to be killed.", input_schema=OBJECT)
+async def crashable(context: TaskContext) -> CallToolResult:
+    if os.environ.get("SOKLET_TEST_STALL") == "1":
+        await asyncio.sleep(120)
+    return CallToolResult.from_text("finished elsewhere")
+
+
 @tool(name="not.a.task", description="Answers StartTask without task support.", input_schema=OBJECT)
 def not_a_task(context: RequestContext, arguments: JsonObject) -> StartTask:
     return StartTask()
 
 
-REGISTRY = Registry(echo, tool_error, protocol_error, boom, ask, reuse, slow, MRTR, resumable, not_a_task)
+REGISTRY = Registry(echo, tool_error, protocol_error, boom, ask, reuse, slow, MRTR, resumable, crashable, not_a_task)
 TOKENS = {"alice-token": BearerTokenEntry("alice", "p1"), "bob-token": BearerTokenEntry("bob", "p1")}
 
 
@@ -518,3 +529,48 @@ def test_one_caller_has_a_bounded_number_of_live_tasks(sqlite_store_url: str, mo
         assert _client(base, "bob-token").call("slow", {}, capabilities=TASKS).result["resultType"] == "task"
         task_call(alice, "tasks/cancel", first)
         assert alice.call("slow", {}, capabilities=TASKS).result["resultType"] == "task"
+
+
+_CHILD = """
+import sys
+from soklet_core.mcp import BearerTokenAdmission, McpServer
+from soklet_core.mcp.server import uvicorn_config, uvicorn_server_class
+from soklet_core.store import open_store
+from tests.server.test_tasks import REGISTRY, TOKENS
+server = McpServer(REGISTRY, store=open_store(sys.argv[1]), admission=BearerTokenAdmission(TOKENS))
+uvicorn_server_class()(uvicorn_config(server, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")).run()
+"""
+
+
+def test_a_step_of_a_killed_process_is_run_again_once_its_lease_ends(sqlite_store_url: str) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "SOKLET_TEST_STALL": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, sqlite_store_url, str(port)],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        client = Client(f"http://127.0.0.1:{port}", token="alice-token")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                created = client.call("crashable", {}, capabilities=TASKS)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the child server did not start"
+                time.sleep(0.1)
+        task = created.result["taskId"]
+        assert task_call(client, "tasks/get", task).result["status"] == "working"
+    finally:
+        child.kill()  # no shutdown: the lease is not given back
+        child.wait(10)
+    with serving(sqlite_store_url) as (base, _server):
+        done = wait_for(_client(base), task, "completed", "failed")
+        assert done["result"]["content"][0]["text"] == "finished elsewhere"
