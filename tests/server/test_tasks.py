@@ -270,6 +270,7 @@ def test_tool_error_completes_and_protocol_error_fails(base: str) -> None:
     task = client.call("boom", {}, capabilities=TASKS).result["taskId"]
     failed = wait_for(client, task, "completed", "failed")
     assert failed["error"] == {"code": -32603, "message": "Internal error"}
+    assert failed["statusMessage"] == "Internal error"
 
 
 def test_input_through_the_task_with_a_partial_update(base: str) -> None:

@@ -797,6 +797,10 @@ class TaskManager:
         message: str | None = None,
     ) -> bool:
         changed = replace(document, result=result, error=error, lease=None, owner=None, pending=None, answers=None)
+        if message is None and error is not None:
+            # A failed task SHOULD say why in statusMessage: its error's (client-safe) message.
+            text = error.get("message")
+            message = text.value if isinstance(text, JsonString) else None
         try:
             return await self._write(record, changed, status, message)
         except StoreError as failure:
