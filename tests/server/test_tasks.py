@@ -575,3 +575,17 @@ def test_a_step_of_a_killed_process_is_run_again_once_its_lease_ends(sqlite_stor
     with serving(sqlite_store_url) as (base, _server):
         done = wait_for(_client(base), task, "completed", "failed")
         assert done["result"]["content"][0]["text"] == "finished elsewhere"
+
+
+def test_two_servers_on_one_store_serve_one_task_interchangeably(store_url: str) -> None:
+    accept = {"action": "accept", "content": {"ok": True}}
+    with serving(store_url) as (first_base, _first), serving(store_url) as (second_base, _second):
+        first, second = _client(first_base), _client(second_base)
+        task = first.call("ask", {}, capabilities=TASKS_FORM).result["taskId"]
+        assert set(wait_for(second, task, "input_required")["inputRequests"]) == {"first", "second"}
+        task_call(second, "tasks/update", task, inputResponses={"first": accept})
+        assert set(task_call(first, "tasks/get", task).result["inputRequests"]) == {"second"}
+        task_call(first, "tasks/update", task, inputResponses={"second": accept})
+        done = wait_for(second, task, "completed")
+        assert done["result"]["content"][0]["text"].startswith("round 2")
+        assert wait_for(first, task, "completed") == done
