@@ -324,7 +324,9 @@ def test_parsers_directly() -> None:
     with pytest.raises(ValueError, match="allowed hosts"):
         McpServer(conformance.build_registry(tasks=False), protection=config, allowed_hosts=["[::1]x"])
     with pytest.raises(ValueError, match="allowed origins"):
-        McpServer(conformance.build_registry(tasks=False), protection=config, allowed_origins=["https://app.example.com/"])
+        McpServer(
+            conformance.build_registry(tasks=False), protection=config, allowed_origins=["https://app.example.com/"]
+        )
 
 
 def test_parser_time_is_linear_on_long_input() -> None:
