@@ -73,6 +73,7 @@ def test_request_outcome_maps_status_code_and_reason_to_the_closed_set() -> None
         (202, None, "notification"): "accepted",
         (400, -32602, "state-expired"): "state_refused",
         (404, -32602, "state-unknown-key"): "state_refused",
+        (400, -32602, "handle-rejected"): "state_refused",
         (401, -32600, "admission-missing"): "unauthorized",
         (400, -32602, "params-not-object"): "refused",
         (413, -32600, "body-too-large"): "refused",

@@ -35,6 +35,7 @@ from typing import Any, Final, TypeAlias
 
 from soklet_core.json import JsonObject, JsonValue
 from soklet_core.protocol import TASKS_EXTENSION
+from soklet_core.store import MAX_STATUS_MESSAGE_CHARS  # a status message is stored with the task
 
 from .capabilities import ClientCapabilities
 from .client_requests import InputRequest
@@ -59,8 +60,6 @@ __all__ = [
 #: What a request must declare to get a task (and to call ``tasks/get``, ``tasks/update``, ``tasks/cancel``); a
 #: ``-32021`` error names it as its ``requiredCapabilities``.
 TASKS_CAPABILITIES: Final = ClientCapabilities.from_mapping({"extensions": {TASKS_EXTENSION: {}}})
-#: The longest ``statusMessage`` a handler or step may set (it goes to the client on every poll).
-MAX_STATUS_MESSAGE_CHARS: Final = 1024
 
 
 class TaskSupport(enum.StrEnum):

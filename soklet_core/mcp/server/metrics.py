@@ -33,6 +33,7 @@ from soklet_core.protection import RequestStateProtectionReason
 from soklet_core.store import DurableStore, StoreError, TaskStatus
 
 from .dispatcher import _KNOWN_METHODS
+from .handles import HANDLE_REJECTED_REASON
 
 if TYPE_CHECKING:
     from soklet_core.keys import KeyringSnapshot
@@ -83,11 +84,12 @@ def request_outcome(status: int, code: int | None, reason: str | None) -> str:
     """The outcome label of one answered POST, from its HTTP status, JSON-RPC error code and log reason.
 
     ``ok`` a result (``input_required`` included), ``accepted`` a notification, ``error`` a JSON-RPC error in
-    a 200 (handler failure, seal failure, output ceiling), ``state_refused`` a request state that did not open,
+    a 200 (handler failure, seal failure, output ceiling), ``state_refused`` a request state that did not open
+    (a durable handle refused included),
     ``unauthorized`` 401, ``refused`` any other 4xx, ``disconnected`` the client left (499), ``unavailable``
     503 (busy, draining), ``server_error`` any other 5xx.
     """
-    if reason is not None and reason.startswith("state-"):
+    if reason is not None and (reason.startswith("state-") or reason == HANDLE_REJECTED_REASON):
         return "state_refused"
     if status == 200:
         return "ok" if code is None else "error"
