@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
 import typer
@@ -13,7 +14,7 @@ from rich.text import Text
 from soklet_core.mcp import Identity, McpError, Registry
 from soklet_core.mcp.server.admission import Admission
 from soklet_core.mcp.server.tasks import TaskManager, detailed_task
-from soklet_core.store import MAX_LIST_LIMIT, DurableStore, TaskRecord, TaskStatus
+from soklet_core.store import MAX_KEY_CHARS, MAX_LIST_LIMIT, DurableStore, TaskRecord, TaskStatus
 
 from .exit_codes import ExitCode
 from .keyring_path import JsonOption
@@ -26,13 +27,11 @@ __all__ = ["DEFAULT_LIST_LIMIT", "MAX_SHOWN_TEXT_CHARS", "tasks_app"]
 DEFAULT_LIST_LIMIT: Final = 100
 #: Longest rendering of a tool name or status message in text output (JSON carries them whole).
 MAX_SHOWN_TEXT_CHARS: Final = 200
-#: Longest task id ``--after`` and TASK_ID take (the store's bound on every id).
-_MAX_TASK_ID_CHARS: Final = 256
 
 tasks_app = typer.Typer(
     name="tasks",
     help=(
-        "Tasks in a store (**soklet serve --store**): list them, show one, cancel one.\n\n"
+        "Tasks in a store (**soklet serve --store**): list them, show one, cancel one, purge the expired ones.\n\n"
         "Arguments, states and results may be user data: they are never printed unless asked for with "
         "**--show-content**."
     ),
@@ -45,8 +44,8 @@ tasks_app = typer.Typer(
 
 def parse_task_id(text: str) -> str:
     """TASK_ID and ``--after``: 1 to 256 visible ASCII characters (task ids are URL-safe tokens)."""
-    if not text or len(text) > _MAX_TASK_ID_CHARS or not text.isascii() or not text.isprintable() or " " in text:
-        raise typer.BadParameter(f"a task id is 1 to {_MAX_TASK_ID_CHARS} visible ASCII characters")
+    if not text or len(text) > MAX_KEY_CHARS or not text.isascii() or not text.isprintable() or " " in text:
+        raise typer.BadParameter(f"a task id is 1 to {MAX_KEY_CHARS} visible ASCII characters")
     return text
 
 
@@ -304,3 +303,61 @@ def cancel(
         console.print(f"cancelled task {task_id} (was {before.value})", markup=False)
     else:
         console.print(f"task {task_id} is {after.value}: left as it is", markup=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _TaskPurge:
+    """What one purge of expired tasks saw and did."""
+
+    at: datetime
+    purged: int
+    counts: dict[TaskStatus, int]
+
+
+async def _purge(store: DurableStore) -> _TaskPurge:
+    # The task manager's own purge (the same rule as the purges a server runs on its own); it runs no step.
+    manager = TaskManager(store, registry=Registry())
+    try:
+        purged = await manager.purge_expired()
+    finally:
+        await manager.close()
+    return _TaskPurge(datetime.now(UTC), purged, await store.count_tasks())
+
+
+@tasks_app.command("purge-expired", cls=SokletCommand)
+def purge_expired(
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete every task whose time to live (ttlMs) has passed; print how many went and how many tasks remain,
+    by status.
+
+    Expired tasks already answer not-found to every client; purging only frees their rows. Servers also purge on
+    their own as they create tasks, and may keep serving while this runs.
+
+    **Examples**
+
+      soklet tasks purge-expired --store sqlite:///var/lib/soklet/soklet.db
+
+      SOKLET_STORE=postgresql://soklet@db.internal/soklet soklet tasks purge-expired --json
+
+    **Exit codes**: 0 purged (perhaps nothing); 1 the store's schema is not one this soklet reads; 2 usage (a
+    malformed store URL); 3 the store is unreachable or its SQLite file does not exist.
+    """
+    url = resolve_store_url(store)
+    result = run_on_store(url, _purge)
+    if as_json:
+        emit_json(
+            {
+                "store": url.redacted,
+                "backend": url.backend,
+                "at": time_text(result.at),
+                "purged": result.purged,
+                "remaining": {status.value: count for status, count in result.counts.items()},
+            }
+        )
+        return
+    console.print(f"store      {shown_store(url)}", markup=False)
+    console.print(f"purged     {result.purged} expired", markup=False)
+    remaining = ", ".join(f"{status.value} {count}" for status, count in result.counts.items())
+    console.print(f"remaining  {remaining}", markup=False)

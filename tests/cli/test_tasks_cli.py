@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 from soklet_core.store import TaskStatus
 from tests.cli.store_seed import PASSWORD, seed_tasks, task
@@ -132,3 +134,34 @@ def test_show_and_cancel_a_served_task(soklet: Soklet, store_url: str) -> None:
             assert missing.stderr == "soklet: no task no-such-task in the store\n"
     finally:
         served.stop()
+
+
+def test_purge_expired_deletes_only_expired_tasks(soklet: Soklet, store_url: str) -> None:
+    past = datetime.now(UTC) - timedelta(minutes=1)
+    future = datetime.now(UTC) + timedelta(hours=1)
+    seed_tasks(
+        store_url,
+        [
+            replace(task("gone-0", TaskStatus.COMPLETED), expires_at=past),
+            replace(task("gone-1", TaskStatus.WORKING, offset_s=1), expires_at=past),
+            replace(task("kept-0", TaskStatus.INPUT_REQUIRED, offset_s=2), expires_at=future),
+            task("kept-1", TaskStatus.FAILED, offset_s=3),  # no time to live: never purged
+        ],
+    )
+    result = soklet.run("tasks", "purge-expired", "--store", store_url, "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["purged"] == 2
+    assert document["remaining"] == {
+        "working": 0,
+        "input_required": 1,
+        "completed": 0,
+        "failed": 1,
+        "cancelled": 0,
+    }
+    assert PASSWORD not in result.output
+    listed = json.loads(soklet.run("tasks", "list", "--store", store_url, "--json").stdout)
+    assert [entry["task_id"] for entry in listed["tasks"]] == ["kept-0", "kept-1"]
+    again = soklet.run("tasks", "purge-expired", "--store", store_url)
+    assert again.returncode == 0, again.stderr
+    assert "purged     0 expired" in again.stdout

@@ -19,9 +19,12 @@ import pytest
 
 from soklet_core.json import JsonObject
 from soklet_core.mcp import (
+    Admission,
     BearerTokenAdmission,
     BearerTokenEntry,
     CallToolResult,
+    ClientCapabilities,
+    Identity,
     InputRequest,
     InputRequestDeclaration,
     InputRequiredResult,
@@ -38,6 +41,7 @@ from soklet_core.mcp import (
     task_tool,
     tool,
 )
+from soklet_core.mcp.server.tasks import TaskManager
 from soklet_core.store import DurableStore, open_store
 from tests.server.support import Client, running
 
@@ -589,3 +593,42 @@ def test_two_servers_on_one_store_serve_one_task_interchangeably(store_url: str)
         done = wait_for(second, task, "completed")
         assert done["result"]["content"][0]["text"].startswith("round 2")
         assert wait_for(first, task, "completed") == done
+
+
+def test_the_manager_purges_expired_tasks_before_every_nth_creation(store_url: str) -> None:
+    async def scenario() -> tuple[int, list[str], list[str]]:
+        store = open_store(store_url)
+        await store.open()
+        manager = TaskManager(store, registry=Registry(echo), ttl_ms=1, purge_every=3)
+        owner = Admission(Identity("alice"), "p-alice")
+        capabilities = ClientCapabilities.from_mapping(TASKS)
+
+        async def create() -> None:
+            await manager.create(
+                tool=echo,
+                admission=owner,
+                arguments=JsonObject.empty_instance(),
+                capabilities=capabilities,
+                start=StartTask(),
+            )
+
+        try:
+            await create()
+            await create()
+            await asyncio.sleep(0.05)  # both are past their 1 ms time to live
+            expired = [record.task_id for record in await store.list_tasks()]
+            await create()  # the third creation purges first
+            kept = [record.task_id for record in await store.list_tasks()]
+            purged_on_demand = await manager.purge_expired()
+            return purged_on_demand, expired, kept
+        finally:
+            await manager.close()
+            await store.close()
+
+    purged_on_demand, expired, kept = asyncio.run(scenario())
+    assert len(expired) == 2
+    assert len(kept) == 1
+    assert kept[0] not in expired
+    assert purged_on_demand in (0, 1)  # the third task may have expired meanwhile too
+    with pytest.raises(ValueError, match="purge_every"):
+        TaskManager(open_store(store_url), registry=Registry(echo), purge_every=0)

@@ -56,6 +56,7 @@ from soklet_core.mcp.model.tasks import StartTask, TaskContext, TaskFailed, Task
 from soklet_core.store import MAX_KEY_CHARS, DurableStore, StoreError, StoreErrorReason, TaskRecord, TaskStatus
 
 from .admission import Admission
+from .handles import DEFAULT_PURGE_EVERY
 from .jsonrpc import (
     INTERNAL_ERROR,
     INTERNAL_ERROR_MESSAGE,
@@ -257,7 +258,8 @@ class TaskManager:
 
     ``ttl_ms`` (default one hour; ``None``: unlimited) and ``poll_interval_ms`` (default 500) are what every new
     task says; ``step_timeout_seconds`` bounds one step run (default 10 minutes); ``lease_seconds`` is how long a
-    dead process's step waits before another process re-runs it (default 10 s). The store is opened on first use;
+    dead process's step waits before another process re-runs it (default 10 s); ``purge_every`` is how many tasks it
+    creates between two deletions of the store's expired tasks (:meth:`purge_expired`). The store is opened on first use;
     :meth:`close` stops the local steps and gives their leases back (it does not close the store: its owner does).
     """
 
@@ -270,6 +272,7 @@ class TaskManager:
         poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
         step_timeout_seconds: float = DEFAULT_STEP_TIMEOUT_SECONDS,
         lease_seconds: float = LEASE_SECONDS,
+        purge_every: int = DEFAULT_PURGE_EVERY,
     ) -> None:
         if not isinstance(registry, Registry):
             raise TypeError("registry must be a Registry")
@@ -281,6 +284,9 @@ class TaskManager:
         for name, seconds in (("step_timeout_seconds", step_timeout_seconds), ("lease_seconds", lease_seconds)):
             if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds <= 86_400:
                 raise ValueError(f"{name} must be between 0 and 86400 seconds")
+        if isinstance(purge_every, bool) or not isinstance(purge_every, int) or purge_every < 1:
+            raise ValueError("purge_every must be an integer of at least 1")
+        self._purge_every = purge_every
         self._store = store
         self._registry = registry
         self._ttl_ms = ttl_ms
@@ -294,6 +300,7 @@ class TaskManager:
         self._open_lock: asyncio.Lock | None = None
         self._opened = False
         self._closed = False
+        self._created = 0
 
     @property
     def store(self) -> DurableStore:
@@ -344,6 +351,15 @@ class TaskManager:
             with contextlib.suppress(StoreError):
                 await self._release(task_id)
 
+    async def purge_expired(self) -> int:
+        """Delete the store's expired tasks (past their ``ttlMs``, which already answer not-found); how many went.
+
+        The manager does it on its own before every ``purge_every``-th task it creates (default
+        :data:`~.handles.DEFAULT_PURGE_EVERY`, as a handle repository does for handles), so the table holds at most the live tasks plus those that expired since;
+        ``soklet tasks purge-expired`` does it on demand."""
+        await self.open()
+        return await self._store.delete_expired_tasks(_now())
+
     async def figures(self) -> dict[str, int]:
         """Tasks in the store by status (``working``, ``input_required``, ...), for metrics."""
         await self.open()
@@ -367,6 +383,9 @@ class TaskManager:
         await self.open()
         caller = (admission.partition, admission.identity.subject)
         await self._admit_caller(caller)
+        self._created += 1
+        if self._created % self._purge_every == 0:  # before the insert: a failing purge stores nothing
+            await self.purge_expired()
         now = _now()
         task_id = secrets.token_urlsafe(32)
         document = _Document(
