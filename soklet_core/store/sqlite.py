@@ -1,23 +1,31 @@
-"""The embedded store: one SQLite file (WAL, ``synchronous=FULL``), every call on the store's own worker threads.
+"""The embedded store: one SQLite file (WAL, ``synchronous=FULL``), every call on the store's own threads.
 
-Each worker thread keeps one connection; the event loop never touches SQLite. Writes take the database's write
-lock up front (``BEGIN IMMEDIATE``) and wait for it at most ``STORE_TIMEOUT_SECONDS`` (``busy_timeout``), so a
-compare-and-swap reads and writes under one lock, across threads and processes alike.
+The event loop never touches SQLite. Reads run on a small pool of reader threads, one connection each. Every write
+goes to the store's one writer thread and its own connection, through a bounded queue: the writer takes every
+write queued so far (at most :data:`SQLITE_MAX_BATCH`), runs them in one ``BEGIN IMMEDIATE`` transaction with a
+``SAVEPOINT`` per call (a failed call rolls back only its own changes and gets its own error) and commits once:
+concurrent writers share one fsync (group commit). No caller hears of its write before that ``COMMIT`` returned,
+and a failed ``COMMIT`` fails every call of the batch, so durability is that of one transaction per call. The write
+lock is taken up front and waited for at most ``STORE_TIMEOUT_SECONDS`` (``busy_timeout``), so a compare-and-swap
+reads and writes under one lock, across stores and processes alike.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from .errors import StoreError, StoreErrorReason
 from .records import (
@@ -38,10 +46,17 @@ from .records import (
 )
 from .url import StoreUrl
 
-__all__ = ["SQLITE_WORKERS", "SqliteStore"]
+__all__ = ["SQLITE_MAX_BATCH", "SQLITE_MAX_QUEUED_WRITES", "SQLITE_READERS", "SqliteStore"]
 
-#: How many worker threads (and so connections) one SQLite store runs.
-SQLITE_WORKERS: Final = 4
+#: How many reader threads (and so read connections) one SQLite store runs; writes have one thread of their own.
+SQLITE_READERS: Final = 3
+#: The most writes the writer commits in one transaction.
+SQLITE_MAX_BATCH: Final = 64
+#: The most writes that may wait for the writer at once; one more is refused as unavailable.
+SQLITE_MAX_QUEUED_WRITES: Final = 1024
+
+#: The pause between two tries to switch a fresh file to WAL (on a worker thread, never the event loop).
+_WAL_RETRY_SECONDS: Final = 0.01
 
 _logger = logging.getLogger("soklet.store")
 _T = TypeVar("_T")
@@ -65,6 +80,8 @@ _INDEXES: Final = (
 )
 # The exact binding: `IS` so that an anonymous principal (NULL) matches only NULL.
 _BOUND: Final = "handle = ? AND tenant = ? AND principal IS ? AND partition = ? AND operation = ? AND expires_at > ?"
+_INSERT_HANDLE: Final = f"INSERT INTO soklet_handles ({_HANDLES}) VALUES ({', '.join('?' * len(HANDLE_COLUMNS))})"  # noqa: S608
+_DELETE_HANDLE: Final = f"DELETE FROM soklet_handles WHERE {_BOUND}"  # noqa: S608
 
 
 def _bound(handle: str, binding: HandleBinding, now: datetime) -> tuple[object, ...]:
@@ -79,6 +96,203 @@ def _translate(error: sqlite3.Error, operation: str) -> StoreError:
     return StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: sqlite3.{type(error).__name__}")
 
 
+def _connect(path: Path) -> sqlite3.Connection:
+    """A connection with the store's pragmas: bounded lock waits, WAL, an fsync on every commit."""
+    # check_same_thread=False lets close() end a reader's connection after its thread stopped; each connection
+    # is used by one thread only.
+    connection = sqlite3.connect(path, timeout=STORE_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False)
+    try:
+        connection.execute(f"PRAGMA busy_timeout = {int(STORE_TIMEOUT_SECONDS * 1000)}")
+        _use_wal(connection)
+        connection.execute("PRAGMA synchronous = FULL")
+    except sqlite3.Error:
+        connection.close()
+        raise
+    return connection
+
+
+def _use_wal(connection: sqlite3.Connection) -> None:
+    """Switch the file to WAL (it stays so). While other connections switch a fresh file at once, SQLite may answer
+    busy at once, without its busy handler: try again, briefly, within the store's timeout."""
+    deadline = time.monotonic() + STORE_TIMEOUT_SECONDS
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(_WAL_RETRY_SECONDS)
+
+
+class _Write:
+    """One queued write: its work, and where its outcome goes (a future of the caller's event loop)."""
+
+    __slots__ = ("future", "loop", "operation", "outcome", "work")
+
+    def __init__(
+        self,
+        operation: str,
+        work: Callable[[sqlite3.Connection], Any],
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[Any],
+    ) -> None:
+        self.operation = operation
+        self.work = work
+        self.loop = loop
+        self.future = future
+        self.outcome: tuple[bool, Any] = (False, None)
+
+
+def _settle(writes: list[_Write]) -> None:
+    """On the callers' loop: hand each write its outcome (a caller that stopped waiting is skipped)."""
+    for write in writes:
+        if write.future.done():
+            continue
+        succeeded, value = write.outcome
+        if succeeded:
+            write.future.set_result(value)
+        else:
+            write.future.set_exception(value)
+
+
+class _Writer:
+    """The store's one writer thread: takes queued writes in batches and commits each batch once."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
+        # Guards `_stopping` together with the queue, so that no write is queued behind the stop mark.
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._connection: sqlite3.Connection | None = None
+        self._thread = threading.Thread(target=self._serve, name="soklet-sqlite-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, operation: str, work: Callable[[sqlite3.Connection], _T]) -> asyncio.Future[_T]:
+        """Queue ``work``; the future resolves on the running loop once its batch committed (or failed)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_T] = loop.create_future()
+        with self._lock:
+            if self._stopping:
+                raise StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: the store is not open")
+            if self._queue.qsize() >= SQLITE_MAX_QUEUED_WRITES:
+                raise StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: too many writes waiting")
+            self._queue.put(_Write(operation, work, loop, future))
+        return future
+
+    def stop(self) -> None:
+        """Let the writer finish what was queued, then end it and its connection (blocks: call off the loop)."""
+        with self._lock:
+            if not self._stopping:
+                self._stopping = True
+                self._queue.put(None)
+        self._thread.join()
+
+    def _serve(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                break
+            batch = [first]
+            stop = False
+            while len(batch) < SQLITE_MAX_BATCH:
+                try:
+                    following = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if following is None:
+                    stop = True
+                    break
+                batch.append(following)
+            try:
+                self._commit(batch)
+            except Exception as error:  # never leave a caller waiting on a writer that died
+                _logger.warning("store writer failed: %s", type(error).__name__)
+                self._fail(batch, sqlite3.OperationalError(type(error).__name__))
+            if stop:
+                break
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _commit(self, batch: list[_Write]) -> None:
+        try:
+            if self._connection is None:
+                self._connection = _connect(self._path)
+            connection = self._connection
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            self._fail(batch, error)
+            return
+        try:
+            if len(batch) == 1:
+                self._run_alone(connection, batch[0])
+            else:
+                self._run_batch(connection, batch)
+            if connection.in_transaction:
+                connection.execute("COMMIT")
+        except sqlite3.Error as error:
+            # The batch's transaction was lost (I/O error, a failed COMMIT): none of its writes is durable.
+            if connection.in_transaction:
+                try:
+                    connection.execute("ROLLBACK")
+                except sqlite3.Error:
+                    _logger.warning("store rollback failed after a failed commit")
+            self._fail(batch, error)
+            return
+        self._hand_back(batch)
+
+    @staticmethod
+    def _run_alone(connection: sqlite3.Connection, write: _Write) -> None:
+        """One write: the transaction is its own, so a failure rolls it back whole."""
+        try:
+            write.outcome = (True, write.work(connection))
+            return
+        except sqlite3.Error as error:
+            write.outcome = (False, _translate(error, write.operation))
+        except Exception as error:  # the caller's own error (StoreError), handed back
+            write.outcome = (False, error)
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+
+    @staticmethod
+    def _run_batch(connection: sqlite3.Connection, batch: list[_Write]) -> None:
+        """Several writes: a savepoint each, so a failed write rolls back only its own changes."""
+        for write in batch:
+            connection.execute("SAVEPOINT soklet_write")
+            try:
+                write.outcome = (True, write.work(connection))
+            except sqlite3.Error as error:
+                write.outcome = (False, _translate(error, write.operation))
+            except Exception as error:  # the caller's own error (StoreError), handed back
+                write.outcome = (False, error)
+            else:
+                connection.execute("RELEASE soklet_write")
+                continue
+            if not connection.in_transaction:
+                # SQLite ended the whole transaction (a full disk, an I/O error): the earlier writes are lost too.
+                raise sqlite3.OperationalError("the batch's transaction was rolled back")
+            connection.execute("ROLLBACK TO soklet_write")
+            connection.execute("RELEASE soklet_write")
+
+    def _fail(self, batch: list[_Write], error: sqlite3.Error) -> None:
+        for write in batch:
+            write.outcome = (False, _translate(error, write.operation))
+        self._hand_back(batch)
+
+    @staticmethod
+    def _hand_back(batch: list[_Write]) -> None:
+        """One wake-up per event loop for the whole batch."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Write]] = {}
+        for write in batch:
+            by_loop.setdefault(write.loop, []).append(write)
+        for loop, writes in by_loop.items():
+            # A loop that closed while its write ran has nobody waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, writes)
+
+
 class SqliteStore:
     """The ``DurableStore`` over one SQLite file (created 0600 in a folder made 0700 when absent)."""
 
@@ -89,7 +303,8 @@ class SqliteStore:
             raise StoreError(StoreErrorReason.BAD_URL, "SqliteStore needs a sqlite URL")
         self.url = url
         self._path: Path = url.sqlite_path
-        self._executor: ThreadPoolExecutor | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._writer: _Writer | None = None
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -102,30 +317,19 @@ class SqliteStore:
     # -- plumbing -----------------------------------------------------------------------------------------------
 
     def _connection(self) -> sqlite3.Connection:
-        """This worker thread's connection, opened on its first call."""
+        """This reader thread's connection, opened on its first call."""
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            # Only this thread uses the connection; check_same_thread=False lets close() end it after the
-            # workers have stopped.
-            connection = sqlite3.connect(
-                self._path, timeout=STORE_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
-            )
-            try:
-                connection.execute(f"PRAGMA busy_timeout = {int(STORE_TIMEOUT_SECONDS * 1000)}")
-                connection.execute("PRAGMA journal_mode = WAL")
-                connection.execute("PRAGMA synchronous = FULL")
-            except sqlite3.Error:
-                connection.close()
-                raise
+            connection = _connect(self._path)
             with self._lock:
                 self._connections.append(connection)
             self._local.connection = connection
         return connection
 
     async def _run(self, operation: str, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run ``work`` with a worker thread's connection; driver errors become StoreError."""
-        executor = self._executor
-        if executor is None or self._closed:
+        """Run the read ``work`` with a reader thread's connection; driver errors become StoreError."""
+        readers = self._readers
+        if readers is None or self._closed:
             raise StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: the store is not open")
 
         def call() -> _T:
@@ -134,34 +338,25 @@ class SqliteStore:
             except sqlite3.Error as error:
                 raise _translate(error, operation) from None
 
-        return await asyncio.get_running_loop().run_in_executor(executor, call)
+        return await asyncio.get_running_loop().run_in_executor(readers, call)
 
     async def _write(self, operation: str, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction, committed before returning."""
-
-        def transaction(connection: sqlite3.Connection) -> _T:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(connection)
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
-            return result
-
-        return await self._run(operation, transaction)
+        """Run ``work`` on the writer in a ``BEGIN IMMEDIATE`` transaction, committed before returning."""
+        writer = self._writer
+        if writer is None or self._closed:
+            raise StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: the store is not open")
+        return await writer.submit(operation, work)
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Make the folder (0700) and file (0600) if absent, start the workers, create the schema if absent."""
+        """Make the folder (0700) and file (0600) if absent, start the threads, create the schema if absent."""
         # Requests that all open the store on first use wait for one opening.
         async with self._opening:
             await self._open()
 
     async def _open(self) -> None:
-        if self._executor is not None:
+        if self._writer is not None:
             return
         if self._closed:
             raise StoreError(StoreErrorReason.UNAVAILABLE, "open: the store was closed")
@@ -170,7 +365,8 @@ class SqliteStore:
         except OSError as error:
             _logger.warning("store open failed: %s", type(error).__name__)
             raise StoreError(StoreErrorReason.UNAVAILABLE, f"open: {type(error).__name__}") from None
-        self._executor = ThreadPoolExecutor(max_workers=SQLITE_WORKERS, thread_name_prefix="soklet-sqlite")
+        self._readers = ThreadPoolExecutor(max_workers=SQLITE_READERS, thread_name_prefix="soklet-sqlite")
+        self._writer = _Writer(self._path)
         try:
             await self._write("open", _create_schema)
         except BaseException:
@@ -185,14 +381,17 @@ class SqliteStore:
         os.close(descriptor)
 
     async def close(self) -> None:
-        """Stop the workers and close every connection."""
+        """Finish the queued writes, stop the threads and close every connection."""
         self._closed = True
         await self._release()
 
     async def _release(self) -> None:
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            await asyncio.to_thread(executor.shutdown, True)
+        readers, self._readers = self._readers, None
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            await asyncio.to_thread(writer.stop)
+        if readers is not None:
+            await asyncio.to_thread(readers.shutdown, True)
         with self._lock:
             connections, self._connections = self._connections, []
         for connection in connections:
@@ -292,7 +491,7 @@ class SqliteStore:
         values = handle_values(record)
 
         def work(connection: sqlite3.Connection) -> None:
-            _insert_handle(connection, values)
+            connection.execute(_INSERT_HANDLE, values)
 
         await self._write("insert_handle", work)
 
@@ -317,10 +516,9 @@ class SqliteStore:
         values = None if replacement is None else handle_values(replacement)
 
         def work(connection: sqlite3.Connection) -> bool:
-            cursor = connection.execute(f"DELETE FROM soklet_handles WHERE {_BOUND}", params)  # noqa: S608
-            consumed = cursor.rowcount == 1
+            consumed = connection.execute(_DELETE_HANDLE, params).rowcount == 1
             if consumed and values is not None:
-                _insert_handle(connection, values)
+                connection.execute(_INSERT_HANDLE, values)
             return consumed
 
         return await self._write("consume_and_replace", work)
@@ -343,11 +541,6 @@ class SqliteStore:
             return connection.execute("DELETE FROM soklet_handles WHERE expires_at <= ?", (millis,)).rowcount
 
         return await self._write("purge_expired_handles", work)
-
-
-def _insert_handle(connection: sqlite3.Connection, values: tuple[object, ...]) -> None:
-    marks = ", ".join("?" * len(HANDLE_COLUMNS))
-    connection.execute(f"INSERT INTO soklet_handles ({_HANDLES}) VALUES ({marks})", values)  # noqa: S608
 
 
 def _create_schema(connection: sqlite3.Connection) -> None:
