@@ -16,11 +16,16 @@ import uvicorn
 
 from soklet_core.mcp import McpServer
 from soklet_core.mcp.server import uvicorn_config, uvicorn_server_class
+from soklet_core.protocol import TASKS_EXTENSION
 
 VERSION = "2026-07-28"
 PV = "io.modelcontextprotocol/protocolVersion"
 CAPS = "io.modelcontextprotocol/clientCapabilities"
 FORM_CAPS: dict[str, Any] = {"elicitation": {}}
+#: What the conformance suite's task scenarios declare on every request: the tasks extension, elicitation, sampling.
+TASK_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "extensions": {TASKS_EXTENSION: {}}}
+#: A bound on waiting for a task to reach a status (tasks here settle within about a second; it stops a hung test).
+TASK_SETTLE_SECONDS = 20.0
 
 
 @contextlib.contextmanager
@@ -327,3 +332,22 @@ def build_test_registry(entries: Entries) -> Registry:
     return Registry(
         probe, probe_prompt, echo, needs_sampling, asks_both, big_state, app_state, plain, slow, pause, slow_sync
     )
+
+
+def task_request(client: Client, method: str, task_id: str, *, capabilities: Any = TASK_CAPS, **params: Any) -> Reply:
+    """``tasks/get|update|cancel`` with ``capabilities`` declared (the extension, by default) and ``Mcp-Name`` = the
+    task id, as the conformance suite sends them."""
+    return client.post(method, {"taskId": task_id, **params}, capabilities=capabilities, headers={"Mcp-Name": task_id})
+
+
+def wait_for_task(client: Client, task_id: str, *statuses: str, capabilities: Any = TASK_CAPS) -> dict[str, Any]:
+    """Poll ``tasks/get`` until the task's status is one of ``statuses``; the DetailedTask. Fails the test after
+    :data:`TASK_SETTLE_SECONDS`."""
+    deadline = time.monotonic() + TASK_SETTLE_SECONDS
+    while True:
+        task: dict[str, Any] = task_request(client, "tasks/get", task_id, capabilities=capabilities).result
+        assert task["resultType"] == "complete", task
+        if task["status"] in statuses:
+            return task
+        assert time.monotonic() < deadline, f"the task stayed {task['status']}, not {statuses}"
+        time.sleep(0.05)

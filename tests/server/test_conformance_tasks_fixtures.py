@@ -7,7 +7,6 @@ own, so a failing scenario points at the fixture or at the server."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,14 +20,10 @@ from soklet_core.mcp import CallToolResult, Identity, McpServer, TaskContext, To
 from soklet_core.protection import ProtectionConfig
 from soklet_core.protocol import TASKS_EXTENSION
 from soklet_core.store import open_store, sqlite_url
-from tests.server.support import Client, Reply, running
+from tests.server.support import TASK_CAPS, Client, Reply, running, task_request, wait_for_task
 
 KEYRING = ProtectionKeyring(ProtectionKey.generate("tasks-fixtures"))
-#: What the suite's task scenarios declare on every request.
-TASK_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "extensions": {TASKS_EXTENSION: {}}}
 TERMINAL = ("completed", "failed", "cancelled")
-#: A bound on waiting for a task (the fixtures settle within about a second; this only stops a hung test).
-SETTLE_SECONDS = 20.0
 MISSING_TASKS_DATA: dict[str, Any] = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
 
 
@@ -51,11 +46,6 @@ def client(base_url: str) -> Iterator[Client]:
     c.close()
 
 
-def task_request(client: Client, method: str, task_id: str, **params: Any) -> Reply:
-    """``tasks/get|update|cancel`` with the extension declared and ``Mcp-Name`` = the task id, as the suite sends."""
-    return client.post(method, {"taskId": task_id, **params}, capabilities=TASK_CAPS, headers={"Mcp-Name": task_id})
-
-
 def create(client: Client, name: str, arguments: dict[str, Any]) -> str:
     """Call a task tool with the extension declared; the task id of its ``CreateTaskResult``."""
     created = client.call(name, arguments, capabilities=TASK_CAPS).result
@@ -68,17 +58,6 @@ def create(client: Client, name: str, arguments: dict[str, Any]) -> str:
 def ack(reply: Reply) -> dict[str, Any]:
     """A ``tasks/update|cancel`` answer without its ``_meta`` (server info): the empty ack is ``resultType`` alone."""
     return {name: value for name, value in reply.result.items() if name != "_meta"}
-
-
-def wait_for(client: Client, task_id: str, *statuses: str) -> dict[str, Any]:
-    """Poll ``tasks/get`` until the task's status is one of ``statuses`` (or terminal); the DetailedTask."""
-    deadline = time.monotonic() + SETTLE_SECONDS
-    while True:
-        task = task_request(client, "tasks/get", task_id).result
-        assert task["resultType"] == "complete"
-        if task["status"] in statuses or task["status"] in TERMINAL or time.monotonic() > deadline:
-            return task
-        time.sleep(0.05)
 
 
 def test_discover_advertises_the_extension_and_lists_the_fixtures_after_the_others(client: Client) -> None:
@@ -124,7 +103,7 @@ def test_slow_compute_completes_as_a_task_with_integer_wire_fields(client: Clien
     assert isinstance(created["pollIntervalMs"], int)
     assert created["pollIntervalMs"] > 0
     assert not {"ttl", "pollInterval", "task"} & set(created)
-    done = wait_for(client, created["taskId"])
+    done = wait_for_task(client, created["taskId"], *TERMINAL)
     assert done["status"] == "completed"
     assert done["result"]["content"][0]["text"] == "wire-fields: computed after 1 s"
     assert "io.modelcontextprotocol/related-task" not in done["result"].get("_meta", {})
@@ -134,7 +113,7 @@ def test_slow_compute_60_is_cancelled_at_once(client: Client) -> None:
     task_id = create(client, "slow_compute", {"seconds": 60, "label": "lifecycle-cancel"})
     assert task_request(client, "tasks/get", task_id).result["status"] == "working"
     assert ack(task_request(client, "tasks/cancel", task_id)) == {"resultType": "complete"}
-    assert wait_for(client, task_id)["status"] == "cancelled"
+    assert wait_for_task(client, task_id, *TERMINAL)["status"] == "cancelled"
     # Cancelling a terminal task is the same empty ack.
     assert ack(task_request(client, "tasks/cancel", task_id)) == {"resultType": "complete"}
 
@@ -146,14 +125,14 @@ def test_failing_job_without_the_extension_is_32021_with_the_required_capability
 
 
 def test_failing_job_completes_with_a_tool_error(client: Client) -> None:
-    done = wait_for(client, create(client, "failing_job", {}))
+    done = wait_for_task(client, create(client, "failing_job", {}), *TERMINAL)
     assert done["status"] == "completed"
     assert done["result"]["isError"] is True
     assert "error" not in done
 
 
 def test_protocol_error_job_fails_with_a_json_rpc_error(client: Client) -> None:
-    done = wait_for(client, create(client, "protocol_error_job", {}))
+    done = wait_for_task(client, create(client, "protocol_error_job", {}), *TERMINAL)
     assert done["status"] == "failed"
     assert done["error"]["code"] == -32603
     assert isinstance(done["error"]["message"], str)
@@ -163,7 +142,7 @@ def test_protocol_error_job_fails_with_a_json_rpc_error(client: Client) -> None:
 
 def test_confirm_delete_asks_through_the_task_and_completes_after_the_update(client: Client) -> None:
     task_id = create(client, "confirm_delete", {"filename": "mrtr-resume.txt"})
-    waiting = wait_for(client, task_id, "input_required")
+    waiting = wait_for_task(client, task_id, "input_required")
     assert waiting["status"] == "input_required"
     assert list(waiting["inputRequests"]) == ["confirm"]
     assert waiting["inputRequests"]["confirm"]["method"] == "elicitation/create"
@@ -174,21 +153,21 @@ def test_confirm_delete_asks_through_the_task_and_completes_after_the_update(cli
     assert task_request(client, "tasks/get", task_id).result["status"] == "input_required"
     answer = {"confirm": {"action": "accept", "content": {"confirm": True}}}
     assert ack(task_request(client, "tasks/update", task_id, inputResponses=answer)) == {"resultType": "complete"}
-    done = wait_for(client, task_id)
+    done = wait_for_task(client, task_id, *TERMINAL)
     assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "Deleted mrtr-resume.txt")
 
 
 def test_confirm_delete_declined_keeps_the_file(client: Client) -> None:
     task_id = create(client, "confirm_delete", {"filename": "keep.txt"})
-    wait_for(client, task_id, "input_required")
+    wait_for_task(client, task_id, "input_required")
     task_request(client, "tasks/update", task_id, inputResponses={"confirm": {"action": "decline"}})
-    done = wait_for(client, task_id)
+    done = wait_for_task(client, task_id, *TERMINAL)
     assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "Kept keep.txt")
 
 
 def test_multi_input_takes_a_partial_update_and_stays_input_required(client: Client) -> None:
     task_id = create(client, "multi_input", {})
-    waiting = wait_for(client, task_id, "input_required")
+    waiting = wait_for_task(client, task_id, "input_required")
     assert sorted(waiting["inputRequests"]) == ["confirm", "user_name"]
     # The suite answers each key with the same content; the fixture reads the field it asked for.
     first = {"user_name": {"action": "accept", "content": {"name": "partial-1", "confirm": True}}}
@@ -198,7 +177,7 @@ def test_multi_input_takes_a_partial_update_and_stays_input_required(client: Cli
     assert list(partial["inputRequests"]) == ["confirm"]
     second = {"confirm": {"action": "accept", "content": {"name": "partial-2", "confirm": True}}}
     task_request(client, "tasks/update", task_id, inputResponses=second)
-    done = wait_for(client, task_id)
+    done = wait_for_task(client, task_id, *TERMINAL)
     assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "name: partial-1; confirmed")
 
 
@@ -217,7 +196,7 @@ def test_tool_with_task_settles_its_mrtr_round_before_the_task(client: Client) -
     created = client.retry("test_tool_with_task", {}, state, answer, capabilities=TASK_CAPS).result
     assert created["resultType"] == "task"
     assert not {"requestState", "inputRequests"} & set(created)
-    done = wait_for(client, created["taskId"])
+    done = wait_for_task(client, created["taskId"], *TERMINAL)
     assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "Hello, Alice!")
 
 

@@ -43,7 +43,7 @@ from soklet_core.mcp import (
 )
 from soklet_core.mcp.server.tasks import TaskManager
 from soklet_core.store import DurableStore, open_store
-from tests.server.support import Client, running
+from tests.server.support import Client, running, task_request, wait_for_task
 
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 TASKS_FORM = {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
@@ -190,21 +190,6 @@ def _client(base: str, token: str = "alice-token") -> Client:
     return Client(base, token=token)
 
 
-def task_call(client: Client, method: str, task_id: str, capabilities: Any = TASKS, **params: Any) -> Any:
-    return client.post(method, {"taskId": task_id, **params}, capabilities=capabilities, headers={"Mcp-Name": task_id})
-
-
-def wait_for(client: Client, task_id: str, *statuses: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 20
-    while True:
-        reply = task_call(client, "tasks/get", task_id)
-        result: dict[str, Any] = reply.result
-        if result["status"] in statuses:
-            return result
-        assert time.monotonic() < deadline, result
-        time.sleep(0.05)
-
-
 def test_discover_advertises_the_extension(base: str) -> None:
     result = _client(base).post("server/discover").result
     assert result["capabilities"]["extensions"] == {"io.modelcontextprotocol/tasks": {}}
@@ -237,10 +222,10 @@ def test_a_task_is_created_stored_and_completed(base: str) -> None:
     assert ISO.fullmatch(created["lastUpdatedAt"])
     assert len(created["taskId"]) >= 43
     # Durable creation: an immediate tasks/get resolves.
-    first = task_call(client, "tasks/get", created["taskId"])
+    first = task_request(client, "tasks/get", created["taskId"])
     assert first.status == 200
     assert first.result["resultType"] == "complete"
-    done = wait_for(client, created["taskId"], "completed")
+    done = wait_for_task(client, created["taskId"], "completed")
     assert done["result"]["content"] == [{"type": "text", "text": "echo hi"}]
     assert "_meta" not in done["result"]
     assert "requestState" not in done
@@ -263,16 +248,16 @@ def test_required_without_the_extension_is_missing_capability(base: str) -> None
 def test_tool_error_completes_and_protocol_error_fails(base: str) -> None:
     client = _client(base)
     task = client.call("tool.error", {}, capabilities=TASKS).result["taskId"]
-    done = wait_for(client, task, "completed", "failed")
+    done = wait_for_task(client, task, "completed", "failed")
     assert done["status"] == "completed"
     assert done["result"]["isError"] is True
     task = client.call("protocol.error", {}, capabilities=TASKS).result["taskId"]
-    failed = wait_for(client, task, "completed", "failed")
+    failed = wait_for_task(client, task, "completed", "failed")
     assert failed["status"] == "failed"
     assert failed["error"] == {"code": -32000, "message": "The job failed"}
     assert "result" not in failed
     task = client.call("boom", {}, capabilities=TASKS).result["taskId"]
-    failed = wait_for(client, task, "completed", "failed")
+    failed = wait_for_task(client, task, "completed", "failed")
     assert failed["error"] == {"code": -32603, "message": "Internal error"}
     assert failed["statusMessage"] == "Internal error"
 
@@ -280,32 +265,33 @@ def test_tool_error_completes_and_protocol_error_fails(base: str) -> None:
 def test_input_through_the_task_with_a_partial_update(base: str) -> None:
     client = _client(base)
     task = client.call("ask", {}, capabilities=TASKS_FORM).result["taskId"]
-    waiting = wait_for(client, task, "input_required")
+    waiting = wait_for_task(client, task, "input_required")
     assert set(waiting["inputRequests"]) == {"first", "second"}
     assert waiting["inputRequests"]["first"]["method"] == "elicitation/create"
     accept = {"action": "accept", "content": {"ok": True}}
-    ack = task_call(client, "tasks/update", task, inputResponses={"first": accept, "never-issued": accept})
+    ack = task_request(client, "tasks/update", task, inputResponses={"first": accept, "never-issued": accept})
     assert ack.status == 200
     assert set(ack.result) == {"resultType", "_meta"}
     assert ack.result["resultType"] == "complete"
-    still = task_call(client, "tasks/get", task).result
+    still = task_request(client, "tasks/get", task).result
     assert still["status"] == "input_required"
     assert set(still["inputRequests"]) == {"second"}
     assert "requestState" not in still
     # A repeated answer to an answered key is ignored.
-    assert task_call(client, "tasks/update", task, inputResponses={"first": accept}).status == 200
-    task_call(client, "tasks/update", task, inputResponses={"second": accept})
-    done = wait_for(client, task, "completed")
+    assert task_request(client, "tasks/update", task, inputResponses={"first": accept}).status == 200
+    task_request(client, "tasks/update", task, inputResponses={"second": accept})
+    done = wait_for_task(client, task, "completed")
     assert done["result"]["content"][0]["text"] == "round 2 state {'asked': Decimal('2')} answers ['first', 'second']"
     # Updating a terminal task is acked and changes nothing.
-    assert task_call(client, "tasks/update", task, inputResponses={"second": accept}).result["resultType"] == "complete"
+    late = task_request(client, "tasks/update", task, inputResponses={"second": accept})
+    assert late.result["resultType"] == "complete"
 
 
 def test_an_update_outside_the_protocol_union_is_refused(base: str) -> None:
     client = _client(base)
     task = client.call("ask", {}, capabilities=TASKS_FORM).result["taskId"]
-    wait_for(client, task, "input_required")
-    reply = task_call(client, "tasks/update", task, inputResponses={"first": {"roots": []}})
+    wait_for_task(client, task, "input_required")
+    reply = task_request(client, "tasks/update", task, inputResponses={"first": {"roots": []}})
     assert reply.status == 400
     assert reply.error["code"] == -32602
 
@@ -313,7 +299,7 @@ def test_an_update_outside_the_protocol_union_is_refused(base: str) -> None:
 def test_a_step_without_the_capability_it_asks_for_fails(base: str) -> None:
     client = _client(base)
     task = client.call("ask", {}, capabilities=TASKS).result["taskId"]
-    failed = wait_for(client, task, "failed")
+    failed = wait_for_task(client, task, "failed")
     assert failed["error"]["code"] == -32021
     assert failed["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
 
@@ -321,20 +307,20 @@ def test_a_step_without_the_capability_it_asks_for_fails(base: str) -> None:
 def test_a_reused_key_fails_the_task(base: str) -> None:
     client = _client(base)
     task = client.call("reuse", {}, capabilities=TASKS_FORM).result["taskId"]
-    wait_for(client, task, "input_required")
-    task_call(client, "tasks/update", task, inputResponses={"same": {"action": "decline"}})
-    failed = wait_for(client, task, "failed")
+    wait_for_task(client, task, "input_required")
+    task_request(client, "tasks/update", task, inputResponses={"same": {"action": "decline"}})
+    failed = wait_for_task(client, task, "failed")
     assert failed["error"] == {"code": -32603, "message": "Internal error"}
 
 
 def test_cancel_is_immediate_and_idempotent(base: str) -> None:
     client = _client(base)
     task = client.call("slow", {}, capabilities=TASKS).result["taskId"]
-    ack = task_call(client, "tasks/cancel", task)
+    ack = task_request(client, "tasks/cancel", task)
     assert ack.status == 200
     assert set(ack.result) == {"resultType", "_meta"}
-    assert task_call(client, "tasks/get", task).result["status"] == "cancelled"
-    again = task_call(client, "tasks/cancel", task)
+    assert task_request(client, "tasks/get", task).result["status"] == "cancelled"
+    again = task_request(client, "tasks/cancel", task)
     assert again.status == 200
     assert again.result["resultType"] == "complete"
 
@@ -350,7 +336,7 @@ def test_mrtr_rounds_settle_before_the_task(base: str) -> None:
     assert created["statusMessage"] == "Starting."
     assert "requestState" not in created
     assert "inputRequests" not in created
-    done = wait_for(client, created["taskId"], "completed")
+    done = wait_for_task(client, created["taskId"], "completed")
     assert done["result"]["content"][0]["text"] == "Hello, Alice"
 
 
@@ -358,7 +344,7 @@ def test_refusals(base: str) -> None:
     client = _client(base)
     task = client.call("slow", {}, capabilities=TASKS).result["taskId"]
     for method in ("tasks/get", "tasks/update", "tasks/cancel"):
-        reply = task_call(client, method, task, capabilities={})
+        reply = task_request(client, method, task, capabilities={})
         assert reply.status == 400, method
         assert reply.error["code"] == -32021
         assert reply.error["data"] == {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
@@ -368,7 +354,7 @@ def test_refusals(base: str) -> None:
     wrong_method = client.call("echo", {}, capabilities=TASKS, headers={"Mcp-Method": "tasks/get"})
     assert wrong_method.status == 400
     assert wrong_method.error["code"] == -32020
-    unknown = task_call(client, "tasks/get", "x" * 43)
+    unknown = task_request(client, "tasks/get", "x" * 43)
     assert unknown.status == 400
     assert unknown.error == {
         "code": -32602,
@@ -377,32 +363,32 @@ def test_refusals(base: str) -> None:
     # Another caller's task: the same answer, byte for byte in the error.
     bob = _client(base, "bob-token")
     for method in ("tasks/get", "tasks/update", "tasks/cancel"):
-        assert task_call(bob, method, task).error == unknown.error
+        assert task_request(bob, method, task).error == unknown.error
     for method in ("tasks/result", "tasks/list"):
-        reply = task_call(client, method, task)
+        reply = task_request(client, method, task)
         assert reply.status == 404
         assert reply.error["code"] == -32601
     not_task = client.call("not.a.task", {}, capabilities=TASKS)
     assert not_task.error["code"] == -32603
-    task_call(client, "tasks/cancel", task)
+    task_request(client, "tasks/cancel", task)
 
 
 def _restart_flow(url: str) -> None:
     with serving(url) as (base, _store):
         client = _client(base)
         task = client.call("ask", {}, capabilities=TASKS_FORM).result["taskId"]
-        wait_for(client, task, "input_required")
+        wait_for_task(client, task, "input_required")
         accept = {"action": "accept", "content": {"ok": True}}
-        task_call(client, "tasks/update", task, inputResponses={"first": accept})
+        task_request(client, "tasks/update", task, inputResponses={"first": accept})
     with serving(url) as (base, _store):
         client = _client(base)
-        waiting = task_call(client, "tasks/get", task).result
+        waiting = task_request(client, "tasks/get", task).result
         assert waiting["status"] == "input_required"
         assert set(waiting["inputRequests"]) == {"second"}
-        task_call(client, "tasks/update", task, inputResponses={"second": accept})
+        task_request(client, "tasks/update", task, inputResponses={"second": accept})
     with serving(url) as (base, _store):
         client = _client(base)
-        done = wait_for(client, task, "completed")
+        done = wait_for_task(client, task, "completed")
         assert done["result"]["content"][0]["text"].startswith("round 2")
 
 
@@ -421,15 +407,15 @@ def test_a_step_cut_off_by_a_stop_is_run_again_by_the_next_server(store_url: str
             time.sleep(0.02)
     # The stop cancelled the step and gave its lease back: the next server runs it at once, not after the lease.
     with serving(store_url) as (base, _server):
-        done = wait_for(_client(base), task, "completed", "failed")
+        done = wait_for_task(_client(base), task, "completed", "failed")
         assert done["result"]["content"][0]["text"] == "run 2"
 
 
 def test_figures_count_tasks_by_status(sqlite_store_url: str) -> None:
     with serving(sqlite_store_url) as (base, server):
         client = _client(base)
-        wait_for(client, client.call("echo", {}, capabilities=TASKS).result["taskId"], "completed")
-        task_call(client, "tasks/cancel", client.call("slow", {}, capabilities=TASKS).result["taskId"])
+        wait_for_task(client, client.call("echo", {}, capabilities=TASKS).result["taskId"], "completed")
+        task_request(client, "tasks/cancel", client.call("slow", {}, capabilities=TASKS).result["taskId"])
         manager = server.task_manager
         assert manager is not None
         figures = asyncio.run(manager.figures())
@@ -443,7 +429,7 @@ def test_a_server_without_a_store_has_no_tasks() -> None:
     with running(server) as base:
         client = Client(base)
         assert "extensions" not in client.post("server/discover").result["capabilities"]
-        reply = task_call(client, "tasks/get", "x" * 43)
+        reply = task_request(client, "tasks/get", "x" * 43)
         assert reply.status == 400
         assert reply.error == {"code": -32602, "message": "Failed to retrieve task: Task not found"}
 
@@ -504,10 +490,10 @@ def test_an_expired_task_is_not_found_and_its_owner_is_told_why(sqlite_store_url
         created = client.call("slow", {}, capabilities=TASKS).result
         assert created["ttlMs"] == 1
         time.sleep(0.01)
-        expired = task_call(client, "tasks/get", created["taskId"])
+        expired = task_request(client, "tasks/get", created["taskId"])
         assert expired.status == 400
         assert expired.error == {"code": -32602, "message": "Failed to retrieve task: Task has expired"}
-        other = task_call(_client(base, "bob-token"), "tasks/get", created["taskId"])
+        other = task_request(_client(base, "bob-token"), "tasks/get", created["taskId"])
         assert other.error == {"code": -32602, "message": "Failed to retrieve task: Task not found"}
 
 
@@ -517,7 +503,7 @@ def test_unlimited_ttl_is_null(sqlite_store_url: str) -> None:
         created = client.call("echo", {}, capabilities=TASKS).result
         assert created["ttlMs"] is None
         assert created["pollIntervalMs"] == 2000
-        assert wait_for(client, created["taskId"], "completed")["ttlMs"] is None
+        assert wait_for_task(client, created["taskId"], "completed")["ttlMs"] is None
 
 
 def test_one_caller_has_a_bounded_number_of_live_tasks(sqlite_store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -532,7 +518,7 @@ def test_one_caller_has_a_bounded_number_of_live_tasks(sqlite_store_url: str, mo
         assert refused.error == {"code": -32603, "message": "Too many tasks"}
         # Another caller is not affected; a task that ended frees a place.
         assert _client(base, "bob-token").call("slow", {}, capabilities=TASKS).result["resultType"] == "task"
-        task_call(alice, "tasks/cancel", first)
+        task_request(alice, "tasks/cancel", first)
         assert alice.call("slow", {}, capabilities=TASKS).result["resultType"] == "task"
 
 
@@ -572,12 +558,12 @@ def test_a_step_of_a_killed_process_is_run_again_once_its_lease_ends(sqlite_stor
                 assert time.monotonic() < deadline, "the child server did not start"
                 time.sleep(0.1)
         task = created.result["taskId"]
-        assert task_call(client, "tasks/get", task).result["status"] == "working"
+        assert task_request(client, "tasks/get", task).result["status"] == "working"
     finally:
         child.kill()  # no shutdown: the lease is not given back
         child.wait(10)
     with serving(sqlite_store_url) as (base, _server):
-        done = wait_for(_client(base), task, "completed", "failed")
+        done = wait_for_task(_client(base), task, "completed", "failed")
         assert done["result"]["content"][0]["text"] == "finished elsewhere"
 
 
@@ -586,13 +572,13 @@ def test_two_servers_on_one_store_serve_one_task_interchangeably(store_url: str)
     with serving(store_url) as (first_base, _first), serving(store_url) as (second_base, _second):
         first, second = _client(first_base), _client(second_base)
         task = first.call("ask", {}, capabilities=TASKS_FORM).result["taskId"]
-        assert set(wait_for(second, task, "input_required")["inputRequests"]) == {"first", "second"}
-        task_call(second, "tasks/update", task, inputResponses={"first": accept})
-        assert set(task_call(first, "tasks/get", task).result["inputRequests"]) == {"second"}
-        task_call(first, "tasks/update", task, inputResponses={"second": accept})
-        done = wait_for(second, task, "completed")
+        assert set(wait_for_task(second, task, "input_required")["inputRequests"]) == {"first", "second"}
+        task_request(second, "tasks/update", task, inputResponses={"first": accept})
+        assert set(task_request(first, "tasks/get", task).result["inputRequests"]) == {"second"}
+        task_request(first, "tasks/update", task, inputResponses={"second": accept})
+        done = wait_for_task(second, task, "completed")
         assert done["result"]["content"][0]["text"].startswith("round 2")
-        assert wait_for(first, task, "completed") == done
+        assert wait_for_task(first, task, "completed") == done
 
 
 def test_the_manager_purges_expired_tasks_before_every_nth_creation(store_url: str) -> None:
