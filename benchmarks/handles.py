@@ -13,13 +13,14 @@ the database's commits, not by the measuring process's CPU):
 
 * **soklet** — ``HandleRepository.consume_and_replace(context, state)``: the handle's shape checked, its SHA-256
   taken as the store key, a fresh 256-bit handle minted, the next state serialized from the JSON value model, then
-  the store's transaction (SQLite: the store's worker threads, ``BEGIN IMMEDIATE``; PostgreSQL: the store's pool of
-  at most 8 connections, ``DELETE ... RETURNING``). Workers are asyncio tasks on one event loop, as in the server;
-  each operation also builds the ``RequestContext`` the dispatcher would hand the tool.
+  the store's transaction (SQLite: the store's writer thread, ``BEGIN IMMEDIATE``, concurrent calls committed
+  together; PostgreSQL: the store's pool of at most 8 connections, one ``WITH gone AS (DELETE ... RETURNING 1)
+  INSERT ... SELECT ... FROM gone`` statement). Workers are asyncio tasks on one event loop, as in the server; each
+  operation also builds the ``RequestContext`` the dispatcher would hand the tool.
 * **raw** — the same transaction written directly, no soklet: SQLite through ``sqlite3`` from one thread per worker
   (a connection each, the same pragmas: WAL, ``synchronous=FULL``, ``busy_timeout``), PostgreSQL through
-  ``psycopg`` with one async connection per worker; the next state is pre-serialized text and the fresh handle
-  ``secrets.token_urlsafe(32)`` used as the key itself (no digest).
+  ``psycopg`` with one async connection per worker (autocommit, the store's one statement); the next state is
+  pre-serialized text and the fresh handle ``secrets.token_urlsafe(32)`` used as the key itself (no digest).
 
 Target (issue 13): soklet ≥ 0.8 × raw, for both backends and both worker counts.
 """
@@ -242,11 +243,13 @@ def raw_sqlite_window(path: Path, workers: int, duration: float) -> Measurement:
 
 # --- raw PostgreSQL ----------------------------------------------------------------------------------------------
 
-_PG_DELETE = (
-    "DELETE FROM soklet_handles WHERE handle = %s AND tenant = %s AND principal IS NOT DISTINCT FROM %s"
-    " AND partition = %s AND operation = %s AND expires_at > %s RETURNING handle"
-)
 _PG_INSERT = f"INSERT INTO soklet_handles ({_COLUMNS}) VALUES ({', '.join(['%s'] * len(HANDLE_COLUMNS))})"
+# The store's statement: one autocommit statement is one transaction; the fresh row is inserted iff one was deleted.
+_PG_CONSUME_AND_REPLACE = (
+    "WITH gone AS (DELETE FROM soklet_handles WHERE handle = %s AND tenant = %s AND principal IS NOT DISTINCT FROM %s"
+    " AND partition = %s AND operation = %s AND expires_at > %s RETURNING 1)"
+    f" INSERT INTO soklet_handles ({_COLUMNS}) SELECT {', '.join(['%s'] * len(HANDLE_COLUMNS))} FROM gone RETURNING 1"
+)
 
 
 async def raw_postgres_window(url: str, workers: int, duration: float) -> Measurement:
@@ -265,13 +268,12 @@ async def raw_postgres_window(url: str, workers: int, duration: float) -> Measur
         while time.perf_counter() < deadline:
             fresh = secrets.token_urlsafe(HANDLE_BYTES)
             now = int(time.time() * 1000)
-            async with connection.transaction():
-                cursor = await connection.execute(
-                    _PG_DELETE, (handle, TENANT, principal(worker), PARTITION, OPERATION, now)
-                )
-                if await cursor.fetchone() is None:
-                    raise RuntimeError("raw postgresql: the handle was not live")
-                await connection.execute(_PG_INSERT, raw_row(fresh, worker, now))
+            cursor = await connection.execute(
+                _PG_CONSUME_AND_REPLACE,
+                (handle, TENANT, principal(worker), PARTITION, OPERATION, now, *raw_row(fresh, worker, now)),
+            )
+            if await cursor.fetchone() is None:
+                raise RuntimeError("raw postgresql: the handle was not live")
             handle, done = fresh, done + 1
         return done
 

@@ -2,8 +2,10 @@
 
 Several soklet instances behind a load balancer share one database. Every call takes a pooled connection (waiting
 at most ``STORE_TIMEOUT_SECONDS``), every statement is bounded by ``statement_timeout`` and ``lock_timeout``, and
-the whole call by a deadline. A handle's compare-and-swap is ``DELETE ... RETURNING`` then ``INSERT`` in one
-transaction: of concurrent callers, the row lock lets exactly one delete the entry.
+the whole call by a deadline. Every call but the schema's creation is ONE statement on an autocommit connection, so
+the statement is its own transaction and costs no ``BEGIN``/``COMMIT`` round trips. A handle's compare-and-swap is
+one ``WITH gone AS (DELETE ... RETURNING 1) INSERT ... SELECT ... FROM gone``: the replacement is inserted only if
+the entry was deleted, atomically, and of concurrent callers the row lock lets exactly one delete the entry.
 """
 
 from __future__ import annotations
@@ -74,6 +76,13 @@ _BOUND: Final = (
     " AND expires_at > %s"
 )
 _TIMEOUT_MS: Final = int(STORE_TIMEOUT_SECONDS * 1000)
+_INSERT_HANDLE: Final = f"INSERT INTO soklet_handles ({_HANDLES}) VALUES ({', '.join(['%s'] * len(HANDLE_COLUMNS))})"  # noqa: S608
+_CONSUME: Final = f"DELETE FROM soklet_handles WHERE {_BOUND} RETURNING 1"  # noqa: S608
+# The replacement is selected from the deleted rows: inserted iff this statement consumed the entry.
+_CONSUME_AND_REPLACE: Final = (
+    f"WITH gone AS ({_CONSUME}) INSERT INTO soklet_handles ({_HANDLES})"  # noqa: S608
+    f" SELECT {', '.join(['%s'] * len(HANDLE_COLUMNS))} FROM gone RETURNING 1"
+)
 
 
 def _bound(handle: str, binding: HandleBinding, now: datetime) -> tuple[object, ...]:
@@ -114,15 +123,21 @@ class PostgresStore:
 
     # -- plumbing -----------------------------------------------------------------------------------------------
 
-    async def _call(self, operation: str, work: Callable[[_Connection], Awaitable[_T]]) -> _T:
-        """Run ``work`` in one transaction on a pooled connection, within the call deadline."""
+    async def _call(
+        self, operation: str, work: Callable[[_Connection], Awaitable[_T]], *, transaction: bool = False
+    ) -> _T:
+        """Run ``work`` on a pooled connection within the call deadline: one statement (autocommit: its own
+        transaction), or with ``transaction`` several statements in one explicit transaction."""
         pool = self._pool
         if pool is None or self._closed:
             raise StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: the store is not open")
         try:
             async with asyncio.timeout(_CALL_DEADLINE_SECONDS):
-                async with pool.connection() as connection, connection.transaction():
-                    return await work(connection)
+                async with pool.connection() as connection:
+                    if not transaction:
+                        return await work(connection)
+                    async with connection.transaction():
+                        return await work(connection)
         except StoreError:
             raise
         except (psycopg.Error, OSError, TimeoutError) as error:
@@ -159,7 +174,7 @@ class PostgresStore:
             raise _translate(error, "open") from None
         self._pool = pool
         try:
-            await self._call("open", _create_schema)
+            await self._call("open", _create_schema, transaction=True)
         except BaseException:
             # Not closed for good: a later open() may try again (the database may be back).
             self._pool = None
@@ -270,7 +285,7 @@ class PostgresStore:
         values = handle_values(record)
 
         async def work(connection: _Connection) -> None:
-            await _insert_handle(connection, values)
+            await connection.execute(_INSERT_HANDLE, values)
 
         await self._call("insert_handle", work)
 
@@ -291,20 +306,17 @@ class PostgresStore:
     async def consume_and_replace(
         self, handle: str, binding: HandleBinding, now: datetime, replacement: HandleRecord | None
     ) -> bool:
-        """``DELETE ... RETURNING`` the live entry for exactly this binding, then insert ``replacement``, in one
-        transaction."""
+        """Delete the live entry for exactly this binding and insert ``replacement`` in the same statement (so in
+        one transaction): the replacement is inserted only if the entry was deleted."""
         params = _bound(handle, binding, now)
-        values = None if replacement is None else handle_values(replacement)
+        if replacement is None:
+            statement, values = _CONSUME, params
+        else:
+            statement, values = _CONSUME_AND_REPLACE, params + handle_values(replacement)
 
         async def work(connection: _Connection) -> bool:
-            cursor = await connection.execute(
-                f"DELETE FROM soklet_handles WHERE {_BOUND} RETURNING handle",  # noqa: S608
-                params,
-            )
-            consumed = await cursor.fetchone() is not None
-            if consumed and values is not None:
-                await _insert_handle(connection, values)
-            return consumed
+            cursor = await connection.execute(statement, values)
+            return await cursor.fetchone() is not None
 
         return await self._call("consume_and_replace", work)
 
@@ -328,11 +340,6 @@ class PostgresStore:
             return cursor.rowcount
 
         return await self._call("purge_expired_handles", work)
-
-
-async def _insert_handle(connection: _Connection, values: tuple[object, ...]) -> None:
-    marks = ", ".join(["%s"] * len(HANDLE_COLUMNS))
-    await connection.execute(f"INSERT INTO soklet_handles ({_HANDLES}) VALUES ({marks})", values)  # noqa: S608
 
 
 async def _create_schema(connection: _Connection) -> None:
