@@ -11,7 +11,7 @@ from soklet_core.store import DurableStore
 
 from .keyring_path import JsonOption
 from .output import SokletCommand, SokletGroup, console, emit_json
-from .store_option import StoreOption, resolve_store_url, run_on_store, shown_store, time_text
+from .store_option import StoreOption, resolve_store_url, run_on_store, shown_store, store_facts, time_text
 
 __all__ = ["handles_app"]
 
@@ -71,8 +71,7 @@ def purge_expired(
     if as_json:
         emit_json(
             {
-                "store": url.redacted,
-                "backend": url.backend,
+                **store_facts(url),
                 "at": time_text(result.at),
                 "live_before": result.live_before,
                 "purged": result.purged,

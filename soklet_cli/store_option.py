@@ -15,6 +15,7 @@ from typing import Annotated, Final, NoReturn, TypeVar
 
 import typer
 
+from soklet_core.mcp.server.tasks import iso_time
 from soklet_core.store import (
     DurableStore,
     StoreError,
@@ -125,6 +126,9 @@ def run_on_store(url: StoreUrl, work: Callable[[DurableStore], Awaitable[_T]], *
 
 def time_text(moment: datetime | None) -> str | None:
     """A store time as the CLI prints it: ISO 8601 UTC with milliseconds and ``Z``; ``None`` stays ``None``."""
-    if moment is None:
-        return None
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return None if moment is None else iso_time(moment)
+
+
+def store_facts(url: StoreUrl) -> dict[str, str]:
+    """How a ``--json`` document names its store: the redacted URL and the backend."""
+    return {"store": url.redacted, "backend": url.backend}

@@ -19,7 +19,7 @@ from soklet_core.store import MAX_KEY_CHARS, MAX_LIST_LIMIT, DurableStore, TaskR
 from .exit_codes import ExitCode
 from .keyring_path import JsonOption
 from .output import SokletCommand, SokletGroup, console, emit_json, fail, shown_path
-from .store_option import StoreOption, resolve_store_url, run_on_store, shown_store, time_text
+from .store_option import StoreOption, resolve_store_url, run_on_store, shown_store, store_facts, time_text
 
 __all__ = ["DEFAULT_LIST_LIMIT", "MAX_SHOWN_TEXT_CHARS", "tasks_app"]
 
@@ -118,8 +118,7 @@ def list_tasks(
     if as_json:
         emit_json(
             {
-                "store": url.redacted,
-                "backend": url.backend,
+                **store_facts(url),
                 "tasks": [_summary(record) for record in records],
                 "next_after": next_after,
             }
@@ -206,8 +205,7 @@ def show(
     error_code = error.get("code") if isinstance(error, dict) else None
     if as_json:
         document: dict[str, Any] = {
-            "store": url.redacted,
-            "backend": url.backend,
+            **store_facts(url),
             "task": {**_summary(record), "input_requests": outstanding, "error_code": error_code},
         }
         if show_content:
@@ -349,8 +347,7 @@ def purge_expired(
     if as_json:
         emit_json(
             {
-                "store": url.redacted,
-                "backend": url.backend,
+                **store_facts(url),
                 "at": time_text(result.at),
                 "purged": result.purged,
                 "remaining": {status.value: count for status, count in result.counts.items()},

@@ -54,6 +54,7 @@ from soklet_core.mcp.model.registry import Registry, ToolRegistration
 from soklet_core.mcp.model.results import CallToolResult
 from soklet_core.mcp.model.tasks import StartTask, TaskContext, TaskFailed, TaskInputRequired, TaskStep
 from soklet_core.store import MAX_KEY_CHARS, DurableStore, StoreError, StoreErrorReason, TaskRecord, TaskStatus
+from soklet_core.store.records import to_millis
 
 from .admission import Admission
 from .handles import DEFAULT_PURGE_EVERY
@@ -77,6 +78,7 @@ __all__ = [
     "TASK_NOT_FOUND_MESSAGE",
     "TaskManager",
     "detailed_task",
+    "iso_time",
     "task_not_found",
 ]
 
@@ -117,12 +119,9 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _millis(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
-
-
-def _iso(moment: datetime) -> str:
-    """ISO-8601 in UTC with milliseconds and ``Z`` (``2026-07-28T10:30:00.000Z``)."""
+def iso_time(moment: datetime) -> str:
+    """A task time as the wire and the CLI write it: ISO-8601 in UTC with milliseconds and ``Z``
+    (``2026-07-28T10:30:00.000Z``)."""
     moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
@@ -258,9 +257,10 @@ class TaskManager:
 
     ``ttl_ms`` (default one hour; ``None``: unlimited) and ``poll_interval_ms`` (default 500) are what every new
     task says; ``step_timeout_seconds`` bounds one step run (default 10 minutes); ``lease_seconds`` is how long a
-    dead process's step waits before another process re-runs it (default 10 s); ``purge_every`` is how many tasks it
-    creates between two deletions of the store's expired tasks (:meth:`purge_expired`). The store is opened on first use;
-    :meth:`close` stops the local steps and gives their leases back (it does not close the store: its owner does).
+    dead process's step waits before another process re-runs it (default 10 s); ``purge_every`` is how many tasks
+    it creates between two deletions of the store's expired tasks (:meth:`purge_expired`). The store is opened on
+    first use; :meth:`close` stops the local steps and gives their leases back (it does not close the store: its
+    owner does).
     """
 
     def __init__(
@@ -352,11 +352,12 @@ class TaskManager:
                 await self._release(task_id)
 
     async def purge_expired(self) -> int:
-        """Delete the store's expired tasks (past their ``ttlMs``, which already answer not-found); how many went.
+        """Delete the store's expired tasks (past their ``ttlMs``; they already answer not-found); how many went.
 
         The manager does it on its own before every ``purge_every``-th task it creates (default
-        :data:`~.handles.DEFAULT_PURGE_EVERY`, as a handle repository does for handles), so the table holds at most the live tasks plus those that expired since;
-        ``soklet tasks purge-expired`` does it on demand."""
+        :data:`~.handles.DEFAULT_PURGE_EVERY`, as a handle repository does for handles), so the table holds at most
+        the live tasks plus those that expired since; ``soklet tasks purge-expired`` does it on demand.
+        """
         await self.open()
         return await self._store.delete_expired_tasks(_now())
 
@@ -394,7 +395,7 @@ class TaskManager:
             ttl_ms=self._ttl_ms,
             poll_interval_ms=self._poll_ms,
             state=start.state,
-            lease=_millis(now) + int(self._lease * 1000),
+            lease=to_millis(now) + int(self._lease * 1000),
             owner=self._instance,
         )
         try:
@@ -510,7 +511,7 @@ class TaskManager:
         """:meth:`get` and the task's tool name (what the access log names the request by)."""
         record = await self._owned(task_id, admission)
         document = await self._document(record)
-        lease_over = document.lease is None or document.lease < _millis(_now())
+        lease_over = document.lease is None or document.lease < to_millis(_now())
         if record.status is TaskStatus.WORKING and task_id not in self._running and lease_over:
             self._start(task_id)
         if record.status.terminal:
@@ -569,7 +570,7 @@ class TaskManager:
                     answers=None,
                     responses=answered,
                     round=document.round + 1,
-                    lease=_millis(now) + int(self._lease * 1000),
+                    lease=to_millis(now) + int(self._lease * 1000),
                     owner=self._instance,
                     attempts=0,
                 )
@@ -662,7 +663,7 @@ class TaskManager:
             if record is None or record.status is not TaskStatus.WORKING:
                 return None
             document = await self._document(record)
-            now = _millis(_now())
+            now = to_millis(_now())
             if document.lease is not None and document.lease >= now and document.owner != self._instance:
                 return None
             attempts = document.attempts + 1
@@ -736,7 +737,7 @@ class TaskManager:
                 if document.owner != self._instance:
                     step.cancel()  # another process took the step over: its run is the one that counts
                     return
-                document = replace(document, lease=_millis(_now()) + int(self._lease * 1000))
+                document = replace(document, lease=to_millis(_now()) + int(self._lease * 1000))
                 await self._store.replace_task(
                     replace(record, document=await self._text(document)), expected_version=record.version
                 )
@@ -894,7 +895,7 @@ def _encode_task(record: TaskRecord, document: _Document, *, detailed: bool) -> 
     out.put("taskId", record.task_id).put("status", record.status.value)
     if record.status_message is not None:
         out.put("statusMessage", record.status_message)
-    out.put("createdAt", _iso(record.created_at)).put("lastUpdatedAt", _iso(record.updated_at))
+    out.put("createdAt", iso_time(record.created_at)).put("lastUpdatedAt", iso_time(record.updated_at))
     out.put("ttlMs", JsonNull.instance() if document.ttl_ms is None else JsonNumber.from_value(document.ttl_ms))
     out.put("pollIntervalMs", document.poll_interval_ms)
     if detailed:
