@@ -35,6 +35,7 @@ from soklet_core.mcp import HttpLimits, McpServer, Registry
 from soklet_core.mcp.server import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HEAD_BYTES,
+    DEFAULT_TASK_TTL_MS,
     AdminApp,
     AdminTokenError,
     AdminTokens,
@@ -433,6 +434,15 @@ def serve(
             ),
         ),
     ] = _default(DEFAULT_INPUT_TIMEOUT_SECONDS),
+    task_ttl: Annotated[
+        str,
+        typer.Option(
+            "--task-ttl",
+            metavar="DURATION",
+            callback=check_duration,
+            help=f"How long a task is kept from its creation (its ttlMs; {DURATION_HELP}); then it answers not-found.",
+        ),
+    ] = _default(DEFAULT_TASK_TTL_MS / 1000),
     admin_port: Annotated[
         int | None,
         typer.Option(
@@ -621,6 +631,7 @@ def serve(
             fingerprint_version=fingerprint_version,
             allow_insecure_permissions=allow_insecure,
             store_url=store_url,
+            task_ttl_ms=int(parse_duration(task_ttl) / timedelta(milliseconds=1)),
             sessions=_Sessions(
                 eras=protocol,
                 max_sessions=max_sessions,
@@ -747,6 +758,7 @@ def _serve(
     fingerprint_version: int,
     allow_insecure_permissions: bool,
     store_url: StoreUrl,
+    task_ttl_ms: int,
     sessions: _Sessions,
     protocol_out: BinaryIO | None,
 ) -> None:
@@ -786,6 +798,7 @@ def _serve(
         metrics=metrics,
         mounts=mounts,
         store=durable,
+        task_ttl_ms=task_ttl_ms,
         protocol_eras=sessions.eras,
         max_sessions=sessions.max_sessions,
         session_idle_seconds=sessions.idle_seconds,

@@ -158,3 +158,18 @@ def test_metrics_show_the_store_figures(tmp_path: Path, store_url: str, instance
     assert figures['soklet_tasks{status="completed"}'] == "0.0"
     assert figures["soklet_handles_live"] == "0.0"
     assert PASSWORD not in served.stop()
+
+
+def test_task_ttl_option_is_every_new_task_s_ttl(tmp_path: Path, instances: list[Served]) -> None:
+    served = _serve(instances, tmp_path, "--fixtures", "conformance", "--task-ttl", "2h")
+    task_id = served.call_task("confirm_delete", {"filename": "report.txt"})
+    assert served.get(task_id)["ttlMs"] == 7_200_000
+    served.stop()
+    refused = subprocess.run(
+        [sys.executable, "-m", "soklet_cli", "serve", "--port", "0", "--task-ttl", "soon"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert "--task-ttl" in refused.stderr
