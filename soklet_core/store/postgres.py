@@ -133,11 +133,17 @@ class PostgresStore:
             raise StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: the store is not open")
         try:
             async with asyncio.timeout(_CALL_DEADLINE_SECONDS):
-                async with pool.connection() as connection:
+                # getconn/putconn rather than pool.connection(): its `async with connection` only commits, and an
+                # autocommit connection has nothing to commit. putconn rolls back a connection left in a
+                # transaction and discards one left mid-statement (a cancelled call).
+                connection = await pool.getconn()
+                try:
                     if not transaction:
                         return await work(connection)
                     async with connection.transaction():
                         return await work(connection)
+                finally:
+                    await pool.putconn(connection)
         except StoreError:
             raise
         except (psycopg.Error, OSError, TimeoutError) as error:

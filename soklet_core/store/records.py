@@ -42,6 +42,7 @@ MAX_KEY_CHARS: Final = 256
 MAX_STATUS_MESSAGE_CHARS: Final = 4096
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND: Final = timedelta(milliseconds=1)
 
 
 def _invalid(name: str) -> StoreError:
@@ -50,9 +51,10 @@ def _invalid(name: str) -> StoreError:
 
 def to_millis(moment: datetime) -> int:
     """``moment`` (timezone-aware) as integer milliseconds since the epoch, the form both backends store."""
-    if not isinstance(moment, datetime) or moment.tzinfo is None or moment.utcoffset() is None:
+    # utcoffset() is None for a naive datetime (no tzinfo) and for a tzinfo that gives no offset.
+    if not isinstance(moment, datetime) or moment.utcoffset() is None:
         raise _invalid("a time must be a timezone-aware datetime")
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
+    return (moment - _EPOCH) // _MILLISECOND
 
 
 def from_millis(millis: int) -> datetime:
@@ -62,7 +64,9 @@ def from_millis(millis: int) -> datetime:
 
 def _moment(value: datetime, name: str) -> datetime:
     """``value`` in UTC, truncated to milliseconds (what a round trip through a store gives back)."""
-    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
+    if type(value) is datetime and value.tzinfo is UTC and not value.microsecond % 1000:
+        return value  # already in that form (the common case: a time a store or a repository truncated)
+    if not isinstance(value, datetime) or value.utcoffset() is None:
         raise _invalid(f"{name} must be a timezone-aware datetime")
     return from_millis(to_millis(value))
 

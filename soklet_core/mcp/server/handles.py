@@ -37,6 +37,7 @@ from soklet_core.json import JsonError, JsonValue, parse, serialize
 from soklet_core.mcp.model.context import RequestContext
 from soklet_core.mcp.model.url_policy import DEFAULT_HANDLE_BYTES, is_opaque_handle, mint_url_handle
 from soklet_core.store import MAX_HANDLE_STATE_BYTES, MAX_KEY_CHARS, DurableStore, HandleBinding, HandleRecord
+from soklet_core.store.records import from_millis, to_millis
 
 from .jsonrpc import INVALID_PARAMS, INVALID_STATE_MESSAGE, McpError
 
@@ -155,7 +156,7 @@ class HandleRepository:
         plain Python data converted as by ``JsonValue.from_python``). The entry is stored before it returns.
         Raises :class:`~soklet_core.store.StoreError` (``too-large`` for a state over the store's limit)."""
         await self._open()
-        handle, record = self._record(self.binding(context), state)
+        handle, record = self._record(self.binding(context), state, self._now())
         await self._store.insert_handle(record)
         await self._stored()
         return handle
@@ -167,7 +168,7 @@ class HandleRepository:
         """
         handle = self._presented(context)
         await self._open()
-        record = await self._store.peek_handle(_store_key(handle), self.binding(context), self._clock())
+        record = await self._store.peek_handle(_store_key(handle), self.binding(context), self._now())
         if record is None:
             raise self._reject()
         try:
@@ -186,11 +187,12 @@ class HandleRepository:
         handle = self._presented(context)
         await self._open()
         binding = self.binding(context)
+        now = self._now()
         fresh: str | None = None
         replacement: HandleRecord | None = None
         if next_state is not None:
-            fresh, replacement = self._record(binding, next_state)
-        if not await self._store.consume_and_replace(_store_key(handle), binding, self._clock(), replacement):
+            fresh, replacement = self._record(binding, next_state, now)
+        if not await self._store.consume_and_replace(_store_key(handle), binding, now, replacement):
             raise self._reject()
         if replacement is not None:
             await self._stored()
@@ -203,10 +205,14 @@ class HandleRepository:
             raise self._reject()
         return handle
 
-    def _record(self, binding: HandleBinding, state: Any) -> tuple[str, HandleRecord]:
+    def _now(self) -> datetime:
+        """The clock's time as the store keeps times (UTC, whole milliseconds), so records built from it are
+        taken as they are."""
+        return from_millis(to_millis(self._clock()))
+
+    def _record(self, binding: HandleBinding, state: Any, now: datetime) -> tuple[str, HandleRecord]:
         value = state if isinstance(state, JsonValue) else JsonValue.from_python(state)
         handle = mint_url_handle(HANDLE_BYTES)
-        now = self._clock()
         record = HandleRecord(
             handle=_store_key(handle),
             binding=binding,
@@ -221,7 +227,7 @@ class HandleRepository:
         self._writes += 1
         if self._writes >= self._purge_every:
             self._writes = 0
-            await self._store.purge_expired_handles(self._clock())
+            await self._store.purge_expired_handles(self._now())
 
     async def _open(self) -> None:
         if not self._opened:
