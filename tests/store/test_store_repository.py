@@ -303,6 +303,49 @@ def test_32_concurrent_consumes_of_one_handle_let_exactly_one_win(store_url: str
     run(store_url, steps)
 
 
+def test_a_replacement_that_conflicts_consumes_nothing(store_url: str) -> None:
+    async def steps(store: DurableStore) -> None:
+        await store.insert_handle(handle())
+        await store.insert_handle(handle("h-2"))
+        # One transaction: the failed insert of the replacement takes the consumption back with it.
+        with pytest.raises(StoreError) as caught:
+            await store.consume_and_replace("h-1", BINDING, NOW, handle("h-2", state='{"step":2}'))
+        assert caught.value.reason is StoreErrorReason.CONFLICT
+        assert await store.peek_handle("h-1", BINDING, NOW) == handle()
+        assert await store.peek_handle("h-2", BINDING, NOW) == handle("h-2")
+
+    run(store_url, steps)
+
+
+def test_concurrent_writes_each_get_their_own_outcome(store_url: str) -> None:
+    async def steps(store: DurableStore) -> None:
+        await store.insert_handle(handle("taken"))
+        await store.insert_handle(handle("live"))
+        await store.insert_handle(handle("kept"))
+        writes: list[Awaitable[object]] = [store.insert_handle(handle(f"new-{index}")) for index in range(24)]
+        writes.append(store.insert_handle(handle("taken", state='{"again":1}')))  # a conflict among successes
+        writes.append(store.consume_and_replace("live", BINDING, NOW, handle("rotated")))
+        writes.append(store.consume_and_replace("unknown", BINDING, NOW, handle("never")))
+        writes.append(store.insert_task(task()))
+        # Its replacement conflicts: the consumption it made first is taken back, the others' writes are not.
+        writes.append(store.consume_and_replace("kept", BINDING, NOW, handle("taken", state='{"again":2}')))
+        outcomes = await asyncio.gather(*writes, return_exceptions=True)
+        assert outcomes[:24] == [None] * 24
+        assert outcomes[25:28] == [True, False, None]
+        for failed in (outcomes[24], outcomes[28]):
+            assert isinstance(failed, StoreError)
+            assert failed.reason is StoreErrorReason.CONFLICT
+        # Every success is stored; the failed and refused writes left nothing behind.
+        assert await store.count_live_handles(NOW) == 24 + 3
+        assert await store.peek_handle("kept", BINDING, NOW) == handle("kept")
+        assert await store.peek_handle("taken", BINDING, NOW) == handle("taken")
+        assert await store.peek_handle("live", BINDING, NOW) is None
+        assert await store.peek_handle("never", BINDING, NOW) is None
+        assert await store.get_task("task-1") == task()
+
+    run(store_url, steps)
+
+
 # -- durability and schema --------------------------------------------------------------------------------------
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import sqlite3
 import stat
 import threading
 from pathlib import Path
 
-from soklet_core.store import SqliteStore, StoreUrl, open_store, sqlite_url
+from soklet_core.store import SqliteStore, StoreError, StoreErrorReason, StoreUrl, open_store, sqlite_url
+from soklet_core.store.sqlite import SQLITE_MAX_BATCH, SQLITE_MAX_QUEUED_WRITES
 from tests.store.support import BINDING, NOW, handle, task
 
 
@@ -107,3 +109,46 @@ def test_two_processes_sharing_the_file_consume_one_handle_once(tmp_path: Path) 
         process.join(timeout=60)
         assert process.exitcode == 0
     assert sorted(outcomes) == [False] * 31 + [True]
+
+
+def test_writes_beyond_the_queue_bound_are_refused_and_the_rest_commit(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "soklet.db")
+    total = SQLITE_MAX_QUEUED_WRITES + SQLITE_MAX_BATCH + 16
+
+    async def steps(store: SqliteStore) -> None:
+        # Another connection holds the write lock: the writer waits for it with one batch taken, the queue fills.
+        holder = sqlite3.connect(url.sqlite_path, isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            writes = [asyncio.ensure_future(store.insert_handle(handle(f"h-{index}"))) for index in range(total)]
+            await asyncio.sleep(0)  # every write is queued or refused by now
+            holder.execute("ROLLBACK")
+            outcomes = await asyncio.gather(*writes, return_exceptions=True)
+        finally:
+            holder.close()
+        refused = [outcome for outcome in outcomes if isinstance(outcome, StoreError)]
+        assert len(refused) >= total - SQLITE_MAX_QUEUED_WRITES - SQLITE_MAX_BATCH
+        assert {error.reason for error in refused} == {StoreErrorReason.UNAVAILABLE}
+        assert all(outcome is None for outcome in outcomes if not isinstance(outcome, StoreError))
+        assert await store.count_live_handles(NOW) == total - len(refused)
+
+    _run_store(url, steps)
+
+
+def test_a_closed_store_finishes_its_queued_writes(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "soklet.db")
+
+    async def main() -> None:
+        store = open_store(url)
+        await store.open()
+        writes = [asyncio.ensure_future(store.insert_handle(handle(f"h-{index}"))) for index in range(50)]
+        await asyncio.sleep(0)  # queued
+        await store.close()
+        assert await asyncio.gather(*writes) == [None] * 50
+
+    asyncio.run(main())
+
+    async def count(store: SqliteStore) -> int:
+        return await store.count_live_handles(NOW)
+
+    assert _run_store(url, count) == 50
