@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 import pytest
@@ -268,3 +268,21 @@ def test_constructor_refusals(sqlite_store_url: str) -> None:
     with pytest.raises(TypeError):
         HandleRepository(store, clock=5)  # type: ignore[arg-type]
     assert HandleRepository(store, tenant="t" * 256, lifetime=MAX_HANDLE_LIFETIME).tenant == "t" * 256
+
+
+def test_a_clock_in_another_zone_is_kept_in_utc_milliseconds(store_url: str) -> None:
+    async def body(store: DurableStore) -> None:
+        # 12:00:00.999999 UTC, told in +05:00: the entry is made at 12:00:00.999 UTC and lives until exactly
+        # one lifetime later.
+        clock = Clock(datetime(2026, 12, 1, 17, 0, 0, 999999, tzinfo=timezone(timedelta(hours=5))))
+        handles = HandleRepository(store, clock=clock)
+        issued = await handles.issue(ctx(), {"n": 1})
+        expiry = START + timedelta(milliseconds=999) + handles.lifetime
+        assert await store.count_live_handles(expiry - timedelta(milliseconds=1)) == 1
+        assert await store.count_live_handles(expiry) == 0
+        clock.now = expiry - timedelta(milliseconds=1)
+        assert await handles.resume(ctx(issued)) == value({"n": 1})
+        clock.now = expiry
+        await rejected(handles.consume_and_replace(ctx(issued), {"n": 2}))
+
+    run_with(store_url, body)

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import sqlite3
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import psycopg
 import pytest
@@ -125,3 +125,9 @@ def test_records_are_checked_as_they_are_made() -> None:
     # Times are kept in UTC to the millisecond, as a store gives them back.
     record = replace(task(), created_at=NOW.replace(microsecond=123456))
     assert record.created_at.microsecond == 123000
+    # A time in another zone is the same moment in UTC; one already in store form is taken as it is.
+    elsewhere = datetime(2026, 8, 1, 17, 0, 0, 456789, tzinfo=timezone(timedelta(hours=5)))
+    moved = replace(task(), created_at=elsewhere, updated_at=NOW)
+    assert moved.created_at == datetime(2026, 8, 1, 12, 0, 0, 456000, tzinfo=UTC)
+    assert moved.created_at.tzinfo is UTC
+    assert moved.updated_at is NOW
