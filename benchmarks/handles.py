@@ -51,7 +51,7 @@ from soklet_core.json import JsonNumber, JsonValue, serialize  # noqa: E402
 from soklet_core.mcp import ClientCapabilities, HandleRepository, Identity, RequestContext, RequestStateMode  # noqa: E402
 from soklet_core.mcp.server import DEFAULT_HANDLE_LIFETIME, HANDLE_BYTES  # noqa: E402
 from soklet_core.store import STORE_TIMEOUT_SECONDS, DurableStore, open_store, sqlite_url  # noqa: E402
-from soklet_core.store.records import HANDLE_COLUMNS  # noqa: E402
+from soklet_core.store.statements import POSTGRESQL, SQLITE, Statements  # noqa: E402
 from tools.postgres import PostgresCluster  # noqa: E402
 
 OPERATION = "order.checkout"
@@ -62,7 +62,6 @@ STATE_TEXT = serialize(STATE)
 CAPABILITIES = ClientCapabilities.from_mapping({"elicitation": {}})
 REQUEST_ID = JsonNumber.from_value(1)
 LIFETIME_MS = int(DEFAULT_HANDLE_LIFETIME / timedelta(milliseconds=1))
-_COLUMNS = ", ".join(HANDLE_COLUMNS)
 
 
 def principal(worker: int) -> str:
@@ -122,11 +121,9 @@ async def soklet_window(store: DurableStore, workers: int, duration: float) -> M
 
 # --- raw SQLite --------------------------------------------------------------------------------------------------
 
-_SQLITE_DELETE = (
-    "DELETE FROM soklet_handles WHERE handle = ? AND tenant = ? AND principal IS ? AND partition = ?"
-    " AND operation = ? AND expires_at > ?"
-)
-_SQLITE_INSERT = f"INSERT INTO soklet_handles ({_COLUMNS}) VALUES ({', '.join('?' * len(HANDLE_COLUMNS))})"
+# The store's own statement texts (soklet_core/store/statements.py), so that the floor is the same transaction.
+_SQLITE_DELETE = Statements(SQLITE).consume_handle
+_SQLITE_INSERT = Statements(SQLITE).insert_handle
 
 
 def sqlite_connection(path: Path) -> sqlite3.Connection:
@@ -243,13 +240,9 @@ def raw_sqlite_window(path: Path, workers: int, duration: float) -> Measurement:
 
 # --- raw PostgreSQL ----------------------------------------------------------------------------------------------
 
-_PG_INSERT = f"INSERT INTO soklet_handles ({_COLUMNS}) VALUES ({', '.join(['%s'] * len(HANDLE_COLUMNS))})"
+_PG_INSERT = Statements(POSTGRESQL).insert_handle
 # The store's statement: one autocommit statement is one transaction; the fresh row is inserted iff one was deleted.
-_PG_CONSUME_AND_REPLACE = (
-    "WITH gone AS (DELETE FROM soklet_handles WHERE handle = %s AND tenant = %s AND principal IS NOT DISTINCT FROM %s"
-    " AND partition = %s AND operation = %s AND expires_at > %s RETURNING 1)"
-    f" INSERT INTO soklet_handles ({_COLUMNS}) SELECT {', '.join(['%s'] * len(HANDLE_COLUMNS))} FROM gone RETURNING 1"
-)
+_PG_CONSUME_AND_REPLACE = Statements(POSTGRESQL).consume_and_replace
 
 
 async def raw_postgres_window(url: str, workers: int, duration: float) -> Measurement:

@@ -23,10 +23,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from .errors import StoreError, StoreErrorReason
 from .records import (
-    HANDLE_COLUMNS,
     SCHEMA_VERSION,
     STORE_TIMEOUT_SECONDS,
-    TASK_COLUMNS,
     HandleBinding,
     HandleRecord,
     TaskRecord,
@@ -38,6 +36,7 @@ from .records import (
     task_values,
     to_millis,
 )
+from .statements import POSTGRESQL, Statements, bound_params
 from .url import StoreUrl
 
 __all__ = ["POOL_MAX_SIZE", "POOL_MAX_WAITING", "PostgresStore"]
@@ -55,38 +54,8 @@ _logger = logging.getLogger("soklet.store")
 _T = TypeVar("_T")
 _Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 
-_TASKS: Final = ", ".join(TASK_COLUMNS)
-_HANDLES: Final = ", ".join(HANDLE_COLUMNS)
-_SCHEMA: Final = (
-    "CREATE TABLE IF NOT EXISTS soklet_schema (version INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS soklet_tasks (task_id TEXT PRIMARY KEY, partition TEXT NOT NULL, subject TEXT,"
-    " tool TEXT NOT NULL, status TEXT NOT NULL, status_message TEXT, created_at BIGINT NOT NULL,"
-    " updated_at BIGINT NOT NULL, expires_at BIGINT, document TEXT NOT NULL, version BIGINT NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS soklet_tasks_status ON soklet_tasks (status)",
-    "CREATE INDEX IF NOT EXISTS soklet_tasks_expires_at ON soklet_tasks (expires_at)",
-    "CREATE INDEX IF NOT EXISTS soklet_tasks_order ON soklet_tasks (created_at, task_id)",
-    "CREATE TABLE IF NOT EXISTS soklet_handles (handle TEXT PRIMARY KEY, tenant TEXT NOT NULL, principal TEXT,"
-    " partition TEXT NOT NULL, operation TEXT NOT NULL, state TEXT NOT NULL, created_at BIGINT NOT NULL,"
-    " expires_at BIGINT NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS soklet_handles_expires_at ON soklet_handles (expires_at)",
-)
-# The exact binding: an anonymous principal (NULL) matches only NULL.
-_BOUND: Final = (
-    "handle = %s AND tenant = %s AND principal IS NOT DISTINCT FROM %s AND partition = %s AND operation = %s"
-    " AND expires_at > %s"
-)
+_SQL: Final = Statements(POSTGRESQL)
 _TIMEOUT_MS: Final = int(STORE_TIMEOUT_SECONDS * 1000)
-_INSERT_HANDLE: Final = f"INSERT INTO soklet_handles ({_HANDLES}) VALUES ({', '.join(['%s'] * len(HANDLE_COLUMNS))})"  # noqa: S608
-_CONSUME: Final = f"DELETE FROM soklet_handles WHERE {_BOUND} RETURNING 1"  # noqa: S608
-# The replacement is selected from the deleted rows: inserted iff this statement consumed the entry.
-_CONSUME_AND_REPLACE: Final = (
-    f"WITH gone AS ({_CONSUME}) INSERT INTO soklet_handles ({_HANDLES})"  # noqa: S608
-    f" SELECT {', '.join(['%s'] * len(HANDLE_COLUMNS))} FROM gone RETURNING 1"
-)
-
-
-def _bound(handle: str, binding: HandleBinding, now: datetime) -> tuple[object, ...]:
-    return (handle, binding.tenant, binding.principal, binding.partition, binding.operation, to_millis(now))
 
 
 def _translate(error: BaseException, operation: str) -> StoreError:
@@ -199,10 +168,9 @@ class PostgresStore:
     async def insert_task(self, record: TaskRecord) -> None:
         """Store a new task; ``StoreError(CONFLICT)`` when its id exists."""
         values = task_values(record)
-        marks = ", ".join(["%s"] * len(TASK_COLUMNS))
 
         async def work(connection: _Connection) -> None:
-            await connection.execute(f"INSERT INTO soklet_tasks ({_TASKS}) VALUES ({marks})", values)  # noqa: S608
+            await connection.execute(_SQL.insert_task, values)
 
         await self._call("insert_task", work)
 
@@ -210,10 +178,7 @@ class PostgresStore:
         """The task ``task_id``, or ``None``."""
 
         async def work(connection: _Connection) -> TaskRecord | None:
-            cursor = await connection.execute(
-                f"SELECT {_TASKS} FROM soklet_tasks WHERE task_id = %s",  # noqa: S608
-                (task_id,),
-            )
+            cursor = await connection.execute(_SQL.select_task, (task_id,))
             row = await cursor.fetchone()
             return None if row is None else task_from_row(row)
 
@@ -226,8 +191,7 @@ class PostgresStore:
 
         async def work(connection: _Connection) -> bool:
             cursor = await connection.execute(
-                "UPDATE soklet_tasks SET status = %s, status_message = %s, updated_at = %s, expires_at = %s,"
-                " document = %s, version = %s WHERE task_id = %s AND version = %s",
+                _SQL.replace_task,
                 (values[4], values[5], values[7], values[8], values[9], values[10], values[0], expected_version),
             )
             return cursor.rowcount == 1
@@ -239,22 +203,10 @@ class PostgresStore:
     ) -> list[TaskRecord]:
         """Up to ``limit`` tasks ordered by (created_at, task_id), optionally of one status, after ``after``."""
         check_limit(limit)
-        clauses: list[str] = []
-        params: list[object] = []
-        if status is not None:
-            clauses.append("status = %s")
-            params.append(TaskStatus(status).value)
-        if after is not None:
-            clauses.append("(created_at, task_id) > (SELECT created_at, task_id FROM soklet_tasks WHERE task_id = %s)")
-            params.append(after)
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        params.append(limit)
+        statement, params = _SQL.list_tasks(status=status, after=after, limit=limit)
 
         async def work(connection: _Connection) -> list[TaskRecord]:
-            cursor = await connection.execute(
-                f"SELECT {_TASKS} FROM soklet_tasks{where} ORDER BY created_at, task_id LIMIT %s",  # noqa: S608
-                params,
-            )
+            cursor = await connection.execute(statement, params)
             return [task_from_row(row) for row in await cursor.fetchall()]
 
         return await self._call("list_tasks", work)
@@ -264,7 +216,7 @@ class PostgresStore:
 
         async def work(connection: _Connection) -> dict[TaskStatus, int]:
             counts = dict.fromkeys(TaskStatus, 0)
-            cursor = await connection.execute("SELECT status, COUNT(*) FROM soklet_tasks GROUP BY status")
+            cursor = await connection.execute(_SQL.count_tasks)
             for status, count in await cursor.fetchall():
                 if status in TaskStatus.__members__.values():
                     counts[TaskStatus(status)] = int(count)
@@ -277,9 +229,7 @@ class PostgresStore:
         millis = to_millis(now)
 
         async def work(connection: _Connection) -> int:
-            cursor = await connection.execute(
-                "DELETE FROM soklet_tasks WHERE expires_at IS NOT NULL AND expires_at <= %s", (millis,)
-            )
+            cursor = await connection.execute(_SQL.delete_expired_tasks, (millis,))
             return cursor.rowcount
 
         return await self._call("delete_expired_tasks", work)
@@ -291,19 +241,16 @@ class PostgresStore:
         values = handle_values(record)
 
         async def work(connection: _Connection) -> None:
-            await connection.execute(_INSERT_HANDLE, values)
+            await connection.execute(_SQL.insert_handle, values)
 
         await self._call("insert_handle", work)
 
     async def peek_handle(self, handle: str, binding: HandleBinding, now: datetime) -> HandleRecord | None:
         """The live entry for exactly this binding, without consuming it."""
-        params = _bound(handle, binding, now)
+        params = bound_params(handle, binding, now)
 
         async def work(connection: _Connection) -> HandleRecord | None:
-            cursor = await connection.execute(
-                f"SELECT {_HANDLES} FROM soklet_handles WHERE {_BOUND}",  # noqa: S608
-                params,
-            )
+            cursor = await connection.execute(_SQL.peek_handle, params)
             row = await cursor.fetchone()
             return None if row is None else handle_from_row(row)
 
@@ -314,14 +261,13 @@ class PostgresStore:
     ) -> bool:
         """Delete the live entry for exactly this binding and insert ``replacement`` in the same statement (so in
         one transaction): the replacement is inserted only if the entry was deleted."""
-        params = _bound(handle, binding, now)
-        if replacement is None:
-            statement, values = _CONSUME, params
-        else:
-            statement, values = _CONSUME_AND_REPLACE, params + handle_values(replacement)
+        params = bound_params(handle, binding, now)
+        values = None if replacement is None else params + handle_values(replacement)
 
         async def work(connection: _Connection) -> bool:
-            cursor = await connection.execute(statement, values)
+            if values is None:
+                return (await connection.execute(_SQL.consume_handle, params)).rowcount == 1
+            cursor = await connection.execute(_SQL.consume_and_replace, values)
             return await cursor.fetchone() is not None
 
         return await self._call("consume_and_replace", work)
@@ -331,7 +277,7 @@ class PostgresStore:
         millis = to_millis(now)
 
         async def work(connection: _Connection) -> int:
-            cursor = await connection.execute("SELECT COUNT(*) FROM soklet_handles WHERE expires_at > %s", (millis,))
+            cursor = await connection.execute(_SQL.count_live_handles, (millis,))
             row = await cursor.fetchone()
             return 0 if row is None else int(row[0])
 
@@ -342,7 +288,7 @@ class PostgresStore:
         millis = to_millis(now)
 
         async def work(connection: _Connection) -> int:
-            cursor = await connection.execute("DELETE FROM soklet_handles WHERE expires_at <= %s", (millis,))
+            cursor = await connection.execute(_SQL.purge_expired_handles, (millis,))
             return cursor.rowcount
 
         return await self._call("purge_expired_handles", work)
@@ -350,16 +296,19 @@ class PostgresStore:
 
 async def _create_schema(connection: _Connection) -> None:
     await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
-    for statement in _SCHEMA:
+    for statement in _SQL.tables:
         await connection.execute(statement)
-    cursor = await connection.execute("SELECT version FROM soklet_schema")
-    versions = [int(row[0]) for row in await cursor.fetchall()]
-    if not versions:
-        await connection.execute("INSERT INTO soklet_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
-    elif max(versions) > SCHEMA_VERSION:
-        raise StoreError(StoreErrorReason.SCHEMA, f"schema version {max(versions)} is newer than {SCHEMA_VERSION}")
+    # Before the indexes, whose columns a table of another shape may lack.
     try:
-        await connection.execute(f"SELECT {_TASKS} FROM soklet_tasks LIMIT 0")  # noqa: S608
-        await connection.execute(f"SELECT {_HANDLES} FROM soklet_handles LIMIT 0")  # noqa: S608
+        for statement in _SQL.shape_checks:
+            await connection.execute(statement)
     except psycopg.errors.UndefinedColumn:
         raise StoreError(StoreErrorReason.SCHEMA, "a soklet table has other columns") from None
+    for statement in _SQL.indexes:
+        await connection.execute(statement)
+    cursor = await connection.execute(_SQL.select_schema_versions)
+    versions = [int(row[0]) for row in await cursor.fetchall()]
+    if not versions:
+        await connection.execute(_SQL.insert_schema_version, (SCHEMA_VERSION,))
+    elif max(versions) > SCHEMA_VERSION:
+        raise StoreError(StoreErrorReason.SCHEMA, f"schema version {max(versions)} is newer than {SCHEMA_VERSION}")

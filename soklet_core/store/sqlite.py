@@ -29,10 +29,8 @@ from typing import Any, Final, TypeVar
 
 from .errors import StoreError, StoreErrorReason
 from .records import (
-    HANDLE_COLUMNS,
     SCHEMA_VERSION,
     STORE_TIMEOUT_SECONDS,
-    TASK_COLUMNS,
     HandleBinding,
     HandleRecord,
     TaskRecord,
@@ -44,6 +42,7 @@ from .records import (
     task_values,
     to_millis,
 )
+from .statements import SQLITE, Statements, bound_params
 from .url import StoreUrl
 
 __all__ = ["SQLITE_MAX_BATCH", "SQLITE_MAX_QUEUED_WRITES", "SQLITE_READERS", "SqliteStore"]
@@ -61,31 +60,7 @@ _WAL_RETRY_SECONDS: Final = 0.01
 _logger = logging.getLogger("soklet.store")
 _T = TypeVar("_T")
 
-_TASKS: Final = ", ".join(TASK_COLUMNS)
-_HANDLES: Final = ", ".join(HANDLE_COLUMNS)
-_TABLES: Final = (
-    "CREATE TABLE IF NOT EXISTS soklet_schema (version INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS soklet_tasks (task_id TEXT PRIMARY KEY, partition TEXT NOT NULL, subject TEXT,"
-    " tool TEXT NOT NULL, status TEXT NOT NULL, status_message TEXT, created_at INTEGER NOT NULL,"
-    " updated_at INTEGER NOT NULL, expires_at INTEGER, document TEXT NOT NULL, version INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS soklet_handles (handle TEXT PRIMARY KEY, tenant TEXT NOT NULL, principal TEXT,"
-    " partition TEXT NOT NULL, operation TEXT NOT NULL, state TEXT NOT NULL, created_at INTEGER NOT NULL,"
-    " expires_at INTEGER NOT NULL)",
-)
-_INDEXES: Final = (
-    "CREATE INDEX IF NOT EXISTS soklet_tasks_status ON soklet_tasks (status)",
-    "CREATE INDEX IF NOT EXISTS soklet_tasks_expires_at ON soklet_tasks (expires_at)",
-    "CREATE INDEX IF NOT EXISTS soklet_tasks_order ON soklet_tasks (created_at, task_id)",
-    "CREATE INDEX IF NOT EXISTS soklet_handles_expires_at ON soklet_handles (expires_at)",
-)
-# The exact binding: `IS` so that an anonymous principal (NULL) matches only NULL.
-_BOUND: Final = "handle = ? AND tenant = ? AND principal IS ? AND partition = ? AND operation = ? AND expires_at > ?"
-_INSERT_HANDLE: Final = f"INSERT INTO soklet_handles ({_HANDLES}) VALUES ({', '.join('?' * len(HANDLE_COLUMNS))})"  # noqa: S608
-_DELETE_HANDLE: Final = f"DELETE FROM soklet_handles WHERE {_BOUND}"  # noqa: S608
-
-
-def _bound(handle: str, binding: HandleBinding, now: datetime) -> tuple[object, ...]:
-    return (handle, binding.tenant, binding.principal, binding.partition, binding.operation, to_millis(now))
+_SQL: Final = Statements(SQLITE)
 
 
 def _translate(error: sqlite3.Error, operation: str) -> StoreError:
@@ -402,10 +377,9 @@ class SqliteStore:
     async def insert_task(self, record: TaskRecord) -> None:
         """Store a new task; ``StoreError(CONFLICT)`` when its id exists."""
         values = task_values(record)
-        marks = ", ".join("?" * len(TASK_COLUMNS))
 
         def work(connection: sqlite3.Connection) -> None:
-            connection.execute(f"INSERT INTO soklet_tasks ({_TASKS}) VALUES ({marks})", values)  # noqa: S608
+            connection.execute(_SQL.insert_task, values)
 
         await self._write("insert_task", work)
 
@@ -413,10 +387,7 @@ class SqliteStore:
         """The task ``task_id``, or ``None``."""
 
         def work(connection: sqlite3.Connection) -> TaskRecord | None:
-            row = connection.execute(
-                f"SELECT {_TASKS} FROM soklet_tasks WHERE task_id = ?",  # noqa: S608
-                (task_id,),
-            ).fetchone()
+            row = connection.execute(_SQL.select_task, (task_id,)).fetchone()
             return None if row is None else task_from_row(row)
 
         return await self._run("get_task", work)
@@ -428,8 +399,7 @@ class SqliteStore:
 
         def work(connection: sqlite3.Connection) -> bool:
             cursor = connection.execute(
-                "UPDATE soklet_tasks SET status = ?, status_message = ?, updated_at = ?, expires_at = ?,"
-                " document = ?, version = ? WHERE task_id = ? AND version = ?",
+                _SQL.replace_task,
                 (values[4], values[5], values[7], values[8], values[9], values[10], values[0], expected_version),
             )
             return cursor.rowcount == 1
@@ -441,22 +411,10 @@ class SqliteStore:
     ) -> list[TaskRecord]:
         """Up to ``limit`` tasks ordered by (created_at, task_id), optionally of one status, after ``after``."""
         check_limit(limit)
-        clauses: list[str] = []
-        params: list[object] = []
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(TaskStatus(status).value)
-        if after is not None:
-            clauses.append("(created_at, task_id) > (SELECT created_at, task_id FROM soklet_tasks WHERE task_id = ?)")
-            params.append(after)
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        params.append(limit)
+        statement, params = _SQL.list_tasks(status=status, after=after, limit=limit)
 
         def work(connection: sqlite3.Connection) -> list[TaskRecord]:
-            rows = connection.execute(
-                f"SELECT {_TASKS} FROM soklet_tasks{where} ORDER BY created_at, task_id LIMIT ?",  # noqa: S608
-                params,
-            ).fetchall()
+            rows = connection.execute(statement, params).fetchall()
             return [task_from_row(row) for row in rows]
 
         return await self._run("list_tasks", work)
@@ -466,7 +424,7 @@ class SqliteStore:
 
         def work(connection: sqlite3.Connection) -> dict[TaskStatus, int]:
             counts = dict.fromkeys(TaskStatus, 0)
-            for status, count in connection.execute("SELECT status, COUNT(*) FROM soklet_tasks GROUP BY status"):
+            for status, count in connection.execute(_SQL.count_tasks):
                 if status in TaskStatus.__members__.values():
                     counts[TaskStatus(status)] = int(count)
             return counts
@@ -478,9 +436,7 @@ class SqliteStore:
         millis = to_millis(now)
 
         def work(connection: sqlite3.Connection) -> int:
-            return connection.execute(
-                "DELETE FROM soklet_tasks WHERE expires_at IS NOT NULL AND expires_at <= ?", (millis,)
-            ).rowcount
+            return connection.execute(_SQL.delete_expired_tasks, (millis,)).rowcount
 
         return await self._write("delete_expired_tasks", work)
 
@@ -491,19 +447,16 @@ class SqliteStore:
         values = handle_values(record)
 
         def work(connection: sqlite3.Connection) -> None:
-            connection.execute(_INSERT_HANDLE, values)
+            connection.execute(_SQL.insert_handle, values)
 
         await self._write("insert_handle", work)
 
     async def peek_handle(self, handle: str, binding: HandleBinding, now: datetime) -> HandleRecord | None:
         """The live entry for exactly this binding, without consuming it."""
-        params = _bound(handle, binding, now)
+        params = bound_params(handle, binding, now)
 
         def work(connection: sqlite3.Connection) -> HandleRecord | None:
-            row = connection.execute(
-                f"SELECT {_HANDLES} FROM soklet_handles WHERE {_BOUND}",  # noqa: S608
-                params,
-            ).fetchone()
+            row = connection.execute(_SQL.peek_handle, params).fetchone()
             return None if row is None else handle_from_row(row)
 
         return await self._run("peek_handle", work)
@@ -512,13 +465,13 @@ class SqliteStore:
         self, handle: str, binding: HandleBinding, now: datetime, replacement: HandleRecord | None
     ) -> bool:
         """Delete the live entry for exactly this binding and insert ``replacement``, in one transaction."""
-        params = _bound(handle, binding, now)
+        params = bound_params(handle, binding, now)
         values = None if replacement is None else handle_values(replacement)
 
         def work(connection: sqlite3.Connection) -> bool:
-            consumed = connection.execute(_DELETE_HANDLE, params).rowcount == 1
+            consumed = connection.execute(_SQL.consume_handle, params).rowcount == 1
             if consumed and values is not None:
-                connection.execute(_INSERT_HANDLE, values)
+                connection.execute(_SQL.insert_handle, values)
             return consumed
 
         return await self._write("consume_and_replace", work)
@@ -528,7 +481,7 @@ class SqliteStore:
         millis = to_millis(now)
 
         def work(connection: sqlite3.Connection) -> int:
-            row = connection.execute("SELECT COUNT(*) FROM soklet_handles WHERE expires_at > ?", (millis,)).fetchone()
+            row = connection.execute(_SQL.count_live_handles, (millis,)).fetchone()
             return int(row[0])
 
         return await self._run("count_live_handles", work)
@@ -538,29 +491,24 @@ class SqliteStore:
         millis = to_millis(now)
 
         def work(connection: sqlite3.Connection) -> int:
-            return connection.execute("DELETE FROM soklet_handles WHERE expires_at <= ?", (millis,)).rowcount
+            return connection.execute(_SQL.purge_expired_handles, (millis,)).rowcount
 
         return await self._write("purge_expired_handles", work)
 
 
 def _create_schema(connection: sqlite3.Connection) -> None:
-    for statement in _TABLES:
+    for statement in _SQL.tables:
         connection.execute(statement)
     # Before the indexes, whose columns a table of another shape may lack.
-    _check_shape(connection)
-    for statement in _INDEXES:
-        connection.execute(statement)
-    versions = [int(row[0]) for row in connection.execute("SELECT version FROM soklet_schema")]
-    if not versions:
-        connection.execute("INSERT INTO soklet_schema (version) VALUES (?)", (SCHEMA_VERSION,))
-    elif max(versions) > SCHEMA_VERSION:
-        raise StoreError(StoreErrorReason.SCHEMA, f"schema version {max(versions)} is newer than {SCHEMA_VERSION}")
-
-
-def _check_shape(connection: sqlite3.Connection) -> None:
-    """Refuse tables of another shape (a column missing) as SCHEMA rather than failing on first use."""
     try:
-        connection.execute(f"SELECT {_TASKS} FROM soklet_tasks LIMIT 0")  # noqa: S608
-        connection.execute(f"SELECT {_HANDLES} FROM soklet_handles LIMIT 0")  # noqa: S608
+        for statement in _SQL.shape_checks:
+            connection.execute(statement)
     except sqlite3.OperationalError:
         raise StoreError(StoreErrorReason.SCHEMA, "a soklet table has other columns") from None
+    for statement in _SQL.indexes:
+        connection.execute(statement)
+    versions = [int(row[0]) for row in connection.execute(_SQL.select_schema_versions)]
+    if not versions:
+        connection.execute(_SQL.insert_schema_version, (SCHEMA_VERSION,))
+    elif max(versions) > SCHEMA_VERSION:
+        raise StoreError(StoreErrorReason.SCHEMA, f"schema version {max(versions)} is newer than {SCHEMA_VERSION}")

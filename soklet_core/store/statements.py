@@ -1,0 +1,144 @@
+"""The SQL both stores run, written once: the schema, every task and handle statement, the binding clause.
+
+The two backends differ only in their parameter marker (SQLite ``?``, psycopg ``%s``) and in how they compare a
+possibly-NULL principal (SQLite ``IS``; PostgreSQL ``IS NOT DISTINCT FROM``): a :class:`Statements` is the whole set
+for one :class:`Dialect`. PostgreSQL also consumes and replaces a handle in one statement
+(:attr:`Statements.consume_and_replace`); SQLite, which has no data-changing common table expressions, runs
+:attr:`Statements.consume_handle` and :attr:`Statements.insert_handle` in one transaction.
+
+Statements are built from constants only (table and column names, markers): no value ever reaches the text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final
+
+from .records import HANDLE_COLUMNS, TASK_COLUMNS, HandleBinding, TaskStatus, to_millis
+
+__all__ = ["POSTGRESQL", "SQLITE", "Dialect", "Statements", "bound_params"]
+
+_TASKS: Final = ", ".join(TASK_COLUMNS)
+_HANDLES: Final = ", ".join(HANDLE_COLUMNS)
+#: Times are integer milliseconds since the epoch (``BIGINT``: an ``INTEGER`` in SQLite, 64-bit in PostgreSQL).
+_TABLES: Final = (
+    "CREATE TABLE IF NOT EXISTS soklet_schema (version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS soklet_tasks (task_id TEXT PRIMARY KEY, partition TEXT NOT NULL, subject TEXT,"
+    " tool TEXT NOT NULL, status TEXT NOT NULL, status_message TEXT, created_at BIGINT NOT NULL,"
+    " updated_at BIGINT NOT NULL, expires_at BIGINT, document TEXT NOT NULL, version BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS soklet_handles (handle TEXT PRIMARY KEY, tenant TEXT NOT NULL, principal TEXT,"
+    " partition TEXT NOT NULL, operation TEXT NOT NULL, state TEXT NOT NULL, created_at BIGINT NOT NULL,"
+    " expires_at BIGINT NOT NULL)",
+)
+_INDEXES: Final = (
+    "CREATE INDEX IF NOT EXISTS soklet_tasks_status ON soklet_tasks (status)",
+    "CREATE INDEX IF NOT EXISTS soklet_tasks_expires_at ON soklet_tasks (expires_at)",
+    "CREATE INDEX IF NOT EXISTS soklet_tasks_order ON soklet_tasks (created_at, task_id)",
+    "CREATE INDEX IF NOT EXISTS soklet_handles_expires_at ON soklet_handles (expires_at)",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What one backend spells its own way: the parameter marker and the NULL-safe equality."""
+
+    mark: str
+    null_safe_equal: str
+
+
+SQLITE: Final = Dialect(mark="?", null_safe_equal="IS")
+POSTGRESQL: Final = Dialect(mark="%s", null_safe_equal="IS NOT DISTINCT FROM")
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """Every statement of the stores in one dialect. Parameters, in order, are named beside each statement."""
+
+    dialect: Dialect
+    #: ``CREATE TABLE IF NOT EXISTS`` for the schema-version, task and handle tables.
+    tables: tuple[str, ...] = field(init=False)
+    #: ``CREATE INDEX IF NOT EXISTS``, run after the tables' shape is checked.
+    indexes: tuple[str, ...] = field(init=False)
+    select_schema_versions: str = field(init=False)
+    insert_schema_version: str = field(init=False)  # (version,)
+    #: Fails on a table whose columns are not the ones soklet reads.
+    shape_checks: tuple[str, ...] = field(init=False)
+    insert_task: str = field(init=False)  # task_values(record)
+    select_task: str = field(init=False)  # (task_id,)
+    #: The task compare-and-swap: (status, status_message, updated_at, expires_at, document, new version, task_id,
+    #: expected version); one row changed iff the version had not moved on.
+    replace_task: str = field(init=False)
+    count_tasks: str = field(init=False)
+    delete_expired_tasks: str = field(init=False)  # (now,)
+    insert_handle: str = field(init=False)  # handle_values(record)
+    #: The live entry of exactly one binding: (handle, tenant, principal, partition, operation, now). An anonymous
+    #: principal (NULL) matches only NULL.
+    peek_handle: str = field(init=False)
+    consume_handle: str = field(init=False)  # the binding's parameters; one row deleted iff it consumed
+    #: The binding's parameters then handle_values(replacement): the replacement is inserted from the deleted rows,
+    #: so iff this statement consumed the entry (PostgreSQL only).
+    consume_and_replace: str = field(init=False)
+    count_live_handles: str = field(init=False)  # (now,)
+    purge_expired_handles: str = field(init=False)  # (now,)
+
+    def __post_init__(self) -> None:
+        mark = self.dialect.mark
+        bound = (
+            f"handle = {mark} AND tenant = {mark} AND principal {self.dialect.null_safe_equal} {mark}"
+            f" AND partition = {mark} AND operation = {mark} AND expires_at > {mark}"
+        )
+        handle_marks = ", ".join([mark] * len(HANDLE_COLUMNS))
+        consume = f"DELETE FROM soklet_handles WHERE {bound}"
+        built = {
+            "tables": _TABLES,
+            "indexes": _INDEXES,
+            "select_schema_versions": "SELECT version FROM soklet_schema",
+            "insert_schema_version": f"INSERT INTO soklet_schema (version) VALUES ({mark})",
+            "shape_checks": (
+                f"SELECT {_TASKS} FROM soklet_tasks LIMIT 0",
+                f"SELECT {_HANDLES} FROM soklet_handles LIMIT 0",
+            ),
+            "insert_task": f"INSERT INTO soklet_tasks ({_TASKS}) VALUES ({', '.join([mark] * len(TASK_COLUMNS))})",
+            "select_task": f"SELECT {_TASKS} FROM soklet_tasks WHERE task_id = {mark}",
+            "replace_task": (
+                f"UPDATE soklet_tasks SET status = {mark}, status_message = {mark}, updated_at = {mark},"
+                f" expires_at = {mark}, document = {mark}, version = {mark} WHERE task_id = {mark} AND version = {mark}"
+            ),
+            "count_tasks": "SELECT status, COUNT(*) FROM soklet_tasks GROUP BY status",
+            "delete_expired_tasks": f"DELETE FROM soklet_tasks WHERE expires_at IS NOT NULL AND expires_at <= {mark}",
+            "insert_handle": f"INSERT INTO soklet_handles ({_HANDLES}) VALUES ({handle_marks})",
+            "peek_handle": f"SELECT {_HANDLES} FROM soklet_handles WHERE {bound}",
+            "consume_handle": consume,
+            "consume_and_replace": (
+                f"WITH gone AS ({consume} RETURNING 1) INSERT INTO soklet_handles ({_HANDLES})"
+                f" SELECT {handle_marks} FROM gone RETURNING 1"
+            ),
+            "count_live_handles": f"SELECT COUNT(*) FROM soklet_handles WHERE expires_at > {mark}",
+            "purge_expired_handles": f"DELETE FROM soklet_handles WHERE expires_at <= {mark}",
+        }
+        for name, text in built.items():
+            object.__setattr__(self, name, text)
+
+    def list_tasks(self, *, status: TaskStatus | None, after: str | None, limit: int) -> tuple[str, tuple[object, ...]]:
+        """A page of tasks ordered by (created_at, task_id), optionally of one status, after the task ``after``:
+        the statement and its parameters."""
+        mark = self.dialect.mark
+        clauses: list[str] = []
+        params: list[object] = []
+        if status is not None:
+            clauses.append(f"status = {mark}")
+            params.append(TaskStatus(status).value)
+        if after is not None:
+            clauses.append(
+                f"(created_at, task_id) > (SELECT created_at, task_id FROM soklet_tasks WHERE task_id = {mark})"
+            )
+            params.append(after)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        statement = f"SELECT {_TASKS} FROM soklet_tasks{where} ORDER BY created_at, task_id LIMIT {mark}"
+        return statement, (*params, limit)
+
+
+def bound_params(handle: str, binding: HandleBinding, now: datetime) -> tuple[object, ...]:
+    """The parameters of the binding clause (peek, consume): the handle, the whole binding and ``now``."""
+    return (handle, binding.tenant, binding.principal, binding.partition, binding.operation, to_millis(now))
