@@ -104,9 +104,10 @@ class TaskStatus(StrEnum):
 @dataclass(frozen=True, slots=True)
 class TaskRecord:
     """One task as a store keeps it. ``document`` is JSON text the task manager owns (opaque to the store);
-    ``version`` is the compare-and-swap counter the store bumps on every replace."""
+    ``version`` is the compare-and-swap counter the store bumps on every replace. The task id stays out of the
+    repr: a client may hold it as a bearer handle, and a repr can reach a log."""
 
-    task_id: str
+    task_id: str = field(repr=False)
     partition: str
     subject: str | None
     tool: str

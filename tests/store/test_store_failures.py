@@ -131,3 +131,13 @@ def test_records_are_checked_as_they_are_made() -> None:
     assert moved.created_at == datetime(2026, 8, 1, 12, 0, 0, 456000, tzinfo=UTC)
     assert moved.created_at.tzinfo is UTC
     assert moved.updated_at is NOW
+
+
+def test_reprs_hold_no_task_id_document_handle_or_state() -> None:
+    record = task("task-id-7d1f", document='{"secret":"user-data-9a0b"}')
+    entry = handle("handle-3c2e")
+    assert "task-id-7d1f" not in repr(record)
+    assert "user-data-9a0b" not in repr(record)
+    assert "handle-3c2e" not in repr(entry)
+    assert entry.state not in repr(entry)
+    assert "slow.report" in repr(record)  # the rest stays readable
