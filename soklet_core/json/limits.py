@@ -21,3 +21,7 @@ DEFAULT_REQUEST_BODY_BYTES: Final = 10 * 1024 * 1024
 MAX_REQUEST_BODY_BYTES: Final = 16 * 1024 * 1024
 #: Response output ceiling of the MCP server.
 RESPONSE_OUTPUT_CEILING_BYTES: Final = 4 * 1024 * 1024
+#: JSON up to this many bytes is parsed or encoded on the event loop: the densest JSON of this size (a run of
+#: numbers) costs about 15 ms, less than handing it to a thread and back would save. Larger documents go to a worker
+#: thread (the server's request bodies, the task manager's stored documents).
+INLINE_BODY_BYTES: Final = 64 * 1024

@@ -83,6 +83,7 @@ from soklet_core.json import (
     params_digest,
     parse,
 )
+from soklet_core.json.limits import INLINE_BODY_BYTES
 from soklet_core.mcp.model import methods
 from soklet_core.mcp.model.capabilities import ClientCapabilities
 from soklet_core.mcp.model.client_requests import InputRequirement
@@ -198,9 +199,6 @@ DEFAULT_SERVER_NAME: Final = "soklet"
 #: The server capabilities every soklet server declares (``server/discover``; a 2025-era ``initialize``).
 SERVER_CAPABILITIES: Final = JsonObject.from_mapping({"tools": {}, "prompts": {}, "resources": {}, "completions": {}})
 
-#: Bodies up to this many bytes are parsed on the event loop: the densest JSON of this size (a run of numbers) costs
-#: about 15 ms, less than handing it to a thread and back would save. Larger bodies go to a worker thread.
-INLINE_BODY_BYTES: Final = 64 * 1024
 #: Bodies over :data:`INLINE_BODY_BYTES` parsed (and digested) at the same time, one worker thread each. Each costs
 #: up to about 25 times its size while its value model is built (docs/benchmarks.md), so two 16 MiB bodies stay
 #: under a gigabyte; two keep both cores of a small machine busy without starving the event loop.

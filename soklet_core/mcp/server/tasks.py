@@ -45,6 +45,7 @@ from soklet_core.json import (
     encode_wire,
     parse,
 )
+from soklet_core.json.limits import INLINE_BODY_BYTES
 from soklet_core.mcp.model.capabilities import ClientCapabilities
 from soklet_core.mcp.model.client_results import matches_input_response
 from soklet_core.mcp.model.context import Identity
@@ -109,9 +110,6 @@ _TOO_MANY_TASKS_MESSAGE: Final = "Too many tasks"
 _RESULT_TOO_LARGE_MESSAGE: Final = "Response too large"
 # Compare-and-swap attempts of one change before it gives up (each lost race means another writer got through).
 _CAS_TRIES: Final = 8
-# Documents up to this size are parsed and encoded on the event loop; larger ones in a worker thread.
-_INLINE_DOCUMENT_CHARS: Final = 64 * 1024
-_COMPLETE_ACK: Final = b'{"resultType":"complete"}'
 _DOCUMENT_VERSION: Final = 1
 
 
@@ -516,7 +514,7 @@ class TaskManager:
             self._start(task_id)
         if record.status.terminal:
             self._forget(record)
-        if len(record.document) <= _INLINE_DOCUMENT_CHARS:
+        if len(record.document) <= INLINE_BODY_BYTES:
             return _encode_task(record, document, detailed=True), record.tool
         # A large result is written out in a worker thread, as it was read.
         return await asyncio.to_thread(_encode_task, record, document, detailed=True), record.tool
@@ -860,7 +858,7 @@ class TaskManager:
     async def _document(self, record: TaskRecord) -> _Document:
         text = record.document
         try:
-            if len(text) <= _INLINE_DOCUMENT_CHARS:
+            if len(text) <= INLINE_BODY_BYTES:
                 return _Document.from_text(text)
             return await asyncio.to_thread(_Document.from_text, text)
         except (JsonError, ValueError):
