@@ -38,11 +38,18 @@ DEMO_FLOWS: Flows = (
         "All 2 stages approved; deploying.",
     ),
     ("account.link", "url", {}, (VISIT,), "Account linked."),
+    (
+        "order.checkout",
+        "handles",
+        {},
+        ({"action": "accept", "content": {"quantity": 3}}, {"action": "accept", "content": {"confirm": True}}),
+        "Order placed: 3 items.",
+    ),
 )
 #: The flows over stdio: account.link's page is served by the HTTP listener, which ``--stdio`` does not open.
 STDIO_FLOWS = tuple(flow for flow in DEMO_FLOWS if flow[0] != "account.link")
-#: The demo's tools, as tools/list names them.
-DEMO_TOOLS = ["account.link", "catalog.continue", "deploy.approve"]
+#: The demo's tools, as tools/list names them (order.checkout: `soklet serve` always has a store).
+DEMO_TOOLS = ["account.link", "catalog.continue", "deploy.approve", "order.checkout"]
 _ACCESS_LINE = re.compile(r" soklet\.mcp\.access [A-Z]+ ([a-z_]+=[^\n]*)")
 _CSRF_FIELD = re.compile(r'name="csrf" value="([^"]*)"')
 _FIELD = re.compile(r"([a-z_]+)=(\S+)")

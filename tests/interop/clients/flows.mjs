@@ -94,6 +94,8 @@ export const ACCEPT = { action: 'accept', content: {} };
 export const DECLINE = { action: 'decline' };
 export const CANCEL = { action: 'cancel' };
 export const APPROVE = { action: 'accept', content: { approve: true } };
+export const QUANTITY = { action: 'accept', content: { quantity: 3 } };
+export const CONFIRM = { action: 'accept', content: { confirm: true } };
 /** Not an answer on the wire: open the URL elicitation's page and press its button, then answer accept. */
 export const VISIT = Object.freeze({ visit: true });
 
@@ -122,14 +124,16 @@ async function completePage(url) {
     if (posted.status >= 400) throw new Error(`the link page refused the approval (${posted.status})`);
 }
 
-/** The flows: catalog.continue answered accept, decline and cancel, deploy.approve with two stages, and
- * account.link's URL elicitation completed on the server's own page. */
+/** The flows: catalog.continue answered accept, decline and cancel, deploy.approve with two stages,
+ * account.link's URL elicitation completed on the server's own page, and order.checkout's two rounds (its state kept
+ * server-side behind a rotating handle). */
 export const FLOWS = [
     { name: 'catalog.continue', label: 'accept', arguments: {}, answers: [ACCEPT] },
     { name: 'catalog.continue', label: 'decline', arguments: {}, answers: [DECLINE] },
     { name: 'catalog.continue', label: 'cancel', arguments: {}, answers: [CANCEL] },
     { name: 'deploy.approve', label: 'stages=2', arguments: { stages: 2 }, answers: [APPROVE, APPROVE] },
-    { name: 'account.link', label: 'url', arguments: {}, answers: [VISIT] }
+    { name: 'account.link', label: 'url', arguments: {}, answers: [VISIT] },
+    { name: 'order.checkout', label: 'handles', arguments: {}, answers: [QUANTITY, CONFIRM] }
 ];
 
 /** The flows for a server reached over stdio (`stdio` true) or HTTP: account.link's page is served by the HTTP
