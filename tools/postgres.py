@@ -38,10 +38,12 @@ _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 _FOLDER_PREFIX: Final = "soklet-pg-"
 _OWNER_FILE: Final = "owner.pid"
 _INSTALL_HINT: Final = "run `bash scripts/postgres` (it installs PostgreSQL's server binaries), then try again"
+#: Where util-linux puts runuser when the PATH has no sbin folder (a root shell's PATH usually has one; not every).
+_RUNUSER_FOLDERS: Final = ("/usr/sbin", "/sbin", "/usr/bin", "/bin")
 
 
 class PostgresMissing(RuntimeError):
-    """No PostgreSQL server binaries (initdb, pg_ctl) on this machine."""
+    """No PostgreSQL server binaries (initdb, pg_ctl) on this machine, or, as root, no runuser to start them."""
 
 
 def _version_key(path: Path) -> tuple[int, ...]:
@@ -80,6 +82,16 @@ def _alive(pid: int) -> bool:
 def _check_name(name: str) -> None:
     if not 1 <= len(name) <= 63 or not set(name) <= _NAME_CHARS or name[0].isdigit():
         raise ValueError("a database name here is 1 to 63 of a-z, 0-9 and _, not starting with a digit")
+
+
+def _runuser() -> str:
+    """The ``runuser`` program that starts the server binaries as the ``postgres`` user when the tests run as root."""
+    found = shutil.which("runuser") or next(
+        (str(Path(folder) / "runuser") for folder in _RUNUSER_FOLDERS if (Path(folder) / "runuser").is_file()), None
+    )
+    if found is None:
+        raise PostgresMissing("running as root needs util-linux's runuser to start PostgreSQL as its own user")
+    return found
 
 
 class PostgresCluster:
@@ -122,7 +134,7 @@ class PostgresCluster:
     def _command(self, name: str, *args: str) -> list[str]:
         command = [str(self._bin / name), *args]
         if os.geteuid() == 0:
-            return ["runuser", "-u", _SERVER_OS_USER, "--", *command]
+            return [_runuser(), "-u", _SERVER_OS_USER, "--", *command]
         return command
 
     def _run(self, name: str, *args: str) -> None:
