@@ -36,7 +36,7 @@ from .records import (
     task_values,
     to_millis,
 )
-from .statements import POSTGRESQL, Statements, bound_params
+from .statements import POSTGRESQL, Statements, bound_params, replace_task_params
 from .url import StoreUrl
 
 __all__ = ["POOL_MAX_SIZE", "POOL_MAX_WAITING", "PostgresStore"]
@@ -187,13 +187,10 @@ class PostgresStore:
     async def replace_task(self, record: TaskRecord, *, expected_version: int) -> TaskRecord | None:
         """Compare-and-swap on ``version`` (a conditional UPDATE); the stored record, or ``None``."""
         stored = replace(record, version=expected_version + 1)
-        values = task_values(stored)
+        params = replace_task_params(stored, expected_version)
 
         async def work(connection: _Connection) -> bool:
-            cursor = await connection.execute(
-                _SQL.replace_task,
-                (values[4], values[5], values[7], values[8], values[9], values[10], values[0], expected_version),
-            )
+            cursor = await connection.execute(_SQL.replace_task, params)
             return cursor.rowcount == 1
 
         return stored if await self._call("replace_task", work) else None

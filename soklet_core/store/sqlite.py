@@ -42,7 +42,7 @@ from .records import (
     task_values,
     to_millis,
 )
-from .statements import SQLITE, Statements, bound_params
+from .statements import SQLITE, Statements, bound_params, replace_task_params
 from .url import StoreUrl
 
 __all__ = ["SQLITE_MAX_BATCH", "SQLITE_MAX_QUEUED_WRITES", "SQLITE_READERS", "SqliteStore"]
@@ -395,13 +395,10 @@ class SqliteStore:
     async def replace_task(self, record: TaskRecord, *, expected_version: int) -> TaskRecord | None:
         """Compare-and-swap on ``version``; the stored record, or ``None`` when the version moved on."""
         stored = replace(record, version=expected_version + 1)
-        values = task_values(stored)
+        params = replace_task_params(stored, expected_version)
 
         def work(connection: sqlite3.Connection) -> bool:
-            cursor = connection.execute(
-                _SQL.replace_task,
-                (values[4], values[5], values[7], values[8], values[9], values[10], values[0], expected_version),
-            )
+            cursor = connection.execute(_SQL.replace_task, params)
             return cursor.rowcount == 1
 
         return stored if await self._write("replace_task", work) else None

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from .records import HANDLE_COLUMNS, TASK_COLUMNS, HandleBinding, TaskStatus, to_millis
+from .records import HANDLE_COLUMNS, TASK_COLUMNS, HandleBinding, TaskRecord, TaskStatus, task_values, to_millis
 
-__all__ = ["POSTGRESQL", "SQLITE", "Dialect", "Statements", "bound_params"]
+__all__ = ["POSTGRESQL", "SQLITE", "Dialect", "Statements", "bound_params", "replace_task_params"]
 
 _TASKS: Final = ", ".join(TASK_COLUMNS)
 _HANDLES: Final = ", ".join(HANDLE_COLUMNS)
@@ -31,6 +31,8 @@ _TABLES: Final = (
     " partition TEXT NOT NULL, operation TEXT NOT NULL, state TEXT NOT NULL, created_at BIGINT NOT NULL,"
     " expires_at BIGINT NOT NULL)",
 )
+#: What a task compare-and-swap rewrites (the id, owner, tool and creation time never change).
+_MUTABLE_TASK_COLUMNS: Final = ("status", "status_message", "updated_at", "expires_at", "document", "version")
 _INDEXES: Final = (
     "CREATE INDEX IF NOT EXISTS soklet_tasks_status ON soklet_tasks (status)",
     "CREATE INDEX IF NOT EXISTS soklet_tasks_expires_at ON soklet_tasks (expires_at)",
@@ -102,8 +104,8 @@ class Statements:
             "insert_task": f"INSERT INTO soklet_tasks ({_TASKS}) VALUES ({', '.join([mark] * len(TASK_COLUMNS))})",
             "select_task": f"SELECT {_TASKS} FROM soklet_tasks WHERE task_id = {mark}",
             "replace_task": (
-                f"UPDATE soklet_tasks SET status = {mark}, status_message = {mark}, updated_at = {mark},"
-                f" expires_at = {mark}, document = {mark}, version = {mark} WHERE task_id = {mark} AND version = {mark}"
+                f"UPDATE soklet_tasks SET {', '.join(f'{name} = {mark}' for name in _MUTABLE_TASK_COLUMNS)}"
+                f" WHERE task_id = {mark} AND version = {mark}"
             ),
             "count_tasks": "SELECT status, COUNT(*) FROM soklet_tasks GROUP BY status",
             "delete_expired_tasks": f"DELETE FROM soklet_tasks WHERE expires_at IS NOT NULL AND expires_at <= {mark}",
@@ -142,3 +144,10 @@ class Statements:
 def bound_params(handle: str, binding: HandleBinding, now: datetime) -> tuple[object, ...]:
     """The parameters of the binding clause (peek, consume): the handle, the whole binding and ``now``."""
     return (handle, binding.tenant, binding.principal, binding.partition, binding.operation, to_millis(now))
+
+
+def replace_task_params(stored: TaskRecord, expected_version: int) -> tuple[object, ...]:
+    """The parameters of :attr:`Statements.replace_task`: ``stored``'s mutable columns and new version, its id, and
+    the version the row must still have."""
+    values = dict(zip(TASK_COLUMNS, task_values(stored), strict=True))
+    return (*(values[name] for name in _MUTABLE_TASK_COLUMNS), values["task_id"], expected_version)
