@@ -143,6 +143,7 @@ from .jsonrpc import (
     METHOD_NOT_FOUND,
     MISSING_CAPABILITY,
     PARSE_ERROR,
+    RESPONSE_TOO_LARGE_MESSAGE,
     UNSUPPORTED_VERSION,
     McpError,
     encode_error,
@@ -269,7 +270,7 @@ class DispatchResult:
         _logger.error("response over the %d-byte output ceiling replaced by an error", ceiling)
         return DispatchResult(
             200,
-            encode_error(self.request_id, INTERNAL_ERROR, "Response too large"),
+            encode_error(self.request_id, INTERNAL_ERROR, RESPONSE_TOO_LARGE_MESSAGE),
             method=self.method,
             operation=self.operation,
             reason="output-ceiling",

@@ -49,6 +49,7 @@ __all__ = [
     "MISSING_CAPABILITY",
     "MISSING_CAPABILITY_MESSAGE",
     "PARSE_ERROR",
+    "RESPONSE_TOO_LARGE_MESSAGE",
     "UNSUPPORTED_VERSION",
     "McpError",
     "encode_error",
@@ -81,6 +82,8 @@ UNSUPPORTED_VERSION: Final = -32022
 INVALID_STATE_MESSAGE: Final = "Invalid or expired request state"
 #: What a client is told when the server failed (handler, sealing): nothing more.
 INTERNAL_ERROR_MESSAGE: Final = "Internal error"
+#: What a client is told when an answer (a reply, a task's result) is over its size ceiling.
+RESPONSE_TOO_LARGE_MESSAGE: Final = "Response too large"
 #: What a client is told when it did not declare a capability the request needs (``data`` names them).
 MISSING_CAPABILITY_MESSAGE: Final = "Missing required client capability"
 

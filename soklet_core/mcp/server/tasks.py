@@ -63,6 +63,7 @@ from .jsonrpc import (
     INTERNAL_ERROR,
     INTERNAL_ERROR_MESSAGE,
     INVALID_PARAMS,
+    RESPONSE_TOO_LARGE_MESSAGE,
     McpError,
     missing_capabilities,
 )
@@ -107,7 +108,6 @@ TASK_NOT_FOUND_MESSAGE: Final = "Failed to retrieve task: Task not found"
 _EXPIRED_MESSAGE: Final = "Failed to retrieve task: Task has expired"
 _STEP_UNFINISHED_MESSAGE: Final = "The task's step did not finish"
 _TOO_MANY_TASKS_MESSAGE: Final = "Too many tasks"
-_RESULT_TOO_LARGE_MESSAGE: Final = "Response too large"
 # Compare-and-swap attempts of one change before it gives up (each lost race means another writer got through).
 _CAS_TRIES: Final = 8
 _DOCUMENT_VERSION: Final = 1
@@ -148,7 +148,7 @@ def _error_object(code: int, message: str, data: JsonValue | None = None) -> Jso
 
 _STEP_UNFINISHED: Final = _error_object(INTERNAL_ERROR, _STEP_UNFINISHED_MESSAGE)
 _INTERNAL_FAILURE: Final = _error_object(INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE)
-_TOO_LARGE_FAILURE: Final = _error_object(INTERNAL_ERROR, _RESULT_TOO_LARGE_MESSAGE)
+_TOO_LARGE_FAILURE: Final = _error_object(INTERNAL_ERROR, RESPONSE_TOO_LARGE_MESSAGE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -826,7 +826,7 @@ class TaskManager:
                 raise
             _logger.error("task %s: result over the task document limit", _short(record.task_id))
             changed = replace(changed, result=None, error=_TOO_LARGE_FAILURE)
-            return await self._write(record, changed, TaskStatus.FAILED, _RESULT_TOO_LARGE_MESSAGE)
+            return await self._write(record, changed, TaskStatus.FAILED, RESPONSE_TOO_LARGE_MESSAGE)
 
     async def _write(self, record: TaskRecord, document: _Document, status: TaskStatus, message: str | None) -> bool:
         changed = replace(
