@@ -166,6 +166,7 @@ def test_required_capability_is_checked_before_the_handler(client: Client, entri
     assert reply.status == 400
     assert reply.error["code"] == -32021
     assert reply.error["data"] == {"requiredCapabilities": {"sampling": {}}}
+    assert reply.error["message"] == "Missing required client capability: sampling"
     assert entries["needs.sampling"] == before
     ok = client.call("needs.sampling", {}, capabilities={"sampling": {}})
     assert ok.text == "had sampling"
@@ -182,8 +183,10 @@ def test_conditional_capabilities_only_when_emitted_and_all_at_once(client: Clie
     assert emitted.frames == []
     assert emitted.error["code"] == -32021
     assert emitted.error["data"]["requiredCapabilities"] == {"elicitation": {"form": {}, "url": {}}}
+    assert emitted.error["message"] == "Missing required client capability: elicitation.form, elicitation.url"
     partial = client.call("asks.both", {"emit": True}, capabilities={"elicitation": {}})
     assert partial.error["data"]["requiredCapabilities"] == {"elicitation": {"url": {}}}
+    assert partial.error["message"] == "Missing required client capability: elicitation.url"
     full = client.call("asks.both", {"emit": True}, capabilities={"elicitation": {"form": {}, "url": {}}})
     assert full.result["resultType"] == "input_required"
     assert entries["asks.both"] == before + 4

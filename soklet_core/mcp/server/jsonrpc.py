@@ -52,6 +52,7 @@ __all__ = [
     "RESPONSE_TOO_LARGE_MESSAGE",
     "UNSUPPORTED_VERSION",
     "McpError",
+    "capability_names",
     "encode_error",
     "encode_id",
     "encode_result",
@@ -84,7 +85,8 @@ INVALID_STATE_MESSAGE: Final = "Invalid or expired request state"
 INTERNAL_ERROR_MESSAGE: Final = "Internal error"
 #: What a client is told when an answer (a reply, a task's result) is over its size ceiling.
 RESPONSE_TOO_LARGE_MESSAGE: Final = "Response too large"
-#: What a client is told when it did not declare a capability the request needs (``data`` names them).
+#: What a client is told when it did not declare a capability the request needs: the start of the message, which
+#: goes on with the capability names (``Missing required client capability: elicitation.url``); ``data`` holds them.
 MISSING_CAPABILITY_MESSAGE: Final = "Missing required client capability"
 
 # The HTTP status of each code when the raiser does not say; a code not listed (an application's own) is 200,
@@ -228,11 +230,29 @@ def state_refusal(error: RequestStateProtectionException) -> McpError:
     return McpError(INVALID_PARAMS, INVALID_STATE_MESSAGE, http_status=400, log_reason=f"state-{reason.value}")
 
 
+def capability_names(required: JsonValue | None, prefix: str = "") -> list[str]:
+    """The dotted names of a capabilities object's leaves: ``{"elicitation":{"url":{}},"sampling":{}}`` →
+    ``["elicitation.url", "sampling"]`` (``[]`` for anything but an object). The names come from registrations
+    (what a request needs), never from client input, so a message may name them."""
+    if not isinstance(required, JsonObject):
+        return []
+    names: list[str] = []
+    for name, value in required.items():
+        path = f"{prefix}{name}"
+        inner = capability_names(value, path + ".") if isinstance(value, JsonObject) and len(value) else []
+        names.extend(inner or [path])
+    return names
+
+
 def missing_capabilities(missing: JsonObject) -> McpError:
-    """-32021 (400) ``Missing required client capability`` with ``data.requiredCapabilities`` = ``missing`` (the
-    capabilities object the client lacks, e.g. ``{"extensions": {"io.modelcontextprotocol/tasks": {}}}``)."""
+    """-32021 (400) ``Missing required client capability: <names>`` with ``data.requiredCapabilities`` =
+    ``missing`` (the capabilities object the client lacks, e.g.
+    ``{"extensions": {"io.modelcontextprotocol/tasks": {}}}``; the message names its leaves, see
+    :func:`capability_names`)."""
     data = JsonObject.builder().put("requiredCapabilities", missing).build()
-    return McpError(MISSING_CAPABILITY, MISSING_CAPABILITY_MESSAGE, data)
+    names = capability_names(missing)
+    message = f"{MISSING_CAPABILITY_MESSAGE}: {', '.join(names)}" if names else MISSING_CAPABILITY_MESSAGE
+    return McpError(MISSING_CAPABILITY, message, data)
 
 
 def store_refusal(error: StoreError) -> McpError:

@@ -74,6 +74,7 @@ from .jsonrpc import (
     MISSING_CAPABILITY,
     UNSUPPORTED_VERSION,
     McpError,
+    capability_names,
     encode_result,
 )
 from .sessions import LegacySession, SessionLimitReason, SessionsFull, SessionTable
@@ -376,21 +377,9 @@ def _encode_complete(request_id: RequestId, answer: JsonObject) -> bytes:
     return encode_result(request_id, encode_wire(_strip_modern(answer)))
 
 
-def _capability_names(required: JsonValue | None, prefix: str = "") -> list[str]:
-    # {"elicitation":{"url":{}},"sampling":{}} -> ["elicitation.url", "sampling"]; names come from registrations.
-    if not isinstance(required, JsonObject):
-        return []
-    names: list[str] = []
-    for name, value in required.items():
-        path = f"{prefix}{name}"
-        inner = _capability_names(value, path + ".") if isinstance(value, JsonObject) and len(value) else []
-        names.extend(inner or [path])
-    return names
-
-
 def _missing_sentence(required: JsonValue | None, method: str) -> str:
     subject = "This tool" if method == methods.TOOLS_CALL else "This request"
-    names = _capability_names(required)
+    names = capability_names(required)
     if not names:
         return f"{subject} needs a client capability this client did not declare in initialize."
     if len(names) == 1:
