@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import importlib
+import inspect
 import ipaddress
 import logging
 import os
@@ -200,18 +201,64 @@ def _free_socket(host: str, port: int) -> socket.socket:
 
 
 def _load_app(reference: str) -> Registry:
+    """The Registry ``--app module:object`` names: the object itself, or what calling it (with no argument)
+    returns. The current folder is importable, as with uvicorn. Every failure is one sentence naming the module
+    and the problem (the exception's type, never its text, which could hold anything the app knows): exit 2 when
+    the reference is wrong (no such module or object, a factory that needs arguments, not a Registry), exit 1
+    when the app's own code fails (importing the module or calling the factory raised)."""
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
-        fail("usage: --app takes module:object", ExitCode.USAGE)
+        fail("usage: --app takes module:object (e.g. myapp.mcp:registry)", ExitCode.USAGE)
+    shown = shown_path(module_name)
+    named = f"--app {shown_path(reference)}"
+    # As uvicorn does: the folder the command runs in is where an app's module is looked for first.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
-        target: Any = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        fail(f"cannot load --app {shown_path(reference)} ({type(error).__name__})", ExitCode.USAGE)
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and (module_name == error.name or module_name.startswith(f"{error.name}.")):
+            fail(f"{named}: no module named {shown} in the current folder or the Python path", ExitCode.USAGE)
+        fail(f"{named}: importing module {shown} failed (ModuleNotFoundError in its own imports)", ExitCode.REFUSED)
+    except (Exception, SystemExit) as error:  # the app's module raised while it was imported
+        fail(f"{named}: importing module {shown} raised {type(error).__name__}", ExitCode.REFUSED)
+    try:
+        target: Any = getattr(module, attribute)
+    except AttributeError:
+        fail(f"{named}: module {shown} has no attribute {shown_path(attribute)}", ExitCode.USAGE)
     if callable(target) and not isinstance(target, Registry):
-        target = target()
+        needed = _required_parameters(target)
+        if needed:
+            fail(
+                f"{named}: the factory in module {shown} needs arguments ({', '.join(needed)}); "
+                "it must be callable with none",
+                ExitCode.USAGE,
+            )
+        try:
+            target = target()
+        except (Exception, SystemExit) as error:  # the app's factory raised
+            fail(f"{named}: the factory in module {shown} raised {type(error).__name__}", ExitCode.REFUSED)
     if not isinstance(target, Registry):
-        fail("--app must name a Registry or a function returning one", ExitCode.USAGE)
+        fail(
+            f"{named}: module {shown} gives {type(target).__name__}, not a Registry or a function returning one",
+            ExitCode.USAGE,
+        )
     return target
+
+
+def _required_parameters(factory: Any) -> list[str]:
+    """The names of the parameters ``factory`` cannot be called without (none when its signature is unknown)."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    required = [
+        shown_path(parameter.name)
+        for parameter in parameters
+        if parameter.default is inspect.Parameter.empty
+        and parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    return required
 
 
 def _configure_logging(level: LogLevel) -> None:
@@ -256,10 +303,14 @@ def _check_input_timeout(value: str) -> str:
     return value
 
 
+def _served_versions(eras: ProtocolEras) -> list[str]:
+    """The protocol versions a server with these eras speaks, newest first."""
+    return ([PROTOCOL_VERSION] if eras.modern else []) + (list(LEGACY_PROTOCOL_VERSIONS) if eras.legacy else [])
+
+
 def _eras_text(eras: ProtocolEras) -> str:
     """The versions a server with these eras speaks, for the start-up banner."""
-    versions = ([PROTOCOL_VERSION] if eras.modern else []) + (list(LEGACY_PROTOCOL_VERSIONS) if eras.legacy else [])
-    return f"{eras.value} ({', '.join(versions)})"
+    return f"{eras.value} ({', '.join(_served_versions(eras))})"
 
 
 def _seconds(value: str) -> float:
@@ -510,12 +561,13 @@ def serve(
     """Serve MCP {protocol_version} and the 2025 era over HTTP or stdio: the demo app (catalog.continue and friends),
     or your own.
 
-    At start it prints the URL, the key it seals with (id and keyring fingerprint, never material) and a
-    copy-paste bash example: the first request gets **input_required** from catalog.continue, the retry with the
-    answer and the state completes it. Without --keyring an ephemeral development key is used and announced;
-    states sealed with it die with the process. The development key is written to a private keyring file (a new
-    0700 folder, file 0600, deleted on exit) whose path is printed, so its tokens can be inspected with
-    **soklet inspect-state --keyring PATH TOKEN**.
+    At start it prints the URL, the key it seals with (id and keyring fingerprint, never material) and, when the
+    demo is served, a copy-paste bash example: the first request gets **input_required** from catalog.continue,
+    the retry with the answer and the state completes it. **--app module:object** serves your Registry instead
+    (or the one a function of no argument returns); the current folder is importable, as with uvicorn. Without
+    --keyring an ephemeral development key is used and announced; states sealed with it die with the process.
+    The development key is written to a private keyring file (a new 0700 folder, file 0600, deleted on exit)
+    whose path is printed, so its tokens can be inspected with **soklet inspect-state --keyring PATH TOKEN**.
 
     The keyring file is **reloaded** on SIGHUP and when its stat changes (checked every {poll_interval} s); a bad
     file is refused with one logged reason and the running keyring stays. With **--admin-port** a second listener serves
@@ -570,10 +622,12 @@ def serve(
 
       soklet serve --max-sessions 256 --session-idle-timeout 10m --input-timeout 2m
 
-    **Exit codes**: 0 stopped (with --stdio: standard input ended); 1 the keyring was refused, or the store's
-    schema is not one this soklet writes; 2 usage (an admin listener without a usable token source, on the MCP
-    port, non-loopback without TLS, or with --stdio included; a malformed store URL); 3 the keyring file, a token
-    or TLS file, a port, the store, or (with --stdio) standard input or output is unusable.
+    **Exit codes**: 0 stopped (with --stdio: standard input ended); 1 the keyring was refused, the store's
+    schema is not one this soklet writes, or the --app module or factory raised; 2 usage (an admin listener
+    without a usable token source, on the MCP port, non-loopback without TLS, or with --stdio included; a
+    malformed store URL; an --app naming no module or object, a factory needing arguments, or no Registry); 3
+    the keyring file, a token or TLS file, a port, the store, or (with --stdio) standard input or output is
+    unusable.
     """
     if keyring is not None and dev_key:
         fail("usage: --keyring and --dev-key exclude each other", ExitCode.USAGE)
@@ -762,6 +816,8 @@ def _serve(
     sessions: _Sessions,
     protocol_out: BinaryIO | None,
 ) -> None:
+    # The app first: a module that cannot be imported stops the start before anything listens or is opened.
+    app_registry = None if app is None else _load_app(app)
     ring = document.keyring()
     config = ProtectionConfig(
         keyring=ring, maximum_request_state_lifetime=state_lifetime, maximum_request_state_rounds=state_rounds
@@ -779,8 +835,8 @@ def _serve(
     mounts: dict[str, LinkPage] = {}
     if Fixtures.conformance in fixtures:
         registries.append(conformance.build_registry())
-    if app is not None:
-        registries.append(_load_app(app))
+    if app_registry is not None:
+        registries.append(app_registry)
     else:
         # Over stdio no page is served: account.link keeps its default https base URL.
         served = development and sock is not None
@@ -849,7 +905,8 @@ def _serve(
     reported = live.snapshot()
     fingerprint = reported.fingerprint
     active = reported.active_key_id
-    commands = example_commands(url) if sock is not None else []
+    # The example calls the demo's catalog.continue: printed only when the demo is what is served.
+    commands = example_commands(url) if sock is not None and app_registry is None else []
     # A path that cannot be shown as it is (material-shaped, control characters) is named FILE in the hint.
     shown_file = shown_path(keyring_file, limit=None)
     shown_argument = shlex.quote(str(keyring_file)) if shown_file == str(keyring_file) else "FILE"
@@ -876,7 +933,8 @@ def _serve(
         )
     else:
         where = "over stdio (one JSON-RPC message per line; this text and the logs on stderr)" if sock is None else ""
-        lines = [f"soklet serve: MCP {PROTOCOL_VERSION} {where or 'at ' + url}"]
+        # The headline names the newest version served: with --protocol legacy that is a 2025 one.
+        lines = [f"soklet serve: MCP {_served_versions(sessions.eras)[0]} {where or 'at ' + url}"]
         lines.append(f"protocol: {_eras_text(sessions.eras)}")
         if development:
             lines.append("keyring: EPHEMERAL development key (--dev-key): states die with this process")
