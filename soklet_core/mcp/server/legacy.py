@@ -621,6 +621,17 @@ class LegacyProtocol:
         session.touch()
         return session
 
+    def end_session(self, request: LegacyRequest) -> DispatchResult:
+        """``DELETE`` of a session (``Mcp-Session-Id`` in ``request.headers``): admitted like every request of the
+        session (401 when the policy refuses, 404 for an unknown session or another partition's), then ended, its
+        running requests cancelled (200, no body)."""
+        try:
+            session = self._session(request)
+        except McpError as error:
+            return _refused(error, None)
+        self._sessions.remove(session.id)
+        return DispatchResult(200, None, reason="session-ended")
+
     def _response(self, request: LegacyRequest, message: JsonObject) -> DispatchResult:
         try:
             session = self._session(request)

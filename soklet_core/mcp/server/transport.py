@@ -13,7 +13,8 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
   a plain JSON answer). An unknown or expired ``Mcp-Session-Id``: 404, JSON-RPC -32001 ``Session not found``;
 * GET: 405 (``Allow: POST, DELETE`` when the 2025 era is served: no standalone SSE stream is offered, as the
   2025-11-25 transport permits; ``Allow: POST`` otherwise). DELETE with ``Mcp-Session-Id`` ends that session
-  (its running requests are cancelled): 200, unknown 404, no header 400; 405 on a modern-only server. The rest:
+  (its running requests are cancelled) once admitted as every request of the session is: 200, refused by the
+  admission policy 401, unknown or another partition's 404, no header 400; 405 on a modern-only server. The rest:
   405;
 * strict ``Host`` and ``Origin`` (hand-written RFC 9112/3986/6454 parsers, no regular expressions): exactly one
   ``Host`` = ``uri-host [":" port]``, else 400; a well-formed ``Host`` that is not allowed is 403; at most one
@@ -54,6 +55,7 @@ from soklet_core.json import (
     MAX_REQUEST_BODY_BYTES,
     RESPONSE_OUTPUT_CEILING_BYTES,
     JsonError,
+    JsonNull,
     JsonObject,
     JsonValue,
     encode_wire,
@@ -485,7 +487,7 @@ class McpAsgiApp:
             await self._mounted(mount, scope, receive, send)
             return None  # logged by _mounted; not an MCP request for the metrics
         if scope["method"] == "DELETE":
-            return await self._end_session(headers, send)
+            return await self._end_session(scope["path"], headers, send)
         body = await self._read_body(headers, receive)
         if body is _TOO_LARGE:
             return await self._plain(send, 413, "body-too-large")
@@ -572,17 +574,14 @@ class McpAsgiApp:
         await send({"type": "http.response.body", "body": body})
         return DispatchResult(status, None, reason=reason, code=code)
 
-    async def _end_session(self, headers: dict[str, str], send: Send) -> DispatchResult:
-        """``DELETE`` with ``Mcp-Session-Id``: end that session (its running requests are cancelled) → 200."""
-        assert self._sessions is not None
-        session_id = headers.get(SESSION_HEADER)
-        if session_id is None:
+    async def _end_session(self, path: str, headers: dict[str, str], send: Send) -> DispatchResult:
+        """``DELETE`` with ``Mcp-Session-Id``: end that session (its running requests are cancelled) → 200, once
+        admitted as every request of the session is (:meth:`.LegacyProtocol.end_session`)."""
+        assert self._legacy is not None
+        if SESSION_HEADER not in headers:
             return await self._answer(send, 400, INVALID_REQUEST, _NO_SESSION_TEXT, "session-missing")
-        if not self._sessions.remove(session_id.strip()):
-            return await self._answer(send, 404, SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, "session-not-found")
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
-        await send({"type": "http.response.body", "body": b""})
-        return DispatchResult(200, None, reason="session-ended")
+        result = self._legacy.end_session(LegacyRequest(path, headers, JsonNull.instance()))
+        return await self._finish(send, result, _QUIET, False)
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | object:
         """The body, or a marker: :data:`_TOO_LARGE`, :data:`_TIMED_OUT` (body timeout) or :data:`_DRAINED`."""
