@@ -60,6 +60,7 @@ from .protector import (
     envelope_header,
 )
 from .sealer import (
+    MAX_ISSUED_AT_SKEW,
     CheckResult,
     CheckStatus,
     Clock,
@@ -83,6 +84,7 @@ __all__ = [
     "ENVELOPE_VERSION",
     "HKDF_INFO",
     "MAX_ENDPOINT_PATH_CHARS",
+    "MAX_ISSUED_AT_SKEW",
     "NONCE_BYTES",
     "PARTITION_DIGEST_LABEL",
     "TAG_BYTES",

@@ -26,7 +26,7 @@ from .binding import BoundRequest
 from .config import ProtectionConfig
 from .envelope import EnvelopeHeader
 from .errors import RequestStateProtectionException
-from .sealer import CheckStatus, OpeningDiagnosis, OpeningStep, SealedStateContents
+from .sealer import MAX_ISSUED_AT_SKEW, CheckStatus, OpeningDiagnosis, OpeningStep, SealedStateContents
 
 __all__ = [
     "MAX_DIFF_PATHS",
@@ -230,9 +230,21 @@ def _explain(
         left = contents.expires_at_ms - now
         if passed:
             return f"expires {iso_time(contents.expires_at_ms)}, {relative_time(left)}"
-        if left > 0:
-            return f"its lifetime exceeds the {duration_text(config.maximum_request_state_lifetime)} maximum"
         return f"expired {iso_time(contents.expires_at_ms)}, {relative_time(left)}"
+    if step is OpeningStep.ISSUED_AT:
+        issued = f"issued {iso_time(contents.issued_at_ms)}, {relative_time(contents.issued_at_ms - now)}"
+        return issued if passed else f"{issued}, beyond the {duration_text(MAX_ISSUED_AT_SKEW)} clock-skew bound"
+    if step is OpeningStep.LIFETIME:
+        maximum = duration_text(config.maximum_request_state_lifetime)
+        lifetime = contents.expires_at_ms - contents.issued_at_ms
+        if lifetime <= 0:
+            return "it expires no later than it was issued"
+        spelled = duration_text(timedelta(milliseconds=lifetime))
+        return (
+            f"lifetime {spelled} of at most {maximum}"
+            if passed
+            else f"its lifetime of {spelled} exceeds the {maximum} maximum"
+        )
     if step is OpeningStep.ROUND:
         max_rounds = config.maximum_request_state_rounds
         if passed:

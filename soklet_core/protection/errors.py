@@ -74,6 +74,8 @@ class RequestStateProtectionReason(ErrorReason):
     DECODED_TOO_LARGE = "decoded-too-large", "the decrypted state is larger than the decoded limit"
     JSON = "json", "the decrypted state is not the sealed-state JSON schema"
     EXPIRED = "expired", "the state has expired"
+    ISSUED_IN_FUTURE = "issued-in-future", "the state's issue time is further ahead of this clock than the skew bound"
+    LIFETIME_EXCEEDED = "lifetime-exceeded", "the state's lifetime is longer than the configured maximum"
     ROUND = "round", "the state's round is outside the allowed rounds"
     BINDING_METHOD = "binding-method", "the state was sealed for another JSON-RPC method"
     BINDING_PATH = "binding-path", "the state was sealed for another endpoint path"

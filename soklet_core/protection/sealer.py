@@ -13,16 +13,20 @@ already carried the last allowed round (``LAST_ROUND``), when the state expired 
 built-in protector holds a reservation on the active key while it seals.
 
 **Opening** runs these checks in order and raises the first failure's reason: encoded size, base64url, version,
-key id, authentication (the protector), decoded size, JSON schema, expiry, round, binding (method, path,
-protocol version, partition, params — each its own reason), request id reused. The checks are written once, as
-the opening table ``_OPENING_CHECKS`` at the end of this module: :meth:`RequestStateSealer.open` stops at the
-first failure, :meth:`RequestStateSealer.diagnose` runs through it. It returns an
-:class:`OpenedRequestState` whose only public content is the application JSON, with canonical numbers
-(``100`` comes back as ``1E+2``).
+key id, authentication (the protector), decoded size, JSON schema, expiry, issued-at, lifetime, round, binding
+(method, path, protocol version, partition, params — each its own reason), request id reused. The checks are
+written once, as the opening table ``_OPENING_CHECKS`` at the end of this module:
+:meth:`RequestStateSealer.open` stops at the first failure, :meth:`RequestStateSealer.diagnose` runs through it.
+It returns an :class:`OpenedRequestState` whose only public content is the application JSON, with canonical
+numbers (``100`` comes back as ``1E+2``).
 
 **Expiry** is half-open: a state is valid while ``now < expires-at``; at exactly ``expires-at`` it has expired.
-A state whose ``expires-at - issued-at`` exceeds the configured maximum lifetime is expired as well (the
-difference comes from one clock, so fleet clock skew does not matter).
+Two more checks keep a state from living longer than the configured maximum lifetime. **Issued-at** may lie at
+most :data:`MAX_ISSUED_AT_SKEW` ahead of this server's clock (``issued-in-future``): without it, a state sealed
+by a clock an hour fast (or forged with a leaked key) would open for an hour more than its lifetime. The bound
+is the clock skew tolerated between the instances of a fleet, since one instance seals and another may open.
+**Lifetime**: ``expires-at - issued-at`` must be above zero and at most the configured maximum
+(``lifetime-exceeded``); both times come from the sealing clock, so skew does not matter to this one.
 
 Refusals go to the ``soklet.protection`` logger as the reason alone: never the token, the plaintext or a key.
 """
@@ -35,6 +39,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Final, cast
@@ -65,6 +70,7 @@ from .errors import (
 from .protector import RequestStateProtectionContext, RequestStateProtector
 
 __all__ = [
+    "MAX_ISSUED_AT_SKEW",
     "CheckResult",
     "CheckStatus",
     "Clock",
@@ -80,6 +86,12 @@ __all__ = [
 Clock = Callable[[], int]
 
 _logger = logging.getLogger("soklet.protection")
+#: How far a state's issued-at may lie ahead of the opening server's clock: the clock skew tolerated between the
+#: instance that sealed it and the one that opens it. Beyond it the state is refused (``issued-in-future``), so
+#: no state opens for more than the maximum lifetime plus this bound. Fleet clocks under NTP agree within
+#: milliseconds; a minute leaves room for a drifting host without letting a state outlive its lifetime much.
+MAX_ISSUED_AT_SKEW: Final = timedelta(seconds=60)
+_SKEW_MS: Final = MAX_ISSUED_AT_SKEW // timedelta(milliseconds=1)
 #: Framework integers (times, rounds) beyond this magnitude are not the schema.
 _MAX_INTEGER: Final = 2**63
 _PROTECTOR_REASONS: Final = frozenset({Reason.BASE64URL, Reason.VERSION, Reason.UNKNOWN_KEY, Reason.AUTHENTICATION})
@@ -323,6 +335,8 @@ class OpeningStep(enum.Enum):
     DECODED_SIZE = "decoded-size"
     JSON = "json"
     EXPIRY = "expiry"
+    ISSUED_AT = "issued-at"
+    LIFETIME = "lifetime"
     ROUND = "round"
     BINDING_METHOD = "binding-method"
     BINDING_PATH = "binding-path"
@@ -351,6 +365,8 @@ _STEP_REASONS: Final = {
     OpeningStep.DECODED_SIZE: Reason.DECODED_TOO_LARGE,
     OpeningStep.JSON: Reason.JSON,
     OpeningStep.EXPIRY: Reason.EXPIRED,
+    OpeningStep.ISSUED_AT: Reason.ISSUED_IN_FUTURE,
+    OpeningStep.LIFETIME: Reason.LIFETIME_EXCEEDED,
     OpeningStep.ROUND: Reason.ROUND,
     OpeningStep.BINDING_METHOD: Reason.BINDING_METHOD,
     OpeningStep.BINDING_PATH: Reason.BINDING_PATH,
@@ -634,12 +650,19 @@ def _decodes(opening: _Opening) -> OpeningStep | None:
 
 
 def _unexpired(opening: _Opening) -> OpeningStep | None:
+    # Half-open: at exactly expires-at the state has expired.
+    return OpeningStep.EXPIRY if opening.now >= opening.decoded.expires_at_ms else None
+
+
+def _issued_in_the_past(opening: _Opening) -> OpeningStep | None:
+    return OpeningStep.ISSUED_AT if opening.decoded.issued_at_ms > opening.now + _SKEW_MS else None
+
+
+def _lifetime_allowed(opening: _Opening) -> OpeningStep | None:
+    # One clock made both times, so fleet skew plays no part here.
     contents = opening.decoded
-    expires = contents.expires_at_ms
-    # Half-open, and a lifetime longer than this server allows is expired too (one clock made both times).
-    if opening.now >= expires or expires - contents.issued_at_ms > opening.sealer._lifetime_ms:
-        return OpeningStep.EXPIRY
-    return None
+    lifetime = contents.expires_at_ms - contents.issued_at_ms
+    return None if 0 < lifetime <= opening.sealer._lifetime_ms else OpeningStep.LIFETIME
 
 
 def _round_allowed(opening: _Opening) -> OpeningStep | None:
@@ -673,6 +696,8 @@ _OPENING_CHECKS: Final[tuple[tuple[OpeningStep, _OpeningCheck, bool], ...]] = (
     (OpeningStep.DECODED_SIZE, _decoded_size_fits, False),
     (OpeningStep.JSON, _decodes, False),
     (OpeningStep.EXPIRY, _unexpired, False),
+    (OpeningStep.ISSUED_AT, _issued_in_the_past, False),
+    (OpeningStep.LIFETIME, _lifetime_allowed, False),
     (OpeningStep.ROUND, _round_allowed, False),
     *((OpeningStep.failing_with(Reason.for_binding(field)), _binding_matches(field), True) for field in BindingField),
     (OpeningStep.REQUEST_ID, _request_id_fresh, True),

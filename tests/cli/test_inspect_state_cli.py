@@ -291,10 +291,58 @@ def test_lifetime_is_the_servers_maximum(soklet) -> None:
         ("inspect-state", "--keyring", RING, "--at", LATER, "--lifetime", "8785h", token),
     )
     assert default.returncode == 1
-    assert json.loads(default.stdout)["refusal"] == "expired"
-    assert checks_of(default)["expiry"]["detail"] == "its lifetime exceeds the 15m maximum"
+    assert json.loads(default.stdout)["refusal"] == "lifetime-exceeded"
+    assert checks_of(default)["lifetime"]["detail"] == "its lifetime of 1h exceeds the 15m maximum"
     assert hour.returncode == 0, hour.stderr
     assert checks_of(hour)["expiry"]["status"] == "passed"
+    assert checks_of(hour)["lifetime"]["detail"] == "lifetime 1h of at most 1h"
     assert (bare.returncode, long.returncode) == (2, 2)
     assert "no unit" in bare.stderr
     assert "at most 366 days" in long.stderr
+
+
+def test_a_state_issued_ahead_of_the_clock_is_explained(soklet) -> None:
+    # Sealed at T0, inspected an hour earlier: the state's issued-at lies an hour ahead of the inspecting clock, so
+    # a server would refuse it although it has not expired; 60 s ahead is within the clock-skew bound.
+    soklet.run("keys", "generate", "--id", "k1")
+    write_request(soklet.cwd, "call.json", 1)
+    write_request(soklet.cwd, "retry.json", 2)
+    token = sealed(soklet)
+    early, at_bound, human = soklet.run_together(
+        (
+            "inspect-state",
+            "--keyring",
+            RING,
+            "--request",
+            "retry.json",
+            "--at",
+            "2026-07-31T23:00:00Z",
+            "--json",
+            token,
+        ),
+        (
+            "inspect-state",
+            "--keyring",
+            RING,
+            "--request",
+            "retry.json",
+            "--at",
+            "2026-07-31T23:59:00Z",
+            "--json",
+            token,
+        ),
+        ("inspect-state", "--keyring", RING, "--request", "retry.json", "--at", "2026-07-31T23:00:00Z", token),
+    )
+    assert early.returncode == 1, early.stderr
+    assert json.loads(early.stdout)["refusal"] == "issued-in-future"
+    assert checks_of(early)["expiry"]["status"] == "passed"
+    assert checks_of(early)["issued-at"] == {
+        "check": "issued-at",
+        "status": "failed",
+        "reason": "issued-in-future",
+        "detail": "issued 2026-08-01T00:00:00.000Z, in 1h, beyond the 1m clock-skew bound",
+    }
+    assert at_bound.returncode == 0, at_bound.stdout
+    assert checks_of(at_bound)["issued-at"]["status"] == "passed"
+    assert human.returncode == 1
+    assert "refused: issued-in-future" in human.stdout

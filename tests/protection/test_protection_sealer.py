@@ -223,14 +223,14 @@ def test_expiry_edges(setup) -> None:
     assert refusal(sealer, token, bound(request(2))) is Reason.EXPIRED
 
 
-def test_a_lifetime_longer_than_the_configured_maximum_is_expired() -> None:
+def test_a_lifetime_longer_than_the_configured_maximum_is_refused() -> None:
     from datetime import timedelta
 
     ring = keyring(key("k1"))
     long_lived, clock = sealer_for(ring, maximum_request_state_lifetime=timedelta(hours=1))
     short_lived, _ = sealer_for(ring, clock, maximum_request_state_lifetime=timedelta(minutes=15))
     token = long_lived.seal(state(1), bound())
-    assert refusal(short_lived, token, bound(request(2))) is Reason.EXPIRED
+    assert refusal(short_lived, token, bound(request(2))) is Reason.LIFETIME_EXCEEDED
     exact, _ = sealer_for(ring, clock, maximum_request_state_lifetime=timedelta(hours=1))
     assert exact.open(token, bound(request(2))).state == state(1)
 
@@ -541,6 +541,12 @@ def test_every_opening_reason_is_reachable_and_reported_as_itself() -> None:
         Reason.DECODED_TOO_LARGE: (forge(material, "k1", plaintext[:-1] + b" " * 2_000 + b"}"), retry, T0),
         Reason.JSON: (forge(material, "k1", plaintext.replace(b'"r":1', b'"r":"1"')), retry, T0),
         Reason.EXPIRED: (good, retry, T0 + 15 * MINUTE),
+        Reason.ISSUED_IN_FUTURE: (good, retry, T0 - 2 * MINUTE),
+        Reason.LIFETIME_EXCEEDED: (
+            forge(material, "k1", plaintext.replace(b'"i":1.7855424E+12', b'"i":1.7855423E+12')),
+            retry,
+            T0,
+        ),
         Reason.ROUND: (forge(material, "k1", plaintext.replace(b'"r":1', b'"r":11')), retry, T0),
         Reason.BINDING_METHOD: (good, bound(request(2, method="resources/read")), T0),
         Reason.BINDING_PATH: (good, bound(request(2), path="/mcp/v2"), T0),
