@@ -892,6 +892,7 @@ def _serve(
             rounds=config.maximum_request_state_rounds,
             metrics=metrics,
             body_timeout_seconds=limits.body_timeout_seconds,
+            store=durable,
         )
         tls: dict[str, Any] = {}
         if admin.tls_cert is not None:

@@ -156,6 +156,15 @@ class PostgresStore:
             await pool.close()
             raise
 
+    async def check(self) -> None:
+        """Raise ``StoreError(UNAVAILABLE)`` unless a pooled connection answers a trivial query within the call
+        deadline."""
+
+        async def work(connection: _Connection) -> None:
+            await connection.execute("SELECT 1")
+
+        await self._call("check", work)
+
     async def close(self) -> None:
         """Close the pool and its connections."""
         self._closed = True

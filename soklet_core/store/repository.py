@@ -29,6 +29,11 @@ class DurableStore(Protocol):
         """Connect (or start the pool) and create the schema if absent; idempotent and safe to run concurrently."""
         ...
 
+    async def check(self) -> None:
+        """Raise ``StoreError(UNAVAILABLE)`` unless the store answers now (what a readiness probe asks): a trivial
+        query and, for SQLite, the file still being the one opened. Bounded like every call."""
+        ...
+
     async def close(self) -> None:
         """Release every connection and worker; the store may not be used afterwards."""
         ...

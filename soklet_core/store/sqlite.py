@@ -8,6 +8,13 @@ concurrent writers share one fsync (group commit). No caller hears of its write 
 and a failed ``COMMIT`` fails every call of the batch, so durability is that of one transaction per call. The write
 lock is taken up front and waited for at most ``STORE_TIMEOUT_SECONDS`` (``busy_timeout``), so a compare-and-swap
 reads and writes under one lock, across stores and processes alike.
+
+A file removed or replaced under a running store (``rm``, a restore that renamed another file over it) would take
+every later write with it while SQLite kept answering from the unlinked inode. The store remembers the device and
+inode of the file it opened (:class:`_FileGuard`) and compares them with what the path names now: after every
+committed batch in the writer thread (before any caller hears of it) and before every read in a reader thread,
+one ``stat`` each. From the first mismatch on, the store is lost until the process restarts: every call fails
+``StoreError(UNAVAILABLE)``, and one ERROR line names the file.
 """
 
 from __future__ import annotations
@@ -100,6 +107,59 @@ def _use_wal(connection: sqlite3.Connection) -> None:
         time.sleep(_WAL_RETRY_SECONDS)
 
 
+class _FileGuard:
+    """The identity (device, inode) of the store's file as opened, checked against what its path names now."""
+
+    __slots__ = ("_identity", "_lock", "_lost", "_path")
+
+    def __init__(self, path: Path, identity: tuple[int, int]) -> None:
+        self._path = path
+        self._identity = identity
+        self._lock = threading.Lock()
+        self._lost = False
+
+    @property
+    def lost(self) -> bool:
+        """Whether the file was found removed or replaced (for good: only a restart opens the new file)."""
+        return self._lost
+
+    def check(self, operation: str) -> None:
+        """Raise ``StoreError(UNAVAILABLE)`` when the file is no longer the one opened. One ``stat`` of the path
+        (constant work, on the store's own threads only)."""
+        if not self._lost:
+            try:
+                status = os.stat(self._path)
+            except FileNotFoundError:
+                self._lose("removed")
+            except OSError as error:  # the folder unreadable for a moment: this call fails, the store is not lost
+                raise StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: {type(error).__name__}") from None
+            else:
+                if (status.st_dev, status.st_ino) != self._identity:
+                    self._lose("replaced")
+        if self._lost:
+            raise StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: the store file was removed or replaced")
+
+    def _lose(self, how: str) -> None:
+        with self._lock:
+            if self._lost:
+                return
+            self._lost = True
+        _logger.error(
+            "store file %s was %s while in use: every write is refused until soklet is restarted", self._path, how
+        )
+
+
+def _file_identity(path: Path) -> tuple[int, int]:
+    """Create the store's file owner-only if absent (before SQLite opens it: its -wal and -shm files take the same
+    mode) and return its (device, inode), read from the opened descriptor."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        status = os.fstat(descriptor)
+    finally:
+        os.close(descriptor)
+    return status.st_dev, status.st_ino
+
+
 class _Write:
     """One queued write: its work, and where its outcome goes (a future of the caller's event loop)."""
 
@@ -134,8 +194,9 @@ def _settle(writes: list[_Write]) -> None:
 class _Writer:
     """The store's one writer thread: takes queued writes in batches and commits each batch once."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, guard: _FileGuard) -> None:
         self._path = path
+        self._guard = guard
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         # Guards `_stopping` together with the queue, so that no write is queued behind the stop mark.
         self._lock = threading.Lock()
@@ -192,6 +253,9 @@ class _Writer:
             self._connection = None
 
     def _commit(self, batch: list[_Write]) -> None:
+        if self._guard.lost:
+            self._refuse(batch)
+            return
         try:
             if self._connection is None:
                 self._connection = _connect(self._path)
@@ -216,6 +280,18 @@ class _Writer:
                     _logger.warning("store rollback failed after a failed commit")
             self._fail(batch, error)
             return
+        try:
+            # Committed to the file the store opened: no caller hears of it unless that file is still the store's.
+            self._guard.check("commit")
+        except StoreError:
+            self._refuse(batch)
+            return
+        self._hand_back(batch)
+
+    def _refuse(self, batch: list[_Write]) -> None:
+        """Fail every write of ``batch``: the store's file is gone, what it commits would be lost."""
+        for write in batch:
+            write.outcome = (False, StoreError(StoreErrorReason.UNAVAILABLE, f"{write.operation}: the store is lost"))
         self._hand_back(batch)
 
     @staticmethod
@@ -280,6 +356,7 @@ class SqliteStore:
         self._path: Path = url.sqlite_path
         self._readers: ThreadPoolExecutor | None = None
         self._writer: _Writer | None = None
+        self._guard: _FileGuard | None = None
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -307,7 +384,11 @@ class SqliteStore:
         if readers is None or self._closed:
             raise StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: the store is not open")
 
+        guard = self._guard
+
         def call() -> _T:
+            if guard is not None:
+                guard.check(operation)  # never an answer read from a file that is no longer the store
             try:
                 return work(self._connection())
             except sqlite3.Error as error:
@@ -336,12 +417,13 @@ class SqliteStore:
         if self._closed:
             raise StoreError(StoreErrorReason.UNAVAILABLE, "open: the store was closed")
         try:
-            await asyncio.to_thread(self._create_file)
+            identity = await asyncio.to_thread(self._create_file)
         except OSError as error:
             _logger.warning("store open failed: %s", type(error).__name__)
             raise StoreError(StoreErrorReason.UNAVAILABLE, f"open: {type(error).__name__}") from None
+        self._guard = _FileGuard(self._path, identity)
         self._readers = ThreadPoolExecutor(max_workers=SQLITE_READERS, thread_name_prefix="soklet-sqlite")
-        self._writer = _Writer(self._path)
+        self._writer = _Writer(self._path, self._guard)
         try:
             await self._write("open", _create_schema)
         except BaseException:
@@ -349,11 +431,14 @@ class SqliteStore:
             await self._release()
             raise
 
-    def _create_file(self) -> None:
+    def _create_file(self) -> tuple[int, int]:
         self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # Created here, owner-only, before SQLite opens it (its -wal and -shm files take the same mode).
-        descriptor = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        os.close(descriptor)
+        return _file_identity(self._path)
+
+    async def check(self) -> None:
+        """Raise ``StoreError(UNAVAILABLE)`` unless the store is open, its file is still the one it opened, and a
+        reader answers a trivial query within ``STORE_TIMEOUT_SECONDS``."""
+        await self._run("check", _probe)
 
     async def close(self) -> None:
         """Finish the queued writes, stop the threads and close every connection."""
@@ -491,6 +576,10 @@ class SqliteStore:
             return connection.execute(_SQL.purge_expired_handles, (millis,)).rowcount
 
         return await self._write("purge_expired_handles", work)
+
+
+def _probe(connection: sqlite3.Connection) -> None:
+    connection.execute("SELECT 1").fetchone()
 
 
 def _create_schema(connection: sqlite3.Connection) -> None:

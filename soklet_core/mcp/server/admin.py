@@ -4,6 +4,10 @@ Every request needs ``Authorization: Bearer <token>`` (compared in constant time
 else ``401`` with ``WWW-Authenticate: Bearer`` and nothing happens. Endpoints (see docs/fleet.md):
 
 * ``GET /v1/keyring`` — the secret-free snapshot; ``GET /v1/health``; ``GET /metrics`` (Prometheus text);
+* ``GET /v1/ready`` — the readiness probe, the one endpoint that takes no token (it reveals only a status and a
+  bounded reason): ``200 {"status": "ready"}``, or ``503 {"status": "not-ready", "reason": "store-unavailable"}``
+  with ``Retry-After`` while the durable store does not answer (:data:`READY_STORE_TIMEOUT_SECONDS`) or its file
+  was removed or replaced;
 * ``POST /v1/keyring/stage`` ``{"id", "material"}``, ``/activate`` ``{"id"}``, ``/remove`` ``{"id"}``,
   ``/reload`` — applied through :class:`~.live_keyring.LiveKeyring`, answered with the new snapshot.
 
@@ -30,6 +34,7 @@ from soklet_core.json import JsonError, JsonObject, JsonString, parse
 from soklet_core.keys import KeyringError, KeyringErrorReason, KeyringSnapshot, ProtectionKey
 from soklet_core.keys.base64url import decode_base64url
 from soklet_core.keys.profile import PROTECTION_PROFILE
+from soklet_core.store import DurableStore, StoreError
 
 from .admin_snapshot import AdminKey, AdminSnapshot, KeyRoleName
 from .live_keyring import LiveKeyring, LiveKeyringError
@@ -42,6 +47,7 @@ __all__ = [
     "MAX_ADMIN_TOKEN_CHARS",
     "MAX_ADMIN_TOKEN_FILE_BYTES",
     "MIN_ADMIN_TOKEN_CHARS",
+    "READY_STORE_TIMEOUT_SECONDS",
     "AdminApp",
     "AdminTokenError",
     "AdminTokens",
@@ -59,6 +65,9 @@ MIN_ADMIN_TOKEN_CHARS: Final = 16
 MAX_ADMIN_TOKEN_CHARS: Final = 512
 #: Most tokens one file may hold.
 MAX_ADMIN_TOKENS: Final = 64
+#: How long ``/v1/ready`` waits for the durable store to answer before it says not ready: well inside a probe's
+#: usual timeout.
+READY_STORE_TIMEOUT_SECONDS: Final = 2.0
 #: The label of a bare token (a file or variable holding one token and no ``label:``).
 ADMIN_DEFAULT_LABEL: Final = "admin"
 
@@ -232,6 +241,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _ROUTES: Final[dict[str, str]] = {
     "/v1/keyring": "GET",
     "/v1/health": "GET",
+    "/v1/ready": "GET",
     "/metrics": "GET",
     "/v1/keyring/stage": "POST",
     "/v1/keyring/activate": "POST",
@@ -243,7 +253,7 @@ _ROUTES: Final[dict[str, str]] = {
 class AdminApp:
     """The admin ASGI 3 app over one :class:`LiveKeyring`. Keyring changes run in a worker thread (file I/O)."""
 
-    __slots__ = ("_body_timeout", "_instance", "_lifetime_ms", "_live", "_metrics", "_rounds", "_tokens")
+    __slots__ = ("_body_timeout", "_instance", "_lifetime_ms", "_live", "_metrics", "_rounds", "_store", "_tokens")
 
     def __init__(
         self,
@@ -255,6 +265,7 @@ class AdminApp:
         rounds: int,
         metrics: ServerMetrics | None = None,
         body_timeout_seconds: float = 30.0,
+        store: DurableStore | None = None,
     ) -> None:
         self._live = live
         self._tokens = tokens
@@ -263,6 +274,7 @@ class AdminApp:
         self._rounds = rounds
         self._metrics = metrics
         self._body_timeout = body_timeout_seconds
+        self._store = store  # what /v1/ready asks (None: ready whenever the listener answers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -277,6 +289,9 @@ class AdminApp:
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
+        if scope["path"] == "/v1/ready" and scope["method"] == "GET":
+            await self._send_ready(send)
+            return
         actor = self._tokens.label_for(headers.get(b"authorization"))
         if actor is None:
             raise _Refused(401, "unauthorized", [(b"www-authenticate", b"Bearer")])
@@ -332,6 +347,19 @@ class AdminApp:
         return keyring_document(
             snapshot, self._live, instance=self._instance, lifetime_ms=self._lifetime_ms, rounds=self._rounds
         )
+
+    async def _send_ready(self, send: Send) -> None:
+        """``/v1/ready``: whether this instance can serve its durable work now (a probe: no token, no detail)."""
+        store = self._store
+        if store is not None:
+            try:
+                async with asyncio.timeout(READY_STORE_TIMEOUT_SECONDS):
+                    await store.check()
+            except (StoreError, TimeoutError):
+                refusal = {"status": "not-ready", "reason": "store-unavailable"}
+                await _answer(send, 503, refusal, [(b"retry-after", b"1")])
+                return
+        await _answer(send, 200, {"status": "ready"})
 
     async def _send_metrics(self, send: Send) -> None:
         if self._metrics is None:

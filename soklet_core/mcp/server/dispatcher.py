@@ -1223,6 +1223,10 @@ class Dispatcher:
             return await call_handler()
         except (McpError, asyncio.CancelledError):
             raise
+        except StoreError:
+            # A durable handle's store failing under the handler is the store's answer (store_refusal in
+            # dispatch: 503 with Retry-After when unavailable), as for tasks, not a handler failure.
+            raise
         except Exception as error:  # the client gets one fixed message; the operator the exception type
             _logger.error("handler failed: %s", type(error).__name__)
             raise _internal("handler-failed") from None
