@@ -27,7 +27,7 @@ import typer
 
 from soklet_apps import conformance, demo
 from soklet_apps.link_page import LINK_PAGE_PREFIX, LinkPage, LinkStore
-from soklet_core.files import KeyringDocument, KeyringFileError, write_keyring_file
+from soklet_core.files import KeyringDocument, KeyringFileError, KeyringFileErrorReason, write_keyring_file
 from soklet_core.files.fleet_file import check_instance_name, is_environment_name
 from soklet_core.json import encode_wire
 from soklet_core.keys import ProtectionKey
@@ -47,6 +47,7 @@ from soklet_core.mcp.server import (
     uvicorn_config,
     uvicorn_server_class,
 )
+from soklet_core.mcp.server.admin import check_admin_tls_key
 from soklet_core.mcp.server.http_runner import (
     DEFAULT_BODY_TIMEOUT_SECONDS,
     DEFAULT_HEADER_TIMEOUT_SECONDS,
@@ -739,6 +740,16 @@ class _AdminSettings:
     tls_key: Path | None
 
 
+#: The secret-file refusals that --allow-insecure-permissions lifts (its hint is given with them).
+_INSECURE_FILE_REASONS: Final = frozenset(
+    {
+        KeyringFileErrorReason.INSECURE_PERMISSIONS,
+        KeyringFileErrorReason.UNTRUSTED_OWNER,
+        KeyringFileErrorReason.UNTRUSTED_FOLDER,
+    }
+)
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -790,6 +801,16 @@ def _admin_settings(
         fail(f"admin token: {file_error_text(error)}", ExitCode.IO if error.reason.is_io else ExitCode.USAGE)
     except AdminTokenError as error:
         fail(f"usage: admin token: {error}", ExitCode.USAGE)
+    if tls_key is not None:
+        # A TLS private key is a secret file: refused as a keyring file would be (mode, owner, folders).
+        try:
+            check_admin_tls_key(tls_key, allow_insecure_permissions=allow_insecure_permissions)
+        except KeyringFileError as error:
+            insecure = error.reason in _INSECURE_FILE_REASONS
+            hint = " (or pass --allow-insecure-permissions)" if insecure else ""
+            fail(
+                f"admin TLS key: {file_error_text(error)}{hint}", ExitCode.IO if error.reason.is_io else ExitCode.USAGE
+            )
     return _AdminSettings(host, port, tokens, tls_cert, tls_key)
 
 

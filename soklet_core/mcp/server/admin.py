@@ -11,16 +11,24 @@ else ``401`` with ``WWW-Authenticate: Bearer`` and nothing happens. Endpoints (s
 * ``POST /v1/keyring/stage`` ``{"id", "material"}``, ``/activate`` ``{"id"}``, ``/remove`` ``{"id"}``,
   ``/reload`` — applied through :class:`~.live_keyring.LiveKeyring`, answered with the new snapshot.
 
-Refusals: ``400`` malformed body, ``404`` unknown key or path, ``405`` wrong method, ``408`` slow body, ``409``
+Refusals: ``400`` malformed body, ``404`` unknown key or path, ``405`` wrong method, ``408`` slow body (one
+deadline for the whole body, the MCP port's, so a trickle cannot renew it; the connection closes), ``409``
 conflict, ``413`` body over :data:`MAX_ADMIN_BODY_BYTES`; the body is ``{"error": reason}`` from a closed set,
 never an echo of the request.
+
+Refused authentications are counted (``soklet_admin_auth_failures{reason}``) and reported on ``soklet.admin`` in
+at most one WARNING line per :data:`AUTH_FAILURE_LOG_INTERVAL_SECONDS`, with the count since the last line and
+the last peer address, never a token. A TLS private key is a secret file: :func:`check_admin_tls_key` applies the
+keyring files' rules to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import json
+import logging
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
@@ -37,12 +45,15 @@ from soklet_core.keys.profile import PROTECTION_PROFILE
 from soklet_core.store import DurableStore, StoreError
 
 from .admin_snapshot import AdminKey, AdminSnapshot, KeyRoleName
+from .http_runner import DEFAULT_BODY_TIMEOUT_SECONDS
 from .live_keyring import LiveKeyring, LiveKeyringError
 from .metrics import ServerMetrics
 
 __all__ = [
     "ADMIN_DEFAULT_LABEL",
+    "AUTH_FAILURE_LOG_INTERVAL_SECONDS",
     "MAX_ADMIN_BODY_BYTES",
+    "MAX_ADMIN_TLS_KEY_BYTES",
     "MAX_ADMIN_TOKENS",
     "MAX_ADMIN_TOKEN_CHARS",
     "MAX_ADMIN_TOKEN_FILE_BYTES",
@@ -51,6 +62,7 @@ __all__ = [
     "AdminApp",
     "AdminTokenError",
     "AdminTokens",
+    "check_admin_tls_key",
     "keyring_document",
     "read_admin_tokens",
 ]
@@ -70,6 +82,12 @@ MAX_ADMIN_TOKENS: Final = 64
 READY_STORE_TIMEOUT_SECONDS: Final = 2.0
 #: The label of a bare token (a file or variable holding one token and no ``label:``).
 ADMIN_DEFAULT_LABEL: Final = "admin"
+#: At most one log line about refused authentications per this many seconds; each counts those since the last.
+AUTH_FAILURE_LOG_INTERVAL_SECONDS: Final = 60.0
+#: Largest TLS private key file read for its checks (64 KiB; a PEM key is a few KiB).
+MAX_ADMIN_TLS_KEY_BYTES: Final = 64 * 1024
+
+_logger = logging.getLogger("soklet.admin")
 
 # RFC 6750 b64token; labels are short plain names. Neither pattern nests a repetition.
 _TOKEN: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
@@ -250,10 +268,76 @@ _ROUTES: Final[dict[str, str]] = {
 }
 
 
+class _FailedLogins:
+    """Refused authentications, reported in at most one WARNING line per interval, each with the count since the
+    last line: the first refusal after a quiet interval at once, later ones when the interval has passed (a timer,
+    so a burst that stops is still reported). Runs on the listener's event loop only."""
+
+    __slots__ = ("_interval", "_last_logged", "_last_peer", "_pending", "_timer")
+
+    def __init__(self, interval_seconds: float) -> None:
+        self._interval = interval_seconds
+        self._last_logged: float | None = None
+        self._last_peer = _UNKNOWN_PEER
+        self._pending = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def record(self, peer: str) -> None:
+        """Count one refusal from ``peer`` (an IP address, or a fixed text when there is none)."""
+        loop = asyncio.get_running_loop()
+        self._pending += 1
+        self._last_peer = peer
+        if self._last_logged is None or loop.time() - self._last_logged >= self._interval:
+            self.flush()
+        elif self._timer is None:
+            self._timer = loop.call_at(self._last_logged + self._interval, self.flush)
+
+    def flush(self) -> None:
+        """Write the line for the refusals not reported yet, if any (also at the listener's stop)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._pending:
+            return
+        count, self._pending = self._pending, 0
+        self._last_logged = asyncio.get_running_loop().time()
+        _logger.warning(
+            "admin API: %d request%s refused for a missing or unknown bearer token since the last report (last "
+            "from %s)",
+            count,
+            "" if count == 1 else "s",
+            self._last_peer,
+        )
+
+
+#: The peer named in the failed-authentication line when the connection gives no IP address.
+_UNKNOWN_PEER: Final = "an unknown address"
+
+
+def _peer(scope: Scope) -> str:
+    # Only an IP address is named: proxy headers could make the client field any text an attacker sends.
+    client = scope.get("client")
+    host = client[0] if isinstance(client, list | tuple) and client else None
+    try:
+        return str(ipaddress.ip_address(host)) if isinstance(host, str) else _UNKNOWN_PEER
+    except ValueError:
+        return _UNKNOWN_PEER
+
+
 class AdminApp:
     """The admin ASGI 3 app over one :class:`LiveKeyring`. Keyring changes run in a worker thread (file I/O)."""
 
-    __slots__ = ("_body_timeout", "_instance", "_lifetime_ms", "_live", "_metrics", "_rounds", "_store", "_tokens")
+    __slots__ = (
+        "_body_timeout",
+        "_failed_logins",
+        "_instance",
+        "_lifetime_ms",
+        "_live",
+        "_metrics",
+        "_rounds",
+        "_store",
+        "_tokens",
+    )
 
     def __init__(
         self,
@@ -264,8 +348,9 @@ class AdminApp:
         lifetime_ms: int,
         rounds: int,
         metrics: ServerMetrics | None = None,
-        body_timeout_seconds: float = 30.0,
+        body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
         store: DurableStore | None = None,
+        auth_failure_log_interval_seconds: float = AUTH_FAILURE_LOG_INTERVAL_SECONDS,
     ) -> None:
         self._live = live
         self._tokens = tokens
@@ -274,11 +359,13 @@ class AdminApp:
         self._rounds = rounds
         self._metrics = metrics
         self._body_timeout = body_timeout_seconds
+        self._failed_logins = _FailedLogins(auth_failure_log_interval_seconds)
         self._store = store  # what /v1/ready asks (None: ready whenever the listener answers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
+            self._failed_logins.flush()  # refusals not reported yet are told before the listener goes
             return
         if scope["type"] != "http":
             return
@@ -292,8 +379,12 @@ class AdminApp:
         if scope["path"] == "/v1/ready" and scope["method"] == "GET":
             await self._send_ready(send)
             return
-        actor = self._tokens.label_for(headers.get(b"authorization"))
+        authorization = headers.get(b"authorization")
+        actor = self._tokens.label_for(authorization)
         if actor is None:
+            if self._metrics is not None:
+                self._metrics.admin_auth_failure("missing" if authorization is None else "invalid")
+            self._failed_logins.record(_peer(scope))
             raise _Refused(401, "unauthorized", [(b"www-authenticate", b"Bearer")])
         path, method = scope["path"], scope["method"]
         allowed = _ROUTES.get(path)
@@ -386,6 +477,10 @@ def _object(body: bytes, names: set[str]) -> dict[str, str]:
     return members
 
 
+#: A slow body's answer closes the connection: what is left of the body is never read.
+_CLOSE: Final = [(b"connection", b"close")]
+
+
 async def _read_body(headers: Mapping[bytes, bytes], receive: Receive, timeout: float) -> bytes:
     declared = headers.get(b"content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_ADMIN_BODY_BYTES):
@@ -393,19 +488,21 @@ async def _read_body(headers: Mapping[bytes, bytes], receive: Receive, timeout: 
     chunks: list[bytes] = []
     size = 0
     more = True
-    while more:
-        try:
-            message = await asyncio.wait_for(receive(), timeout)
-        except TimeoutError:
-            raise _Refused(408, "body-timeout") from None
-        if message["type"] == "http.disconnect":
-            raise _Refused(400, "malformed-body")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_ADMIN_BODY_BYTES:
-            raise _Refused(413, "body-too-large")
-        chunks.append(chunk)
-        more = bool(message.get("more_body", False))
+    # One deadline for the whole body, as on the MCP port: a byte now and then cannot renew it.
+    try:
+        async with asyncio.timeout(timeout):
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise _Refused(400, "malformed-body")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > MAX_ADMIN_BODY_BYTES:
+                    raise _Refused(413, "body-too-large")
+                chunks.append(chunk)
+                more = bool(message.get("more_body", False))
+    except TimeoutError:
+        raise _Refused(408, "body-timeout", _CLOSE) from None
     return b"".join(chunks)
 
 
@@ -435,6 +532,13 @@ async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes,
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def check_admin_tls_key(path: str | os.PathLike[str], *, allow_insecure_permissions: bool = False) -> None:
+    """Refuse (``KeyringFileError``) a TLS private key file that a keyring file would be refused as: readable by
+    group or others, owned by another user, in a folder others can change, not a regular file, or over
+    :data:`MAX_ADMIN_TLS_KEY_BYTES` (the secret-file rules of :func:`soklet_core.files.read_secret_file`)."""
+    read_secret_file(path, limit=MAX_ADMIN_TLS_KEY_BYTES, allow_insecure_permissions=allow_insecure_permissions)
 
 
 def read_admin_tokens(

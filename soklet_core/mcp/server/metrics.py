@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from soklet_core.keys import KeyringSnapshot
 
 __all__ = [
+    "ADMIN_AUTH_FAILURE_REASONS",
     "METRICS_CONTENT_TYPE",
     "METRIC_METHODS",
     "OPEN_OUTCOMES",
@@ -73,6 +74,8 @@ REQUEST_OUTCOMES: Final = frozenset(
     }
 )
 SEAL_OUTCOMES: Final = frozenset({"sealed", "refused"})
+#: Why the admin listener refused an authentication: no ``Authorization`` header, or one that names no token.
+ADMIN_AUTH_FAILURE_REASONS: Final = frozenset({"missing", "invalid"})
 OPEN_OUTCOMES: Final = frozenset({"opened", "refused"})
 _REASONS: Final = frozenset(reason.value for reason in RequestStateProtectionReason)
 #: How long one scrape waits for the store's figures before it reports ``soklet_store_up 0``: well inside a
@@ -122,6 +125,7 @@ class ServerMetrics:
     """
 
     __slots__ = (
+        "_admin_auth_failures",
         "_children",
         "_fingerprint",
         "_generation",
@@ -170,6 +174,12 @@ class ServerMetrics:
             ["outcome", "reason"],
             registry=registry,
         )
+        self._admin_auth_failures = Counter(
+            "soklet_admin_auth_failures",
+            "Admin API requests refused (401), by reason: missing (no Authorization header) or invalid.",
+            ["reason"],
+            registry=registry,
+        )
         self._generation = Gauge(
             "soklet_keyring_generation", "The live keyring's generation (bumped by every change).", registry=registry
         )
@@ -202,6 +212,8 @@ class ServerMetrics:
         # Present from the start, so a rate() over them is defined before the first state is seen.
         self._seals.labels("sealed", NO_REASON)
         self._opens.labels("opened", NO_REASON)
+        for reason in ADMIN_AUTH_FAILURE_REASONS:
+            self._admin_auth_failures.labels(reason)
 
     def watch_keyring(self, source: Callable[[], KeyringSnapshot]) -> None:
         """Read ``source()`` (e.g. the live keyring's ``snapshot``) at every :meth:`render`, through
@@ -317,6 +329,10 @@ class ServerMetrics:
     def open(self, outcome: str, reason: str | None = None) -> None:
         """Count one open: ``opened``, or ``refused`` with a :class:`RequestStateProtectionReason` value."""
         self._inc(self._opens, "o", *self._state_labels(outcome, OPEN_OUTCOMES, reason))
+
+    def admin_auth_failure(self, reason: str) -> None:
+        """Count one admin request refused for its token: a :data:`ADMIN_AUTH_FAILURE_REASONS` value, else other."""
+        self._inc(self._admin_auth_failures, "a", _bounded(reason, ADMIN_AUTH_FAILURE_REASONS))
 
     @staticmethod
     def _state_labels(outcome: str, outcomes: frozenset[str], reason: str | None) -> tuple[str, str]:
