@@ -7,7 +7,15 @@ This layer sits beside ``soklet_core.keys`` and builds on it: a file becomes a `
 >>> keyring = read_keyring_file("soklet-keyring.toml").keyring()   # doctest: +SKIP
 """
 
-from .atomic import TEMP_PREFIX, atomic_write
+from .atomic import (
+    MAX_TEMP_SCAN_ENTRIES,
+    STALE_TEMP_SECONDS,
+    TEMP_PREFIX,
+    TEMP_SUFFIX,
+    atomic_write,
+    is_temp_name,
+    remove_stale_temp_files,
+)
 from .document import (
     InlineMaterial,
     KeyEntry,
@@ -57,6 +65,7 @@ from .keyring_format import (
 from .lock import LOCK_SUFFIX, file_lock, lock_path_for
 from .regular_file import describe_file_type, read_regular_file
 from .secret_file import check_folders, is_mode_secure, is_trusted_owner, read_secret_file
+from .signature import MAX_SIGNED_FILE_BYTES, FileSignature, file_signature
 
 __all__ = [
     "DEFAULT_FLEET_TIMEOUT_SECONDS",
@@ -71,10 +80,15 @@ __all__ = [
     "MAX_INSTANCE_URL_CHARS",
     "MAX_KEYRING_FILE_BYTES",
     "MAX_MATERIAL_FILE_BYTES",
+    "MAX_SIGNED_FILE_BYTES",
+    "MAX_TEMP_SCAN_ENTRIES",
+    "STALE_TEMP_SECONDS",
     "TEMP_PREFIX",
+    "TEMP_SUFFIX",
     "AdminTokenEnv",
     "AdminTokenFile",
     "AdminTokenSource",
+    "FileSignature",
     "FleetFile",
     "FleetFileError",
     "FleetInstance",
@@ -94,9 +108,11 @@ __all__ = [
     "check_instance_name",
     "describe_file_type",
     "file_lock",
+    "file_signature",
     "io_problem",
     "is_environment_name",
     "is_mode_secure",
+    "is_temp_name",
     "is_trusted_owner",
     "lock_path_for",
     "parse_fleet_file",
@@ -105,6 +121,7 @@ __all__ = [
     "read_keyring_file",
     "read_regular_file",
     "read_secret_file",
+    "remove_stale_temp_files",
     "render_keyring_document",
     "update_keyring_file",
     "utc_now",

@@ -125,12 +125,14 @@ class KeyringDocument:
         """This document changed to hold exactly ``keyring``'s keys and roles.
 
         Keys that stay keep their position, creation time and material source; keys that leave are dropped;
-        new keys are appended with inline material, created ``now``. Returns ``self`` when nothing changes.
+        new keys (an id already here with other material included) are appended with inline material, created
+        ``now``. Returns ``self`` when nothing changes.
         """
         kept: list[KeyEntry] = []
         for entry in self.entries:
             key = keyring.key(entry.key.id)
-            if key is None:
+            if key is None or not key.same_material(entry.key):
+                # Gone, or the same id with other material: that is another key, appended below as new.
                 continue
             role = KeyRole.ACTIVE if keyring.is_active(key.id) else KeyRole.VERIFICATION
             kept.append(entry if role is entry.role else KeyEntry(entry.key, role, entry.created, entry.source))

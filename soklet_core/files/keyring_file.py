@@ -82,6 +82,7 @@ def update_keyring_file(
     *,
     allow_insecure_permissions: bool = False,
     environ: Mapping[str, str] | None = None,
+    commit: Callable[[KeyringUpdate], None] | None = None,
 ) -> KeyringUpdate:
     """Read, change and write the keyring file at ``path`` under its exclusive lock.
 
@@ -90,24 +91,62 @@ def update_keyring_file(
     with the file untouched, and so does ``too-large`` for a result over ``MAX_KEYRING_FILE_BYTES``. The folder
     is checked first (``untrusted-folder``, unless ``allow_insecure_permissions``). Concurrent updates from
     any number of processes are serialized, so none is lost.
+
+    ``commit``, when given, is called with the outcome while the lock is still held, after the write (or after
+    deciding there is nothing to write): whoever mirrors the file (a live keyring) takes the new state there, so
+    no other writer's change can slip in between. If ``commit`` raises, the file's former bytes are put back
+    (still under the lock) and the error propagates.
     """
     target = _real(path)
     if not allow_insecure_permissions:
         check_folders(target, label=str(path))
     with file_lock(target):
         try:
-            before: KeyringDocument | None = read_keyring_file(
-                target, allow_insecure_permissions=allow_insecure_permissions, environ=environ
+            raw: bytes | None = read_secret_file(
+                target, limit=MAX_KEYRING_FILE_BYTES, allow_insecure_permissions=allow_insecure_permissions
             )
         except KeyringFileError as error:
             if error.reason is not Reason.NOT_FOUND:
                 raise
-            before = None
+            raw = None
+        before = None if raw is None else _parsed(raw, path, target, allow_insecure_permissions, environ)
         after = change(before)
-        if after is before:
-            return KeyringUpdate(before, after, written=False)
-        atomic_write(target, _rendered(after, str(path)), mode=KEYRING_FILE_MODE)
-        return KeyringUpdate(before, after, written=True)
+        written = after is not before
+        if written:
+            atomic_write(target, _rendered(after, str(path)), mode=KEYRING_FILE_MODE)
+        update = KeyringUpdate(before, after, written=written)
+        if commit is not None:
+            try:
+                commit(update)
+            except BaseException:
+                if written:
+                    _put_back(target, raw)
+                raise
+        return update
+
+
+def _parsed(
+    raw: bytes,
+    path: str | os.PathLike[str],
+    target: Path,
+    allow_insecure_permissions: bool,
+    environ: Mapping[str, str] | None,
+) -> KeyringDocument:
+    return parse_keyring_document(
+        raw,
+        path=str(path),
+        base_dir=target.parent,
+        environ=environ,
+        allow_insecure_permissions=allow_insecure_permissions,
+    )
+
+
+def _put_back(target: Path, raw: bytes | None) -> None:
+    # The exact former bytes (comments and all), or no file when there was none.
+    if raw is None:
+        os.unlink(target)
+    else:
+        atomic_write(target, raw, mode=KEYRING_FILE_MODE)
 
 
 def _rendered(document: KeyringDocument, label: str) -> bytes:

@@ -1,33 +1,41 @@
 """``LiveKeyring``: one server's live keyring and its keyring file, changed together so they never disagree.
 
-Every change (stage, activate, remove, reload) is computed from the live keyring, written to the keyring file
-first (atomically, under the file's lock, by the project's keyring-file writer) and only then swapped into the
-:class:`~soklet_core.keys.KeyringManager`; a refused change or a failed write leaves both as they were. Without
-a file (a keyring built in code) a change alters memory only. :class:`KeyringFileWatcher` re-reads the file on a
-signal (SIGHUP) or when its stat changes, through the same :meth:`LiveKeyring.reload`.
+Every change (stage, activate, remove) is applied to what the keyring file holds, not to the server's view of
+it: under the file's lock the file is re-read, the change is applied to it, the result is written (atomically,
+by the project's keyring-file writer) and swapped into the :class:`~soklet_core.keys.KeyringManager` before the
+lock is released. So a change another process (``soklet keys ...``) made to the file since the server last read
+it is kept, and goes live together with this one; it is never written over. The one disagreement refused
+(``keyring-file-diverged``, 409) is an id the file and the live keyring both hold with other material: taking
+either would silently change what that key opens. A refused change or a failed write leaves file and memory as
+they were. Without a file (a keyring built in code) a change alters memory only.
+
+:class:`KeyringFileWatcher` re-reads the file on a signal (SIGHUP) or when its
+:class:`~soklet_core.files.FileSignature` (inode, size, times and a content digest) differs from the one taken
+before the last read or under the lock of the last write, so no change between two polls is missed.
 
 Each applied change writes one line to the ``soklet.admin.audit`` logger: who, what, key id, generation and the
-new fingerprint, never material.
+new fingerprint, never material; each refused one a line to ``soklet.admin``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from soklet_core.errors import ErrorReason, SokletError
 from soklet_core.files import (
+    FileSignature,
     KeyringDocument,
     KeyringFileError,
     KeyringFileErrorReason,
+    KeyringUpdate,
+    file_signature,
     read_keyring_file,
+    remove_stale_temp_files,
     update_keyring_file,
-    write_keyring_file,
 )
 from soklet_core.keys import (
     KeyInUse,
@@ -48,7 +56,7 @@ __all__ = [
     "LiveKeyringRefusal",
 ]
 
-#: How often the watcher compares the keyring file's stat (inode, size, mtime) with the last one it read.
+#: How often the watcher compares the keyring file's signature (inode, size, times, digest) with the last one.
 DEFAULT_POLL_INTERVAL_SECONDS: Final = 2.0
 
 _audit = logging.getLogger("soklet.admin.audit")
@@ -82,21 +90,6 @@ class LiveKeyringError(SokletError):
         super().__init__(reason, f"{reason.value}{suffix}")
 
 
-@dataclass(frozen=True, slots=True)
-class _FileStat:
-    inode: int
-    size: int
-    mtime_ns: int
-
-
-def _stat(path: Path) -> _FileStat | None:
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None
-    return _FileStat(status.st_ino, status.st_size, status.st_mtime_ns)
-
-
 class LiveKeyring:
     """The live keyring of one server and its keyring file (``None``: memory only). Thread-safe.
 
@@ -107,12 +100,12 @@ class LiveKeyring:
     __slots__ = (
         "_allow_insecure",
         "_created",
-        "_file_stat",
         "_fingerprint_version",
         "_lock",
         "_manager",
         "_observers",
         "_path",
+        "_signature",
     )
 
     def __init__(
@@ -133,9 +126,15 @@ class LiveKeyring:
         self._lock = threading.Lock()
         self._observers: list[Callable[[KeyringSnapshot], None]] = []
         self._created: dict[str, str] = {}
-        self._file_stat = None if path is None else _stat(path)
+        self._signature: FileSignature | None = None if path is None else file_signature(path)
         if document is not None:
             self._remember(document)
+        if path is not None:
+            # A writer killed mid-write (kill -9) left a temporary copy of the keyring beside it, material of
+            # keys since removed included.
+            removed = remove_stale_temp_files(path.parent)
+            if removed:
+                _logger.info("removed %s left beside the keyring file by a killed writer", _temp_files(removed))
 
     @property
     def path(self) -> Path | None:
@@ -182,8 +181,7 @@ class LiveKeyring:
             raise LiveKeyringError(LiveKeyringRefusal.NO_KEYRING_FILE)
         with self._lock:
             # Taken before the read: a change landing after it is seen by the next poll, never missed.
-            stat = _stat(self._path)
-            self._file_stat = stat
+            self._signature = file_signature(self._path)
             try:
                 document = read_keyring_file(self._path, allow_insecure_permissions=self._allow_insecure)
             except KeyringFileError as error:
@@ -193,6 +191,10 @@ class LiveKeyring:
             self._remember(document)
         if snapshot.generation != before:
             self._applied("reload", None, actor)
+        else:
+            _logger.info(
+                "keyring reload (%s): the keyring file is unchanged (generation %d kept)", actor, snapshot.generation
+            )
         return self.snapshot()
 
     def _apply(
@@ -203,46 +205,71 @@ class LiveKeyring:
         actor: str,
     ) -> KeyringSnapshot:
         with self._lock:
-            current = self._manager.current()
-            keyring = change(current)
-            if keyring is current:
-                return self.snapshot()
-            reserved = self._manager.outstanding_reservations()
-            for reserved_id in sorted(reserved):
-                if keyring.key(reserved_id) is None:
-                    raise KeyInUse(reserved_id)
-            if self._path is None:
-                self._manager.replace_keyring(keyring)
-            else:
-                self._write_then_swap(keyring)
-        self._applied(action, key_id, actor)
+            before = self._manager.generation
+            try:
+                adopted = self._apply_in_memory(change) if self._path is None else self._apply_to_file(change)
+            except (KeyringError, LiveKeyringError) as error:
+                shown = printable_name(key_id, what="a key id")
+                _logger.warning("keyring %s of %s by %s refused: %s", action, shown, actor, error.reason.value)
+                raise
+            changed = self._manager.generation != before
+        if adopted:
+            _logger.warning(
+                "keyring %s by %s: the keyring file had changed since this server last read it; that change is "
+                "kept and live too",
+                action,
+                actor,
+            )
+        if changed:
+            self._applied(action, key_id, actor)
         return self.snapshot()
 
-    def _write_then_swap(self, keyring: ProtectionKeyring) -> None:
+    def _apply_in_memory(self, change: Callable[[ProtectionKeyring], ProtectionKeyring]) -> bool:
+        current = self._manager.current()
+        keyring = change(current)
+        if keyring is not current:
+            self._check_reservations(keyring)
+            self._manager.replace_keyring(keyring)
+        return False
+
+    def _apply_to_file(self, change: Callable[[ProtectionKeyring], ProtectionKeyring]) -> bool:
+        """Apply ``change`` to what the file holds, under its lock; return whether the file held a change the live
+        keyring had not taken yet (it is live now)."""
         assert self._path is not None
+        path = self._path
+        live = self._manager.current()
+        adopted: list[bool] = []
 
         def changed(document: KeyringDocument | None) -> KeyringDocument:
             if document is None:
                 raise LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, KeyringFileErrorReason.NOT_FOUND)
-            after = document.with_keyring(keyring)
-            if after.keyring() != keyring:
+            on_disk = document.keyring()
+            if _diverged(on_disk, live):
                 # The file holds one of these ids with other bytes (edited, not reloaded): never split them.
                 raise LiveKeyringError(LiveKeyringRefusal.FILE_DIVERGED)
-            return after
+            adopted.append(on_disk != live)
+            keyring = change(on_disk)
+            if keyring is on_disk:
+                return document
+            self._check_reservations(keyring)
+            return document.with_keyring(keyring)
+
+        def commit(update: KeyringUpdate) -> None:
+            # Still under the file's lock: the live keyring and the signature are the file as written.
+            self._manager.replace_keyring(update.after.keyring())
+            self._remember(update.after)
+            self._signature = file_signature(path)
 
         try:
-            update = update_keyring_file(self._path, changed, allow_insecure_permissions=self._allow_insecure)
+            update_keyring_file(path, changed, allow_insecure_permissions=self._allow_insecure, commit=commit)
         except KeyringFileError as error:
             raise LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, error.reason) from None
-        try:
-            self._manager.replace_keyring(keyring)
-        except KeyringError:
-            # A reservation appeared between the check and the swap: put the file back as it was.
-            if update.written and update.before is not None:
-                write_keyring_file(self._path, update.before, allow_insecure_permissions=self._allow_insecure)
-            raise
-        self._remember(update.after)
-        self._file_stat = _stat(self._path)
+        return bool(adopted) and adopted[-1]
+
+    def _check_reservations(self, keyring: ProtectionKeyring) -> None:
+        for reserved_id in sorted(self._manager.outstanding_reservations()):
+            if keyring.key(reserved_id) is None:
+                raise KeyInUse(reserved_id)
 
     def _remember(self, document: KeyringDocument) -> None:
         self._created = {entry.key.id: entry.created.isoformat() for entry in document.entries}
@@ -267,8 +294,22 @@ class LiveKeyring:
                 _logger.error("keyring observer failed: %s", type(error).__name__)
 
     def file_changed(self) -> bool:
-        """Whether the keyring file's stat (inode, size, mtime) differs from when it was last read or written."""
-        return self._path is not None and _stat(self._path) != self._file_stat
+        """Whether the keyring file's signature (inode, size, times, content digest) differs from the one taken
+        before its last read or under the lock of its last write."""
+        return self._path is not None and file_signature(self._path) != self._signature
+
+
+def _diverged(on_disk: ProtectionKeyring, live: ProtectionKeyring) -> bool:
+    """Whether an id both hold names other material in each (compared in constant time)."""
+    diverged = False
+    for key in on_disk.keys:
+        mine = live.key(key.id)
+        diverged = (mine is not None and not mine.same_material(key)) or diverged
+    return diverged
+
+
+def _temp_files(count: int) -> str:
+    return "1 temporary file" if count == 1 else f"{count} temporary files"
 
 
 class KeyringFileWatcher:
