@@ -51,6 +51,7 @@ _EXIT: Final = {
     StoreErrorReason.SCHEMA: ExitCode.REFUSED,
     StoreErrorReason.TOO_LARGE: ExitCode.REFUSED,
     StoreErrorReason.CONFLICT: ExitCode.REFUSED,
+    StoreErrorReason.INSECURE: ExitCode.IO,
 }
 
 

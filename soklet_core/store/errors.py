@@ -13,6 +13,11 @@ class StoreErrorReason(ErrorReason):
     SCHEMA = "schema", "the store's schema is newer than this soklet or not the one soklet writes"
     TOO_LARGE = "too-large", "a task document or handle state is larger than the store keeps"
     CONFLICT = "conflict", "an entry with this id already exists"
+    INSECURE = (
+        "insecure",
+        "another user could read or change the store's file: it must be yours or root's, group and others may not"
+        " access it (chmod 600), and no folder on its path may be writable by another user",
+    )
     INVALID_ARGUMENT = "invalid-argument", "a record field or call argument is empty, of the wrong type or out of range"
 
 

@@ -25,6 +25,7 @@ import logging
 import os
 import queue
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,9 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
+
+from soklet_core.files import KeyringFileError
+from soklet_core.files.secret_file import check_folders, is_mode_secure, is_trusted_owner
 
 from .errors import StoreError, StoreErrorReason
 from .records import (
@@ -149,14 +153,46 @@ class _FileGuard:
         )
 
 
+#: The files SQLite keeps beside the database (write-ahead log, shared memory): they hold its data too.
+_COMPANIONS: Final = ("-wal", "-shm")
+
+
+def _insecure(detail: str) -> StoreError:
+    return StoreError(StoreErrorReason.INSECURE, detail)
+
+
+def _check_secret(status: os.stat_result, name: str) -> None:
+    """The keyring files' rules for one of the store's files (its status read from an opened descriptor or the
+    path): a regular file, this user's or root's, owner-only."""
+    if not stat.S_ISREG(status.st_mode):
+        raise _insecure(f"{name} is not a regular file")
+    if not is_trusted_owner(status.st_uid):
+        raise _insecure(f"{name} belongs to uid {status.st_uid}")
+    if not is_mode_secure(status.st_mode):
+        raise _insecure(f"{name} has mode {stat.S_IMODE(status.st_mode):04o}; chmod 600 it")
+
+
 def _file_identity(path: Path) -> tuple[int, int]:
     """Create the store's file owner-only if absent (before SQLite opens it: its -wal and -shm files take the same
-    mode) and return its (device, inode), read from the opened descriptor."""
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    mode), refuse it (``StoreError(INSECURE)``) when another user could read or change it, as a keyring file is
+    refused (:mod:`soklet_core.files.secret_file`), and return its (device, inode), read from the opened
+    descriptor."""
+    try:
+        check_folders(path)
+    except KeyringFileError as error:
+        raise _insecure(error.detail or error.reason.value) from None
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
     try:
         status = os.fstat(descriptor)
     finally:
         os.close(descriptor)
+    _check_secret(status, str(path))
+    for suffix in _COMPANIONS:
+        companion = Path(f"{path}{suffix}")
+        try:
+            _check_secret(os.lstat(companion), str(companion))
+        except FileNotFoundError:
+            continue
     return status.st_dev, status.st_ino
 
 
@@ -345,7 +381,11 @@ class _Writer:
 
 
 class SqliteStore:
-    """The ``DurableStore`` over one SQLite file (created 0600 in a folder made 0700 when absent)."""
+    """The ``DurableStore`` over one SQLite file (created 0600 in a folder made 0700 when absent).
+
+    The file and its folders are held to the keyring files' rules when the store opens: a database (or its -wal or
+    -shm file) that group or others may access, that another user owns, or below a folder another user could
+    change, is refused with ``StoreError(INSECURE)``."""
 
     backend: Final = "sqlite"
 

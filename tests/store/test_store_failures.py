@@ -33,6 +33,7 @@ def _raw(url: str, *statements: str) -> None:
             for statement in statements:
                 connection.execute(statement)
         connection.close()
+        parsed.sqlite_path.chmod(0o600)  # owner-only, or the store refuses it before reading its schema
     else:
         with psycopg.connect(url, autocommit=True) as pg:
             for statement in statements:
