@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -11,6 +12,7 @@ from rich.text import Text
 
 from soklet_core.json import JsonValue, canonical_bytes, canonical_text, parse, serialize
 from soklet_core.keys import ProtectionKeyring
+from soklet_core.mcp.server.handles import looks_like_handle
 from soklet_core.protection import (
     ANONYMOUS_PARTITION,
     DEFAULT_MAXIMUM_ENCODED_BYTES,
@@ -46,12 +48,26 @@ from ._common import (
 )
 from .exit_codes import ExitCode
 from .keyring_path import KEYRING_ENV, InsecureOption, JsonOption, load_keyring
-from .output import console, emit_exact_json, fail, read_input
+from .output import console, emit_exact_json, error_console, fail, read_input
 
 #: Longest token text read (far above the 65,536-byte limit, so the size check itself can report it).
 MAX_TOKEN_INPUT_BYTES: Final = 1024 * 1024
 
 _NO_KEY_REASONS: Final = frozenset({Reason.UNKNOWN_KEY, Reason.AUTHENTICATION})
+#: What a token of a durable handle's shape is, and what can be done with it (the handle itself is never shown:
+#: it is a bearer continuation).
+HANDLE_EXPLANATION: Final = (
+    "not a sealed state: a durable application handle, the opaque reference an APPLICATION_PROTECTED tool (such "
+    "as the demo's order.checkout) hands out as its requestState while the workflow's state stays in the "
+    "server's store; it holds nothing to decrypt or check. A task id has the same shape: soklet tasks show ID "
+    "--store URL shows a task. A handle's state is stored under the handle's SHA-256 and is never printed; soklet "
+    "handles purge-expired --store URL deletes the expired ones."
+)
+#: Said on stderr before reading a token from a terminal, so that a bare ``soklet inspect-state`` does not look hung.
+STDIN_NOTICE: Final = (
+    "soklet inspect-state: waiting for the token on standard input "
+    "(paste it, then press Enter and Ctrl-D; or give it as the TOKEN argument)"
+)
 
 
 def _canonical(value: JsonValue) -> JsonValue:
@@ -111,7 +127,9 @@ def inspect_state(
     the round, issue and expiry times, the emitting request id and the application state. With
     **--request** (the retry) as well: every opening check the server runs, in order, each passed or failed
     and why, with the retry bound as the server binds it. Give **--lifetime** and **--max-rounds** when the server
-    does not run with the defaults. Key material is never printed.
+    does not run with the defaults. Key material is never printed. A durable application handle (the opaque
+    requestState of an APPLICATION_PROTECTED tool, its state kept in the server's store) is recognised and named,
+    not decrypted (exit 1). Without TOKEN on a terminal, it says that it waits for the token on standard input.
 
     **Examples**
 
@@ -121,7 +139,8 @@ def inspect_state(
 
       soklet inspect-state --keyring keyring.toml --request retry.json --original-request first.json --json TOKEN
 
-    **Exit codes**: 0 the state opens (for that retry, when given); 1 it would be refused; 2 usage (also an option
+    **Exit codes**: 0 the state opens (for that retry, when given); 1 it would be refused, or it is a durable
+    handle, not a sealed state; 2 usage (also an option
     value outside its bounds, or a --request file that is not a JSON-RPC request); 3 a file could not be read or
     the output could not be written; 4 no key in the keyring can open it; 70 a bug in soklet.
     """
@@ -130,6 +149,8 @@ def inspect_state(
     if [token_source, str(request), str(original)].count("-") > 1:
         fail("only one of TOKEN, --request and --original-request can read stdin (-)", ExitCode.USAGE)
     from_stdin = token_source == "-"  # noqa: S105  # "-" means stdin, not a password
+    if from_stdin and sys.stdin is not None and sys.stdin.isatty():
+        error_console.print(Text(STDIN_NOTICE))
     raw = read_input(token_source, max_bytes=MAX_TOKEN_INPUT_BYTES) if from_stdin else None
     if raw is not None:
         try:
@@ -138,6 +159,9 @@ def inspect_state(
             token = raw.decode("latin-1").strip()
     else:
         token = token_source.strip()
+
+    if looks_like_handle(token):
+        _handle_view(len(token), as_json)
 
     header: EnvelopeHeader | None
     header_refusal: Reason | None = None
@@ -150,6 +174,7 @@ def inspect_state(
         header_refusal = Reason.ENCODED_TOO_LARGE
 
     document: dict[str, Any] = {
+        "kind": "sealed-state",
         "header": _header_json(header, encoded_size),
         "header_refusal": header_refusal.value if header_refusal else None,
     }
@@ -299,6 +324,18 @@ def _retry_json(retry: BoundRequest | None, partition: str) -> dict[str, object]
         "params_digest": binding.params_digest,
         "request_id": _canonical(retry.request_id),
     }
+
+
+def _handle_view(size: int, as_json: bool) -> None:
+    code = ExitCode.REFUSED
+    if as_json:
+        emit_exact_json(
+            {"kind": "durable-handle", "encoded_size": size, "detail": HANDLE_EXPLANATION, "exit_code": int(code)}
+        )
+    else:
+        console.print(Text(f"durable application handle ({size} characters)", style="bold"))
+        console.print(Text(HANDLE_EXPLANATION))
+    raise typer.Exit(int(code))
 
 
 def _no_key_view(

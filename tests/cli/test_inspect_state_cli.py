@@ -1,15 +1,25 @@
-"""``soklet inspect-state`` through the real command: header, contents, every check, exit codes, no leaks."""
+"""``soklet inspect-state`` through the real command: header, contents, every check, exit codes, no leaks; a
+durable handle named for what it is; the notice when it waits on a terminal."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from soklet_core.json import canonical_text, parse
+from soklet_core.json import JsonNumber, canonical_text, parse
 from soklet_core.keys import decode_base64url
+from soklet_core.mcp import ClientCapabilities, HandleRepository, Identity, RequestContext, RequestStateMode
 from soklet_core.protocol import PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
+from soklet_core.store import open_store
 
 RING = "soklet-keyring.toml"
 T0 = "2026-08-01T00:00:00Z"
@@ -346,3 +356,101 @@ def test_a_state_issued_ahead_of_the_clock_is_explained(soklet) -> None:
     assert checks_of(at_bound)["issued-at"]["status"] == "passed"
     assert human.returncode == 1
     assert "refused: issued-in-future" in human.stdout
+
+
+def issued_handle(folder: Path) -> str:
+    """A real durable application handle: issued by a HandleRepository over a SQLite store, as order.checkout's."""
+    context = RequestContext(
+        identity=Identity("alice"),
+        partition="anonymous",
+        client_capabilities=ClientCapabilities.from_mapping({"elicitation": {}}),
+        protocol_version=PROTOCOL_VERSION,
+        request_id=JsonNumber.from_value(1),
+        method="tools/call",
+        operation_name="order.checkout",
+        request_state_mode=RequestStateMode.APPLICATION_PROTECTED,
+    )
+
+    async def issue() -> str:
+        store = open_store(f"sqlite:///{folder / 'soklet.db'}")
+        await store.open()
+        try:
+            return await HandleRepository(store).issue(context, {"step": "quantity"})
+        finally:
+            await store.close()
+
+    return asyncio.run(issue())
+
+
+def test_a_durable_handle_is_recognised_and_named(soklet) -> None:
+    # order.checkout hands out a durable application handle as its requestState; inspect-state used to call it
+    # "envelope format version is not supported". It says what the handle is, with or without a keyring.
+    soklet.run("keys", "generate", "--id", "k1")
+    handle = issued_handle(soklet.cwd)
+    human, as_json, keyed, piped = soklet.run_together(
+        ("inspect-state", handle),
+        ("inspect-state", "--json", handle),
+        ("inspect-state", "--keyring", RING, "--json", handle),
+        soklet.call("inspect-state", "-", input=handle + "\n"),
+    )
+    for result in (human, as_json, keyed, piped):
+        assert result.returncode == 1, result.output
+        assert "format version" not in result.output
+    assert "durable application handle" in human.stdout
+    assert "not a sealed state" in human.stdout
+    assert "soklet handles purge-expired" in human.stdout
+    assert "soklet tasks show" in human.stdout
+    assert human.stdout == piped.stdout
+    document = json.loads(as_json.stdout)
+    assert document["kind"] == "durable-handle"
+    assert document["encoded_size"] == len(handle) == 43
+    assert document["exit_code"] == 1
+    assert "durable application handle" in document["detail"]
+    assert json.loads(keyed.stdout) == document
+    assert handle not in human.stdout + as_json.stdout  # the handle is a bearer secret: never echoed
+    # A sealed state is still a sealed state.
+    write_request(soklet.cwd, "call.json", 1)
+    sealed_json = soklet.run("inspect-state", "--json", sealed(soklet))
+    assert sealed_json.returncode == 0
+    assert json.loads(sealed_json.stdout)["kind"] == "sealed-state"
+
+
+def test_on_a_terminal_without_a_token_it_says_it_waits_for_standard_input(soklet) -> None:
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "soklet_cli", "inspect-state"],
+        cwd=soklet.cwd,
+        env=soklet.env,
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    os.close(terminal)
+    try:
+        # The notice comes on stderr before anything is read: wait for it (generous bound, polled).
+        notice = b""
+        deadline = time.monotonic() + 60
+        while b"standard input" not in notice and time.monotonic() < deadline:
+            ready, _, _ = select.select([process.stderr], [], [], 1.0)
+            if ready:
+                chunk = os.read(process.stderr.fileno(), 4096)  # type: ignore[union-attr]
+                if not chunk:
+                    break
+                notice += chunk
+        text = notice.decode()
+        assert "waiting for the token on standard input" in text, text
+        assert "Ctrl-D" in text
+        assert process.poll() is None  # still waiting for the token
+        os.write(controller, b"not-a-token\n\x04")
+        stdout, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    assert process.returncode == 1
+    assert b"base64url" in stdout
+    # Piped or redirected input gets no notice (scripts see clean stderr).
+    piped = soklet.run("inspect-state", input="not-a-token\n")
+    assert piped.returncode == 1
+    assert "standard input" not in piped.stderr

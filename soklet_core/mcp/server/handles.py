@@ -50,6 +50,7 @@ __all__ = [
     "MAX_HANDLE_LIFETIME",
     "HandleRepository",
     "handle_rejected",
+    "looks_like_handle",
 ]
 
 #: Random bytes per handle (256 bits from ``secrets``); the handle is their unpadded base64url text.
@@ -73,6 +74,13 @@ def handle_rejected() -> McpError:
     """The one client-safe failure of a refused handle: HTTP 400, -32602, the request-state refusal sentence, log
     reason ``handle-rejected``. Built fresh on each call so that no traceback is shared between requests."""
     return McpError(INVALID_PARAMS, INVALID_STATE_MESSAGE, http_status=400, log_reason=HANDLE_REJECTED_REASON)
+
+
+def looks_like_handle(text: object) -> bool:
+    """Whether ``text`` has a minted handle's shape: :data:`HANDLE_BYTES` bytes as unpadded base64url. Says nothing
+    of whether a store holds it; no framework-sealed state is ever that short (``soklet inspect-state`` tells
+    the two apart by it)."""
+    return isinstance(text, str) and len(text) == _HANDLE_CHARS and is_opaque_handle(text)
 
 
 def _utc_now() -> datetime:
@@ -201,7 +209,7 @@ class HandleRepository:
     def _presented(self, context: RequestContext) -> str:
         """The handle ``context`` carries, if it has a minted handle's shape (a cheap refusal before the store)."""
         handle = context.application_request_state
-        if handle is None or len(handle) != _HANDLE_CHARS or not is_opaque_handle(handle):
+        if handle is None or not looks_like_handle(handle):
             raise self._reject()
         return handle
 
