@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from soklet_core.files import atomic_write, read_keyring_file, render_keyring_document
+from soklet_core.files import TEMP_PREFIX, TEMP_SUFFIX, atomic_write, read_keyring_file, render_keyring_document
 from soklet_core.keys import KeyringManager, ProtectionKey
 from soklet_core.mcp import HttpLimits
 from soklet_core.mcp.server import (
@@ -30,7 +30,7 @@ from soklet_core.mcp.server import (
     uvicorn_server_class,
 )
 from tests.conftest import Soklet
-from tests.server.support_admin import TOKEN, file_roles, material_text, write_keyring
+from tests.server.support_admin import TOKEN, Instance, file_roles, material_text, write_keyring
 
 
 @dataclass
@@ -167,3 +167,22 @@ def test_a_change_written_while_a_reload_reads_is_seen_by_the_next_poll(admin: A
     admin.live.reload(actor="file-watch")
     assert "k4" in admin.live.manager.current()
     assert not admin.live.file_changed()
+
+
+@pytest.mark.slow
+def test_a_sighup_with_an_unchanged_file_says_so(tmp_path: Path) -> None:
+    write_keyring(tmp_path / "keys.toml", ProtectionKey.generate("k1"))
+    leftover = tmp_path / f"{TEMP_PREFIX}kill9ccc{TEMP_SUFFIX}"
+    leftover.write_bytes((tmp_path / "keys.toml").read_bytes())
+    leftover.chmod(0o600)
+    os.utime(leftover, (1, 1))
+    served = Instance(tmp_path)
+    try:
+        # The server starting with the keyring removed what a killed writer left beside it.
+        assert not leftover.exists()
+        served.hangup()
+        served.wait_for(lambda: "keyring reload (sighup): the keyring file is unchanged" in served.log_text(), 60)
+        assert "generation 0 kept" in served.log_text()
+        assert "actor=sighup action=reload" not in served.log_text()
+    finally:
+        served.stop()
