@@ -13,7 +13,7 @@ from rich.text import Text
 
 from soklet_core.mcp import Identity, McpError, Registry
 from soklet_core.mcp.server.admission import Admission
-from soklet_core.mcp.server.tasks import TaskManager, detailed_task
+from soklet_core.mcp.server.tasks import TaskManager, TaskRun, detailed_task, task_run
 from soklet_core.store import MAX_KEY_CHARS, MAX_LIST_LIMIT, DurableStore, TaskRecord, TaskStatus
 
 from .exit_codes import ExitCode
@@ -158,6 +158,16 @@ def _outstanding(detailed: dict[str, Any]) -> list[dict[str, str]]:
     return [{"key": key, "method": str(request.get("method", ""))} for key, request in requests.items()]
 
 
+def _run_facts(run: TaskRun) -> dict[str, Any]:
+    """Who runs the task's step: the lease holder and its expiry (``null`` when free), attempts, round."""
+    return {
+        "lease_holder": run.holder,
+        "lease_expires_at": time_text(run.lease_expires_at),
+        "attempts": run.attempts,
+        "round": run.round,
+    }
+
+
 def _content(detailed: dict[str, Any]) -> dict[str, Any]:
     """What a DetailedTask holds of user data: the outstanding requests' params, the result or the error."""
     return {name: detailed[name] for name in ("inputRequests", "result", "error") if name in detailed}
@@ -176,8 +186,8 @@ def show(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show one task: status, times, tool, status message, whose it is, and the input requests it waits for (key
-    and method).
+    """Show one task: status, times, tool, status message, whose it is, the input requests it waits for (key
+    and method), and who runs its step: the lease holder, when its lease expires, the attempts and the round.
 
     The task is read as tasks/get would answer it, without running anything. Its arguments, state and result may
     be user data: they are printed only with **--show-content** (the arguments and state never are).
@@ -200,13 +210,19 @@ def show(
     if record is None:
         fail(f"no task {task_id} in the store", ExitCode.NOT_FOUND)
     detailed = json.loads(detailed_task(record))
+    run = task_run(record)
     outstanding = _outstanding(detailed)
     error = detailed.get("error")
     error_code = error.get("code") if isinstance(error, dict) else None
     if as_json:
         document: dict[str, Any] = {
             **store_facts(url),
-            "task": {**_summary(record), "input_requests": outstanding, "error_code": error_code},
+            "task": {
+                **_summary(record),
+                "input_requests": outstanding,
+                "error_code": error_code,
+                "run": _run_facts(run),
+            },
         }
         if show_content:
             document["content"] = _content(detailed)
@@ -225,6 +241,10 @@ def show(
         ("expires", time_text(record.expires_at) or "never"),
         ("partition", _shown(record.partition)),
         ("subject", "(anonymous)" if record.subject is None else _shown(record.subject)),
+        ("round", str(run.round)),
+        ("attempts", str(run.attempts)),
+        ("lease holder", "-" if run.holder is None else _shown(run.holder)),
+        ("lease expires", time_text(run.lease_expires_at) or "-"),
     ]
     rows += [("waiting for", f"{_shown(item['key'])} ({_shown(item['method'])})") for item in outstanding]
     if error_code is not None:

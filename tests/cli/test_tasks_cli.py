@@ -165,3 +165,45 @@ def test_purge_expired_deletes_only_expired_tasks(soklet: Soklet, store_url: str
     again = soklet.run("tasks", "purge-expired", "--store", store_url)
     assert again.returncode == 0, again.stderr
     assert "purged     0 expired" in again.stdout
+
+
+def test_show_of_a_working_task_names_its_lease_holder_expiry_and_attempts(
+    soklet: Soklet, sqlite_store_url: str
+) -> None:
+    served = Served(
+        soklet.cwd,
+        "--fixtures",
+        "conformance",
+        "--keyring",
+        str(shared_keyring(soklet.cwd)),
+        "--store",
+        sqlite_store_url,
+    )
+    try:
+        working = served.call_task("slow_compute", {"seconds": 120})
+        document = json.loads(soklet.run("tasks", "show", working, "--store", sqlite_store_url, "--json").stdout)
+        run = document["task"]["run"]
+        assert document["task"]["status"] == "working"
+        assert isinstance(run["lease_holder"], str)
+        assert run["lease_holder"].count("/") == 2  # host/pid/suffix
+        assert datetime.fromisoformat(run["lease_expires_at"]) > datetime.now(UTC) - timedelta(minutes=1)
+        assert run["attempts"] == 1
+        assert run["round"] == 1
+        shown = soklet.run("tasks", "show", working, "--store", sqlite_store_url)
+        assert shown.returncode == 0, shown.stderr
+        rows = {
+            line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in shown.stdout.splitlines()
+            if line.count("│") >= 3
+        }
+        assert rows["lease holder"] == run["lease_holder"]
+        assert rows["lease expires"] == run["lease_expires_at"]
+        assert rows["attempts"] == "1"
+        # Once finished, nobody holds it.
+        task_request_done = soklet.run("tasks", "cancel", working, "--store", sqlite_store_url)
+        assert task_request_done.returncode == 0
+        after = json.loads(soklet.run("tasks", "show", working, "--store", sqlite_store_url, "--json").stdout)
+        assert after["task"]["run"]["lease_holder"] is None
+        assert after["task"]["run"]["lease_expires_at"] is None
+    finally:
+        served.stop()

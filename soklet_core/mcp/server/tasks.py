@@ -28,7 +28,9 @@ import contextlib
 import hashlib
 import inspect
 import logging
+import os
 import secrets
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -55,7 +57,7 @@ from soklet_core.mcp.model.registry import Registry, ToolRegistration
 from soklet_core.mcp.model.results import CallToolResult
 from soklet_core.mcp.model.tasks import StartTask, TaskContext, TaskFailed, TaskInputRequired, TaskStep
 from soklet_core.store import MAX_KEY_CHARS, DurableStore, StoreError, StoreErrorReason, TaskRecord, TaskStatus
-from soklet_core.store.records import to_millis
+from soklet_core.store.records import from_millis, to_millis
 
 from .admission import Admission
 from .handles import DEFAULT_PURGE_EVERY
@@ -79,9 +81,11 @@ __all__ = [
     "MAX_STEP_ATTEMPTS",
     "TASK_NOT_FOUND_MESSAGE",
     "TaskManager",
+    "TaskRun",
     "detailed_task",
     "iso_time",
     "task_not_found",
+    "task_run",
 ]
 
 _logger = logging.getLogger("soklet.mcp.tasks")
@@ -111,6 +115,15 @@ _TOO_MANY_TASKS_MESSAGE: Final = "Too many tasks"
 # Compare-and-swap attempts of one change before it gives up (each lost race means another writer got through).
 _CAS_TRIES: Final = 8
 _DOCUMENT_VERSION: Final = 1
+# The most characters of the host name a lease holder's name keeps.
+_HOST_CHARS: Final = 64
+
+
+def _holder_name() -> str:
+    """A lease holder's name: host, process id and a random suffix (several managers may share a process), so an
+    operator reading ``soklet tasks show`` knows where the step runs."""
+    host = "".join(char for char in socket.gethostname()[:_HOST_CHARS] if char.isalnum() or char in "-.") or "host"
+    return f"{host}/{os.getpid()}/{secrets.token_hex(4)}"
 
 
 def _now() -> datetime:
@@ -292,7 +305,7 @@ class TaskManager:
         self._step_timeout = float(step_timeout_seconds)
         self._lease = float(lease_seconds)
         self._renew = min(LEASE_RENEW_SECONDS, self._lease / 3)
-        self._instance = secrets.token_hex(8)
+        self._instance = _holder_name()
         self._running: dict[str, _Running] = {}
         self._live: dict[tuple[str, str | None], set[str]] = {}
         self._open_lock: asyncio.Lock | None = None
@@ -913,3 +926,26 @@ def detailed_task(record: TaskRecord) -> bytes:
     effects (no step is started, nothing is written): for operator tools such as ``soklet tasks show``. Raises
     ``ValueError`` or :class:`~soklet_core.json.JsonError` when the record's document does not read."""
     return _encode_task(record, _Document.from_text(record.document), detailed=True)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRun:
+    """Who runs a task's step, as its record says (for operator tools such as ``soklet tasks show``).
+
+    ``holder`` is the lease holder (``host/pid/suffix`` of the :class:`TaskManager` running the step; ``None``
+    when no process holds it), ``lease_expires_at`` when its lease runs out unless renewed (``None``: no lease),
+    ``attempts`` how many step runs this round has started (re-runs after a lost lease included; past
+    :data:`MAX_STEP_ATTEMPTS` the task fails) and ``round`` the step's round."""
+
+    holder: str | None
+    lease_expires_at: datetime | None
+    attempts: int
+    round: int
+
+
+def task_run(record: TaskRecord) -> TaskRun:
+    """The lease and attempts of ``record``, read without side effects. Raises ``ValueError`` or
+    :class:`~soklet_core.json.JsonError` when the record's document does not read."""
+    document = _Document.from_text(record.document)
+    lease = None if document.lease is None else from_millis(document.lease)
+    return TaskRun(holder=document.owner, lease_expires_at=lease, attempts=document.attempts, round=document.round)
