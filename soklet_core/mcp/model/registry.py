@@ -702,6 +702,19 @@ class Registry:
         argument name."""
         return self._completions.get((ref_type, ref_name, argument))
 
+    def server_capabilities(self) -> JsonObject:
+        """The server capabilities a server of this registry advertises (``server/discover``, a 2025-era
+        ``initialize``): ``tools``, ``prompts``, ``resources`` and ``completions``, each only when at least one
+        registration of that kind is held (``resources`` for a resource or a template; ``completions`` for a
+        completion registration, since nothing else completes). A client never sees a capability it cannot use."""
+        held = (
+            ("tools", bool(self.tools)),
+            ("prompts", bool(self.prompts)),
+            ("resources", bool(self.resources or self.resource_templates)),
+            ("completions", bool(self.completions)),
+        )
+        return JsonObject.from_mapping({name: {} for name, present in held if present})
+
 
 def _check_completion_target(
     registration: CompletionRegistration,

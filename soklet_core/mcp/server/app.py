@@ -65,7 +65,7 @@ class McpServer:
     * ``supported_versions`` — the protocol versions accepted (default ``("2026-07-28",)``), preferred first.
     * ``server_name``, ``server_version`` — what ``_meta["io.modelcontextprotocol/serverInfo"]`` says on every
       result; ``instructions`` — the ``server/discover`` instructions.
-    * ``list_cache_hint`` — cache hint of discovery and list results (default 300,000 ms, public).
+    * ``list_cache_hint`` — cache hint of discovery and list results (default 60,000 ms, private).
     * ``interceptor`` — wraps every handler call: ``await interceptor(context, call_handler)``.
     * ``lifecycle_callbacks`` — each called ``callback(event, context)`` with ``"admitted"`` and ``"finished"``.
     * ``http_limits`` — head size, header/body/keep-alive timeouts, connection cap, shutdown grace

@@ -161,6 +161,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_LIST_CACHE_HINT",
+    "DEFAULT_LIST_CACHE_TTL_MS",
     "DEFAULT_SERVER_NAME",
     "HEADER_MISMATCH",
     "INLINE_BODY_BYTES",
@@ -173,7 +174,6 @@ __all__ = [
     "MISSING_CAPABILITY",
     "PARSE_ERROR",
     "PROTOCOL_VERSION_META_KEY",
-    "SERVER_CAPABILITIES",
     "SERVER_INFO_META_KEY",
     "SUPPORTED_PROTOCOL_VERSIONS",
     "UNSUPPORTED_VERSION",
@@ -193,12 +193,14 @@ __all__ = [
 _logger = logging.getLogger("soklet.mcp")
 
 _LOG_LEVELS: Final = frozenset({"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"})
-#: Cache hint of ``server/discover`` and the list results (their content is the same for every caller).
-DEFAULT_LIST_CACHE_HINT: Final = CacheHint(300_000, CacheScope.PUBLIC)
+#: How long a client may reuse ``server/discover`` and the list results by default, in milliseconds: briefly, so a
+#: redeployed server's new tools reach a pinned client within a minute.
+DEFAULT_LIST_CACHE_TTL_MS: Final = 60_000
+#: Cache hint of ``server/discover`` and the list results unless the server is given another (``list_cache_hint``):
+#: private (a shared cache keyed by URL would serve one deployment's lists after the next) and brief.
+DEFAULT_LIST_CACHE_HINT: Final = CacheHint(DEFAULT_LIST_CACHE_TTL_MS, CacheScope.PRIVATE)
 #: The name a server gives in its ``serverInfo`` unless told another.
 DEFAULT_SERVER_NAME: Final = "soklet"
-#: The server capabilities every soklet server declares (``server/discover``; a 2025-era ``initialize``).
-SERVER_CAPABILITIES: Final = JsonObject.from_mapping({"tools": {}, "prompts": {}, "resources": {}, "completions": {}})
 
 #: Bodies over :data:`INLINE_BODY_BYTES` parsed (and digested) at the same time, one worker thread each. Each costs
 #: up to about 25 times its size while its value model is built (docs/benchmarks.md), so two 16 MiB bodies stay
@@ -586,6 +588,7 @@ class Dispatcher:
         )
         if sealer is None and self._digests:
             raise ValueError("FRAMEWORK_PROTECTED operations need a protection config")
+        self._capabilities = registry.server_capabilities()
         self._lists = self._build_lists()
         self._digests_taken = 0
         self._workers_lock = threading.Lock()
@@ -681,11 +684,17 @@ class Dispatcher:
         }
         return {method: self._encode(encode_wire(result)) for method, result in results.items()}
 
+    @property
+    def server_capabilities(self) -> JsonObject:
+        """What the registry holds, as server capabilities (:meth:`Registry.server_capabilities`); ``server/discover``
+        adds the tasks extension when the server offers tasks."""
+        return self._capabilities
+
     def _discover_capabilities(self) -> JsonObject:
         if self._tasks is None:
-            return SERVER_CAPABILITIES
+            return self._capabilities
         extensions = JsonObject.builder().put(TASKS_EXTENSION, JsonObject.empty_instance()).build()
-        return JsonObject.builder().put_all(SERVER_CAPABILITIES).put("extensions", extensions).build()
+        return JsonObject.builder().put_all(self._capabilities).put("extensions", extensions).build()
 
     def _encode(self, result: bytes) -> bytes:
         """An encoded result object (never empty: it has ``resultType``) with the server's ``_meta`` appended."""

@@ -60,7 +60,6 @@ from soklet_core.protocol import (
 )
 
 from .dispatcher import (
-    SERVER_CAPABILITIES,
     Dispatcher,
     DispatchResult,
     HttpRequest,
@@ -695,7 +694,7 @@ class LegacyProtocol:
         result = (
             JsonObject.builder()
             .put("protocolVersion", version)
-            .put("capabilities", SERVER_CAPABILITIES)
+            .put("capabilities", self._dispatcher.server_capabilities)
             .put("serverInfo", self._dispatcher.server_info)
         )
         if self._dispatcher.instructions is not None:
