@@ -56,11 +56,14 @@ from soklet_core.json import (
     RESPONSE_OUTPUT_CEILING_BYTES,
     JsonError,
     JsonNull,
+    JsonNumber,
     JsonObject,
+    JsonString,
     JsonValue,
     encode_wire,
     parse,
 )
+from soklet_core.mcp.model.context import RequestId
 from soklet_core.protection import normalize_endpoint_path
 from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 
@@ -664,15 +667,19 @@ class McpAsgiApp:
             task.uncancel()
             if exchange.stopped == "disconnect":
                 return DispatchResult(499, None, reason="client-disconnected")
-            return await self._cancelled_by_shutdown(send, streaming)
+            return await self._cancelled_by_shutdown(send, streaming, _request_id(request))
         assert result is not None
         return await self._finish(send, result, channel, streaming)
 
-    async def _cancelled_by_shutdown(self, send: Send, streaming: bool) -> DispatchResult:
+    async def _cancelled_by_shutdown(self, send: Send, streaming: bool, request_id: RequestId | None) -> DispatchResult:
+        # The answer names the request it ends: a client waits for its own id (an id null answer matches nothing).
+        body = encode_error(request_id, INTERNAL_ERROR, _CANCELLED_TEXT)
         if not streaming:
-            return await self._plain(send, 503, "shutdown-cancelled", close=True, text=_CANCELLED_TEXT)
+            headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return DispatchResult(503, None, reason="shutdown-cancelled", code=INTERNAL_ERROR)
         # The stream already committed 200: the error is its last frame.
-        body = encode_error(None, INTERNAL_ERROR, _CANCELLED_TEXT)
         await send({"type": "http.response.body", "body": _SSE_DATA + body + _SSE_END})
         return DispatchResult(200, None, reason="shutdown-cancelled", code=INTERNAL_ERROR)
 
@@ -822,6 +829,18 @@ def _checked_mounts(mounts: Mapping[str, ASGIApp], endpoint: str) -> tuple[tuple
             raise ValueError("mount prefixes must not overlap each other")
         pairs.append((prefix, app))
     return tuple(pairs)
+
+
+def _request_id(request: HttpRequest | LegacyRequest) -> RequestId | None:
+    """The JSON-RPC id of a request (``None`` when it has none or its body is too large to read again here)."""
+    message: JsonValue | None = None
+    if isinstance(request, LegacyRequest):
+        message = request.message
+    elif len(request.body) <= INLINE_BODY_BYTES:  # bounded work on the loop; a larger body keeps id null
+        with contextlib.suppress(JsonError):
+            message = parse(request.body)
+    found = message.get("id") if isinstance(message, JsonObject) else None
+    return found if isinstance(found, JsonString | JsonNumber) else None
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
