@@ -34,6 +34,7 @@ from soklet_core.fleet import (
     AdminTarget,
     FleetStatus,
     RecordError,
+    RecordMismatch,
     RotationAbort,
     RotationRecord,
     RotationStep,
@@ -56,7 +57,7 @@ from soklet_core.keys import (
     decode_base64url,
     encode_base64url,
     is_valid_key_id,
-    looks_like_key_material,
+    key_id_problem,
     printable_name,
 )
 
@@ -104,10 +105,11 @@ class Role(StrEnum):
 
 
 def _check_id(value: str | None) -> str | None:
-    # The rejected value is not echoed: a mistyped id could be a pasted secret.
-    if value is not None and not is_valid_key_id(value):
+    # The rejected value is not echoed: a mistyped id could be a pasted secret. The rule is the core's.
+    problem = None if value is None else key_id_problem(value)
+    if problem is KeyringErrorReason.INVALID_KEY_ID:
         raise typer.BadParameter("a key id is 1 to 64 RFC 9110 token characters (letters, digits, !#$%&'*+-.^_`|~)")
-    if value is not None and looks_like_key_material(value):
+    if problem is not None:
         raise typer.BadParameter(
             "the id looks like key material (a long run of mixed-case letters and digits, or of hex digits); "
             "choose words and numbers between separators, such as 2026-09 or prod-2026-09-01.2"
@@ -559,11 +561,13 @@ def rotate(
     **With --fleet FILE** the spec's steps run with a check between each: stage the identical key on every
     instance; verify v2 convergence (abort before activation on any divergence, unreachable instance or v1/mixed
     fingerprints); activate everywhere; verify; wait the longest max_state_lifetime_ms any instance reports,
-    from the moment the last instance activated, and until no instance holds a reservation on the former key;
-    remove the former key everywhere; verify. Each step is recorded in a 0600 record file, so an interrupted
-    rotation finishes with **--resume**. A generated key's material stays in the record only until every
-    instance holds it; a --key-file key is never written there: a resume that must stage again needs the same
-    --key-file. Material is sent only in the stage request's body and never printed.
+    from the moment the last instance activated (on --resume: from what the instances report, never earlier
+    than the record says), and until no instance holds a reservation on the former key; remove the former key
+    everywhere; verify. Each step is recorded in a 0600 record file, so an interrupted rotation finishes with
+    **--resume**, which first refuses a record claiming a step the instances do not show. A generated key's
+    material stays in the record only until every instance holds it; a --key-file key is never written there: a
+    resume that must stage again needs the same --key-file. Material is sent only in the stage request's body
+    and never printed.
 
     **Examples**
 
@@ -578,7 +582,8 @@ def rotate(
       soklet keys rotate --fleet fleet.toml --resume --yes --json
 
     **Exit codes**: 0 rotated (with --dry-run: the plan can start); 1 refused (the id is taken; with --fleet:
-    the fleet diverged, an instance refused a change, or an unfinished rotation's record is in the way); 2 usage
+    the fleet diverged, an instance refused a change, an unfinished rotation's record is in the way, or the
+    record does not match the fleet); 2 usage
     (with --fleet: also no --yes while standard input is not a terminal); 3 the keyring file could not be read or
     written (with --fleet: an instance is unreachable, fingerprints are v1 or of mixed versions, or the record
     file is unusable).
@@ -722,6 +727,7 @@ _FLEET_EXIT: Final = {
     FleetStatus.DIVERGED: ExitCode.REFUSED,
     FleetStatus.UNREACHABLE: ExitCode.IO,
     FleetStatus.INCOMPARABLE: ExitCode.IO,
+    FleetStatus.DUPLICATED: ExitCode.USAGE,
 }
 #: Seconds between two "waiting" lines when the output is not a terminal.
 _WAIT_LINE_SECONDS: Final = 10.0
@@ -775,6 +781,8 @@ def _rotate_fleet(
                     ExitCode.USAGE,
                 )
         if state.finished:
+            # A finished record is checked against the fleet too: the former key must be gone everywhere.
+            _run_rotation(targets, state, record_path, None, emit)
             emit({"event": "finished", "step": state.step.label, "new_key": state.new_key})
             return
     else:
@@ -829,8 +837,27 @@ def _rotate_fleet(
             write_record(record_path, state)
         except KeyringFileError as error:
             fail(file_error_text(error), ExitCode.IO)
+    finished = _run_rotation(targets, state, record_path, key, emit)
+    emit(
+        {
+            "event": "finished",
+            "step": finished.step.label,
+            "new_key": finished.new_key,
+            "removed": finished.former_key,
+            "record": str(record_path),
+        }
+    )
+
+
+def _run_rotation(
+    targets: list[AdminTarget],
+    state: RotationRecord,
+    record_path: Path,
+    key: ProtectionKey | None,
+    emit: _Progress,
+) -> RotationRecord:
     try:
-        finished = asyncio.run(rotate_fleet(targets, state, record_path, key=key, emit=emit))
+        return asyncio.run(rotate_fleet(targets, state, record_path, key=key, emit=emit))
     except RotationAbort as abort:
         emit(
             {
@@ -839,7 +866,8 @@ def _rotate_fleet(
                 "message": abort.message,
                 "differences": [d.to_json() for d in abort.report.differences] if abort.report else [],
                 "details": [d.describe() for d in abort.report.differences] if abort.report else [],
-                "record": str(record_path),
+                # A record that does not match the fleet is no way to finish: --resume would refuse it again.
+                "record": None if isinstance(abort, RecordMismatch) else str(record_path),
             }
         )
         raise typer.Exit(int(_FLEET_EXIT[abort.status])) from None
@@ -856,15 +884,6 @@ def _rotate_fleet(
         raise
     finally:
         emit.close()
-    emit(
-        {
-            "event": "finished",
-            "step": finished.step.label,
-            "new_key": finished.new_key,
-            "removed": finished.former_key,
-            "record": str(record_path),
-        }
-    )
 
 
 def _lacking(targets: list[AdminTarget], state: RotationRecord) -> list[str]:

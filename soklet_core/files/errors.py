@@ -23,6 +23,10 @@ class KeyringFileErrorReason(ErrorReason):
     UNKNOWN_FIELD = "unknown-field", "the field is not part of the keyring format"
     INVALID_FIELD = "invalid-field", "the field has the wrong type"
     INVALID_KEY_ID = "invalid-key-id", "a key id must be 1 to 64 RFC 9110 token characters"
+    MATERIAL_SHAPED_KEY_ID = (
+        "key-id-looks-like-material",
+        "a key id must not look like key material (ids are published in every sealed state's header)",
+    )
     INVALID_ROLE = "invalid-role", 'role must be "active" or "verification"'
     INVALID_CREATED = "invalid-created", "created must be a TOML offset date-time such as 2026-08-01T00:00:00Z"
     MISSING_MATERIAL = "missing-material", "a key needs one of material, material_file or material_env"

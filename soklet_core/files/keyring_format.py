@@ -12,7 +12,8 @@
     created = 2026-08-01T00:00:00Z
 
 Parsing is strict: unknown fields, a second material source, a bad id, bad base64url, short material, a
-missing reference, duplicate ids and anything but exactly one active key are refused, each naming the key and
+missing reference, duplicate ids, an id that looks like key material (``key_id_problem``) and anything but
+exactly one active key are refused, each naming the key and
 field. Nothing here touches the file system except to resolve ``material_file`` references.
 """
 
@@ -31,10 +32,12 @@ from soklet_core.keys import (
     MAX_KEY_MATERIAL_BYTES,
     MIN_KEY_MATERIAL_BYTES,
     PROTECTION_PROFILE,
+    KeyringErrorReason,
     ProtectionKey,
     decode_base64url,
     encode_base64url,
     is_valid_key_id,
+    key_id_problem,
     looks_like_key_material,
     printable_name,
 )
@@ -192,8 +195,11 @@ class _Parser:
             raise self._error(Reason.MISSING_FIELD, key=position, field="id")
         if not isinstance(key_id, str):
             raise self._error(Reason.INVALID_FIELD, key=position, field="id", detail="a string")
-        if not is_valid_key_id(key_id):
-            raise self._error(Reason.INVALID_KEY_ID, key=position, field="id")
+        problem = key_id_problem(key_id)
+        if problem is not None:
+            # Named by position only: the id may be a secret pasted into the wrong field.
+            reason = Reason.MATERIAL_SHAPED_KEY_ID if problem is KeyringErrorReason.MATERIAL_SHAPED_KEY_ID else None
+            raise self._error(reason or Reason.INVALID_KEY_ID, key=position, field="id")
         role = self._role(label, table)
         created = table.get("created")
         if created is None:

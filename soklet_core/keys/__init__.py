@@ -24,7 +24,9 @@ from .key import (
     MAX_KEY_MATERIAL_BYTES,
     MIN_KEY_MATERIAL_BYTES,
     ProtectionKey,
+    check_key_id,
     is_valid_key_id,
+    key_id_problem,
 )
 from .keyring import ProtectionKeyring
 from .manager import KeyringManager, SealingReservation
@@ -61,10 +63,12 @@ __all__ = [
     "ProtectionKey",
     "ProtectionKeyring",
     "SealingReservation",
+    "check_key_id",
     "compare",
     "decode_base64url",
     "encode_base64url",
     "is_valid_key_id",
+    "key_id_problem",
     "looks_like_key_material",
     "printable_name",
 ]

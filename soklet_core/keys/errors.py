@@ -11,6 +11,11 @@ class KeyringErrorReason(ErrorReason):
     """Why a key, a keyring or a keyring change was refused. The set is closed: callers may switch on it."""
 
     INVALID_KEY_ID = "invalid-key-id", "a key id must be 1 to 64 RFC 9110 token characters"
+    MATERIAL_SHAPED_KEY_ID = (
+        "key-id-looks-like-material",
+        "a key id must not look like key material (a long run of mixed-case letters and digits, or of hex "
+        "digits): ids are published in every sealed state's header",
+    )
     MATERIAL_TOO_SHORT = "material-too-short", "key material must be at least 32 bytes"
     MATERIAL_TOO_LONG = "material-too-long", "key material must be at most 1024 bytes"
     NO_ACTIVE_KEY = "no-active-key", "a keyring needs exactly one active key"

@@ -10,6 +10,7 @@ from typing import Any, Final, NoReturn
 
 from .base64url import encode_base64url
 from .errors import KeyringError, KeyringErrorReason
+from .material_shape import looks_like_key_material
 
 __all__ = [
     "CHECK_VALUE_LABEL",
@@ -18,7 +19,9 @@ __all__ = [
     "MAX_KEY_MATERIAL_BYTES",
     "MIN_KEY_MATERIAL_BYTES",
     "ProtectionKey",
+    "check_key_id",
     "is_valid_key_id",
+    "key_id_problem",
 ]
 
 #: A key id is 1 to this many bytes of RFC 9110 token characters.
@@ -43,6 +46,32 @@ def is_valid_key_id(key_id: object) -> bool:
     return isinstance(key_id, str) and _TOKEN.fullmatch(key_id) is not None
 
 
+def key_id_problem(key_id: object) -> KeyringErrorReason | None:
+    """Why ``key_id`` cannot name a key, or ``None`` when it can: the one rule every entry applies (the
+    ``ProtectionKey`` constructor, the keyring file parser, the admin API, the CLI).
+
+    ``invalid-key-id``: not 1 to 64 RFC 9110 token characters. ``key-id-looks-like-material``: a valid token
+    that :func:`~soklet_core.keys.looks_like_key_material` judges a pasted secret; an id is published in every
+    sealed state's header, in snapshots and in logs, so such an id would publish the secret.
+    """
+    if not is_valid_key_id(key_id):
+        return KeyringErrorReason.INVALID_KEY_ID
+    assert isinstance(key_id, str)
+    if looks_like_key_material(key_id):
+        return KeyringErrorReason.MATERIAL_SHAPED_KEY_ID
+    return None
+
+
+def check_key_id(key_id: object) -> str:
+    """``key_id`` itself when it can name a key; else ``KeyringError`` with :func:`key_id_problem`'s reason and
+    without the id (it may be a pasted secret)."""
+    problem = key_id_problem(key_id)
+    if problem is not None:
+        raise KeyringError(problem)
+    assert isinstance(key_id, str)
+    return key_id
+
+
 class ProtectionKey:
     """One protection key: a non-secret id and secret material.
 
@@ -63,12 +92,11 @@ class ProtectionKey:
     def __init__(self, key_id: str, material: bytes | bytearray | memoryview) -> None:
         """A key with id ``key_id`` and a private copy of ``material``.
 
-        Raises ``KeyringError`` (``invalid-key-id``, ``material-too-short`` or ``material-too-long``) and
-        ``TypeError`` for a non-bytes material. The caller may wipe its own buffer afterwards: the key holds a
-        copy.
+        Raises ``KeyringError`` (``invalid-key-id``, ``key-id-looks-like-material``, ``material-too-short`` or
+        ``material-too-long``) and ``TypeError`` for a non-bytes material. The caller may wipe its own buffer
+        afterwards: the key holds a copy.
         """
-        if not is_valid_key_id(key_id):
-            raise KeyringError(KeyringErrorReason.INVALID_KEY_ID)
+        check_key_id(key_id)
         if not isinstance(material, bytes | bytearray | memoryview):
             raise TypeError("key material must be bytes, bytearray or memoryview")
         copied = bytes(material)
@@ -90,10 +118,11 @@ class ProtectionKey:
     @classmethod
     def generate(cls, key_id: str, size: int = DEFAULT_KEY_MATERIAL_BYTES) -> ProtectionKey:
         """A new key with ``size`` bytes (32 to 1,024) from the operating system's CSPRNG."""
+        check_key_id(key_id)
         if size < MIN_KEY_MATERIAL_BYTES:
-            raise KeyringError(KeyringErrorReason.MATERIAL_TOO_SHORT, key_id if is_valid_key_id(key_id) else None)
+            raise KeyringError(KeyringErrorReason.MATERIAL_TOO_SHORT, key_id)
         if size > MAX_KEY_MATERIAL_BYTES:
-            raise KeyringError(KeyringErrorReason.MATERIAL_TOO_LONG, key_id if is_valid_key_id(key_id) else None)
+            raise KeyringError(KeyringErrorReason.MATERIAL_TOO_LONG, key_id)
         return cls(key_id, secrets.token_bytes(size))
 
     @property

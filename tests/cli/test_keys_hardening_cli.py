@@ -360,3 +360,15 @@ def test_help_shows_no_bool_metavar(soklet) -> None:  # type: ignore[no-untyped-
         assert "<bool>" not in result.stdout, result.args
     assert "--json" in results[2].stdout
     assert "--allow-insecure-permissions" in results[2].stdout
+
+
+def test_a_hand_edited_material_shaped_id_is_refused_by_every_reader(soklet) -> None:  # type: ignore[no-untyped-def]
+    new_ring(soklet)
+    ring = soklet.cwd / RING
+    text = ring.read_text().replace('id = "k1"', f'id = "{PASTED}"')
+    ring.write_text(text)
+    for result in soklet.run_together(("keys", "list"), ("fingerprint",), ("keys", "stage", "--generate")):
+        assert result.returncode == 1, result.stderr
+        assert "key-id-looks-like-material" in result.stderr
+        assert "keys[0]" in result.stderr
+        assert PASTED[:16] not in result.output

@@ -345,3 +345,11 @@ def test_material_from_env_uses_the_given_environment() -> None:
     document = parse_keyring_document(text, environ={"SOKLET_K1": A_TEXT + "\n"})
     assert document.keyring().active_key.material == A
     os.environ.pop("SOKLET_K1", None)
+
+
+def test_a_hand_edited_id_that_looks_like_material_is_refused_by_position_only() -> None:
+    pasted = "hJ3kQ9vZx2Lw7Rt5mN8bY1cF4gP6sD0aE-uW_qK3oIl"
+    error = refused(toml(key_table("k1"), key_table(pasted, role="verification", material=B_TEXT)))
+    assert error.reason is KeyringFileErrorReason.MATERIAL_SHAPED_KEY_ID
+    assert (error.key, error.field) == ("keys[1]", "id")
+    assert pasted[:16] not in str(error)

@@ -97,7 +97,13 @@ def test_material_size_edges() -> None:
 
 def test_an_unknown_id_shaped_like_material_is_never_repeated() -> None:
     keyring = ProtectionKeyring(ProtectionKey.generate("2026-08"))
-    assert ProtectionKey.generate(MATERIAL_43[:40]).id  # a valid token: the key type itself accepts it
+    # A valid token, but the key type refuses it (it would be published in every header), without repeating it.
+    for build in (lambda: ProtectionKey.generate(MATERIAL_43[:40]), lambda: ProtectionKey(MATERIAL_43, bytes(32))):
+        with pytest.raises(KeyringError) as refused:
+            build()
+        assert refused.value.reason is KeyringErrorReason.MATERIAL_SHAPED_KEY_ID
+        assert MATERIAL_43[:16] not in str(refused.value)
+        assert refused.value.key_id is None
     for change in (keyring.with_activated, keyring.without):
         with pytest.raises(KeyringError) as raised:
             change(MATERIAL_43)
@@ -112,3 +118,15 @@ def test_encoded_max_key_is_short_enough_for_every_reader() -> None:
     from soklet_core.files import MAX_MATERIAL_FILE_BYTES
 
     assert len(encode_base64url(bytes(MAX_KEY_MATERIAL_BYTES))) < MAX_MATERIAL_FILE_BYTES
+
+
+def test_every_entry_refuses_a_material_shaped_id_with_the_one_rule() -> None:
+    from soklet_core.keys import check_key_id, key_id_problem
+
+    assert key_id_problem(MATERIAL_43) is KeyringErrorReason.MATERIAL_SHAPED_KEY_ID
+    assert key_id_problem("a b") is KeyringErrorReason.INVALID_KEY_ID
+    assert key_id_problem("prod-2026-09-01.2") is None
+    assert check_key_id("2026-09") == "2026-09"
+    with pytest.raises(KeyringError) as refused:
+        check_key_id(MATERIAL_43)
+    assert MATERIAL_43[:16] not in str(refused.value)

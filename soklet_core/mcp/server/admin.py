@@ -39,7 +39,7 @@ from typing import Any, Final
 from soklet_core.errors import SokletError
 from soklet_core.files import read_secret_file
 from soklet_core.json import JsonError, JsonObject, JsonString, parse
-from soklet_core.keys import KeyringError, KeyringErrorReason, KeyringSnapshot, ProtectionKey
+from soklet_core.keys import KeyringError, KeyringErrorReason, KeyringSnapshot, ProtectionKey, key_id_problem
 from soklet_core.keys.base64url import decode_base64url
 from soklet_core.keys.profile import PROTECTION_PROFILE
 from soklet_core.store import DurableStore, StoreError
@@ -421,6 +421,10 @@ class AdminApp:
         members = _object(body, {"id", "material"} if action == "stage" else {"id"})
         key_id = members["id"]
         if action == "stage":
+            # The id first: one that looks like pasted material is refused before anything else is said of it.
+            problem = key_id_problem(key_id)
+            if problem is not None:
+                raise _Refused(400, problem.value)
             try:
                 material = decode_base64url(members["material"])
             except ValueError:
