@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import select
 import sys
 from typing import Final
 
@@ -135,12 +136,15 @@ def _run() -> int:
         _say("aborted")
         return int(ExitCode.REFUSED)
     except SystemExit:
-        # Click answers a broken pipe by swapping stdout for a wrapper and exiting 1 ("refused"): say what it was.
+        # Click answers a broken pipe by swapping stdout for a wrapper and exiting 1 ("refused"): the reader left.
         if sys.stdout is not stdout:
-            return _closed_output()
+            return _reader_gone(ExitCode.OK)
         raise
     except BrokenPipeError:
-        return _closed_output()
+        if _stdout_reader_is_gone():
+            return _reader_gone(ExitCode.OK)
+        _say("I/O error: a connection or pipe was closed by its other end")
+        return int(ExitCode.IO)
     except OSError as error:  # an I/O failure no command turned into its own message (such as a full disk)
         _say(f"I/O error: {error.strerror or type(error).__name__}")
         return int(ExitCode.IO)
@@ -166,10 +170,22 @@ def _is_output_encoding(encoding: str) -> bool:
     return name != "utf-8" and name in streams
 
 
-def _closed_output() -> int:
-    _say("the output was closed before it was all written")
+def _stdout_reader_is_gone() -> bool:
+    """Whether standard output is a pipe or socket whose reader has gone (``soklet … | head``), so that a broken
+    pipe raised elsewhere (a connection) is not mistaken for it."""
+    try:
+        poller = select.poll()
+        poller.register(sys.__stdout__.fileno() if sys.__stdout__ is not None else 1, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def _reader_gone(code: int) -> int:
+    """The exit code when standard output's reader went away (``soklet … | head``): nothing is said and ``code``
+    stands (0 when the command had not failed), as ``git log | head`` does; what is still buffered is dropped."""
     _silence_stdout()
-    return int(ExitCode.IO)
+    return int(code)
 
 
 def _silence_stdout() -> None:
@@ -188,7 +204,7 @@ def _flushed(code: int) -> int:
         if sys.stdout is not None:
             sys.stdout.flush()
     except BrokenPipeError:
-        return _closed_output()
+        return _reader_gone(code)
     except (OSError, ValueError) as error:
         _say(f"cannot write the output: {getattr(error, 'strerror', None) or type(error).__name__}")
         _silence_stdout()
@@ -200,8 +216,9 @@ def main() -> None:
     """Console-script entry point: run the app; whatever happens, one bounded line on stderr and a documented
     exit code, never a traceback.
 
-    Command-line errors exit 2; an output that cannot be written (a closed pipe, a closed stdout, a full disk)
-    exits 3; a bug exits 70.
+    Command-line errors exit 2; an output that cannot be written (a closed stdout, a full disk) exits 3; a reader
+    of standard output that goes away (``soklet … | head``) ends the command quietly with its own code (0 unless it
+    had failed); a bug exits 70.
     """
     if sys.stderr is None:  # started with stderr closed: errors can only be told by the exit status
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115  # lives as long as the process
@@ -223,6 +240,6 @@ def main() -> None:
         _say(f"internal error ({type(error).__name__}); please report it")
         code = int(ExitCode.INTERNAL)
     if code != ExitCode.IO and _stdout_identity() != stdout:
-        # rich answers a broken pipe by pointing stdout at /dev/null and exiting 1 ("refused"): say what it was.
-        code = _closed_output()
+        # rich answers a broken pipe by pointing stdout at /dev/null and exiting 1 ("refused"): the reader left.
+        code = _reader_gone(ExitCode.OK)
     sys.exit(_flushed(code))

@@ -11,8 +11,9 @@ class ExitCode(enum.IntEnum):
     REFUSED = 1
     #: The command line itself is wrong (an unknown option, a missing one, a value outside its bounds).
     USAGE = 2
-    #: A file, permission or other I/O problem, including an output that cannot be written (a closed pipe or
-    #: stdout, a full disk).
+    #: A file, permission or other I/O problem, including an output that cannot be written (a closed stdout, a
+    #: full disk). A reader that goes away (``soklet … | head``) is not one: the command ends quietly, 0 unless it
+    #: had failed, as ``git log | head`` does.
     IO = 3
     #: No key in the keyring can open the state.
     NO_KEY = 4
