@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, TextIO
 
 import typer
 from rich.console import Console
@@ -20,9 +20,27 @@ from soklet_core.keys import printable_name
 
 from .exit_codes import ExitCode
 
-#: Human output; rich degrades to plain text when stdout is not a terminal.
-console = Console(highlight=False, soft_wrap=True)
-error_console = Console(stderr=True, highlight=False, soft_wrap=True)
+#: The width of human output when it does not go to a terminal (a CI log, a file, a pipe) and ``$COLUMNS`` is not
+#: set: wide enough that no table column of ids, names and times is cut or folded (rich's default there is 80);
+#: tables are as wide as their content, never padded to it.
+WIDE_OUTPUT_COLUMNS: Final = 320
+
+
+def output_width(stream: TextIO | None) -> int | None:
+    """The width human output to ``stream`` is laid out for: ``None`` (rich asks the terminal, or reads
+    ``$COLUMNS``) on a terminal or when ``$COLUMNS`` is set, else :data:`WIDE_OUTPUT_COLUMNS`."""
+    try:
+        terminal = stream is not None and stream.isatty()
+    except (OSError, ValueError):  # a closed stream: whatever is written fails anyway
+        terminal = False
+    if terminal or os.environ.get("COLUMNS", "").strip().isdigit():
+        return None
+    return WIDE_OUTPUT_COLUMNS
+
+
+#: Human output; rich degrades to plain text when stdout is not a terminal, laid out :func:`output_width` wide.
+console = Console(highlight=False, soft_wrap=True, width=output_width(sys.stdout))
+error_console = Console(stderr=True, highlight=False, soft_wrap=True, width=output_width(sys.stderr))
 
 
 #: Longest rendering of a path the user gave in any message: the start and the end (the file's own name) are
