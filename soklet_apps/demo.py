@@ -8,7 +8,9 @@
   :class:`~soklet_apps.link_page.LinkStore` and bound to the admitted subject and partition; a plain-HTTP
   loopback origin is used only with the development key. The user approves on the page
   :class:`~soklet_apps.link_page.LinkPage` serves (``soklet serve`` mounts it at ``/link/``); the retry with
-  ``accept`` then links, once, and only for the same caller.
+  ``accept`` then links, once, and only for the same caller. Pending links are capped per partition
+  (:data:`~soklet_apps.link_page.MAX_PENDING_LINKS_PER_PARTITION`): a partition at its cap gets a tool error
+  naming it, and no other partition notices; a decline or cancel frees its link's place at once.
 * ``deploy.approve`` — a multi-round approval that carries its own step counter and deadline in its state.
 * ``order.checkout`` (only when :func:`build_registry` is given a durable store) — the spec's durable
   APPLICATION_PROTECTED workflow: round 1 asks for a quantity, round 2 for a confirmation, then the order is
@@ -58,7 +60,7 @@ from soklet_core.mcp import (
 )
 from soklet_core.store import DurableStore
 
-from .link_page import LinkStatus, LinkStore
+from .link_page import LINK_LIFETIME_SECONDS, MAX_PENDING_LINKS_PER_PARTITION, LinkRefusal, LinkStatus, LinkStore
 
 __all__ = [
     "APPROVAL_DEADLINE_SECONDS",
@@ -77,6 +79,10 @@ DEFAULT_LINK_BASE_URL: Final = "https://link.example.com/approve"
 #: How long ``deploy.approve`` waits for all its rounds; kept within the default 15-minute state lifetime.
 APPROVAL_DEADLINE_SECONDS: Final = 600
 _WAITING: Final = JsonObject.builder().put("phase", "waiting-for-approval").build()
+_PARTITION_FULL: Final = (
+    f"Too many account links are waiting for this caller's partition ({MAX_PENDING_LINKS_PER_PARTITION}); "
+    f"complete or decline one, or wait until one expires ({LINK_LIFETIME_SECONDS // 60} minutes), then try again."
+)
 #: The most items ``order.checkout`` takes in one order.
 MAX_ORDER_QUANTITY: Final = 99
 
@@ -158,16 +164,19 @@ def _link_tool(base_url: str, development: bool, store: LinkStore) -> ToolRegist
         state = context.framework_request_state
         if state is None:
             handle = store.mint(context)
-            if handle is None:
-                return CallToolResult.error_text("Too many account links are waiting; try again later.")
+            if handle is LinkRefusal.PARTITION_FULL:
+                return CallToolResult.error_text(_PARTITION_FULL)
+            if handle is LinkRefusal.STORE_FULL:
+                return CallToolResult.error_text("Too many account links are waiting on this server; try again later.")
             return ask(handle)
         handle_value = state.get("handle") if isinstance(state, JsonObject) else None
         if not isinstance(handle_value, JsonString):
             return CallToolResult.error_text("This continuation is not an account link.")
         outcome = expect_accept(context.input_responses.find("link"), {}, allow_extra=False)
-        if outcome.kind is AcceptOutcomeKind.DECLINED:
-            return CallToolResult.from_text("Account linking was declined.")
-        if outcome.kind is AcceptOutcomeKind.CANCELLED:
+        if outcome.is_normal_ending:  # declined or cancelled: the link ends, and frees its place at once
+            store.release(handle_value.value, context)
+            if outcome.kind is AcceptOutcomeKind.DECLINED:
+                return CallToolResult.from_text("Account linking was declined.")
             return CallToolResult.from_text("Account linking was cancelled.")
         if not outcome.ok:  # missing or wrong-shaped: the same URL again
             return ask(handle_value.value)

@@ -18,7 +18,12 @@ What the page guards, and how:
   ``Referrer-Policy: same-origin`` (not ``no-referrer``: under it a browser's form post says ``Origin: null``,
   which the endpoint's Origin check refuses); all text on it is the server's own, HTML-escaped.
 * **Bodies.** A POST is ``application/x-www-form-urlencoded`` only, at most :data:`LINK_FORM_BODY_BYTES` bytes,
-  read within :data:`LINK_FORM_TIMEOUT_SECONDS`; the store holds at most :data:`MAX_LINK_RECORDS` live records.
+  read within :data:`LINK_FORM_TIMEOUT_SECONDS`.
+* **Exhaustion.** Each authorization partition holds at most :data:`MAX_PENDING_LINKS_PER_PARTITION` pending
+  (live, unconsumed) records, so one caller minting links as fast as it can fills only its own partition's share
+  and every other partition still gets links; the store as a whole holds at most :data:`MAX_LINK_RECORDS`, a
+  backstop that takes 64 full partitions to reach. A link that ends (linked, declined, cancelled) frees its place
+  at once; an abandoned one when it expires.
 
 The records are process-local on purpose (a demo); a real deployment keeps them in shared durable storage.
 """
@@ -48,8 +53,10 @@ __all__ = [
     "LINK_LIFETIME_SECONDS",
     "LINK_PAGE_PREFIX",
     "MAX_LINK_RECORDS",
+    "MAX_PENDING_LINKS_PER_PARTITION",
     "ApprovalOutcome",
     "LinkPage",
+    "LinkRefusal",
     "LinkStatus",
     "LinkStore",
     "LinkView",
@@ -57,8 +64,13 @@ __all__ = [
 
 #: How long a minted link stays usable, in seconds (page and tool alike).
 LINK_LIFETIME_SECONDS: Final = 600
-#: Live records the store keeps at most; past it, minting is refused until records expire or are used.
+#: Live records the store keeps at most; past it, minting is refused until records expire or are used. A backstop:
+#: the per-partition cap below is reached first by any one partition.
 MAX_LINK_RECORDS: Final = 4096
+#: Pending (live, unconsumed) records one authorization partition may hold; past it, that partition's minting is
+#: refused until one of its links ends or expires, and no other partition is affected. A person links an account
+#: or two at a time; 64 leaves a tenant of many users room while one client filling it blocks only itself.
+MAX_PENDING_LINKS_PER_PARTITION: Final = 64
 #: The largest form body the page reads (the form has one short field).
 LINK_FORM_BODY_BYTES: Final = 4096
 #: How long the page waits for a form body before answering 408.
@@ -82,6 +94,15 @@ class LinkStatus(enum.Enum):
     PENDING = "pending"
     #: Unknown, expired, already consumed, or bound to another caller: the linking cannot complete.
     GONE = "gone"
+
+
+class LinkRefusal(enum.Enum):
+    """Why :meth:`LinkStore.mint` gave no handle."""
+
+    #: The caller's partition holds :data:`MAX_PENDING_LINKS_PER_PARTITION` pending links.
+    PARTITION_FULL = "partition-full"
+    #: The store holds :data:`MAX_LINK_RECORDS` live links (the backstop).
+    STORE_FULL = "store-full"
 
 
 class ApprovalOutcome(enum.Enum):
@@ -118,15 +139,18 @@ class LinkStore:
     """Server-side records of URL handles: whom each is bound to (subject and partition), until when, its form
     token, and whether the user approved. Thread-safe; every operation is a short dictionary update under a lock.
 
-    ``clock`` gives wall-clock epoch seconds (the page shows the expiry as a UTC time).
+    Pending records are counted per partition (:data:`MAX_PENDING_LINKS_PER_PARTITION` each) and in all
+    (:data:`MAX_LINK_RECORDS`). ``clock`` gives wall-clock epoch seconds (the page shows the expiry as a UTC time).
     """
 
-    __slots__ = ("_clock", "_lock", "_records")
+    __slots__ = ("_clock", "_lock", "_pending", "_records")
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         if not callable(clock):
             raise TypeError("clock takes a callable returning epoch seconds")
+        # Insertion order is minting order, so with a steady clock the oldest expiry comes first.
         self._records: dict[str, _LinkRecord] = {}
+        self._pending: dict[str, int] = {}
         self._lock = threading.Lock()
         self._clock = clock
 
@@ -134,26 +158,64 @@ class LinkStore:
         with self._lock:
             return len(self._records)
 
-    def mint(self, context: RequestContext) -> str | None:
-        """A fresh handle bound to this request's caller, or ``None`` when :data:`MAX_LINK_RECORDS` are live."""
+    def pending(self, context: RequestContext) -> int:
+        """How many pending links the partition of ``context`` holds."""
+        with self._lock:
+            self._purge(self._clock())
+            return self._pending.get(context.partition, 0)
+
+    def mint(self, context: RequestContext) -> str | LinkRefusal:
+        """A fresh handle bound to this request's caller, or why not: its partition holds
+        :data:`MAX_PENDING_LINKS_PER_PARTITION` pending links, or the store :data:`MAX_LINK_RECORDS`."""
         handle = mint_url_handle()
         csrf = secrets.token_urlsafe(32)
+        partition = context.partition
         with self._lock:
             now = self._clock()
+            self._purge(now)
+            if self._pending.get(partition, 0) >= MAX_PENDING_LINKS_PER_PARTITION:
+                return LinkRefusal.PARTITION_FULL
             if len(self._records) >= MAX_LINK_RECORDS:
-                self._records = {k: v for k, v in self._records.items() if v.expires_at > now}
-                if len(self._records) >= MAX_LINK_RECORDS:
-                    return None
-            self._records[handle] = _LinkRecord(
-                context.identity.subject, context.partition, now + LINK_LIFETIME_SECONDS, csrf
-            )
+                return LinkRefusal.STORE_FULL
+            self._records[handle] = _LinkRecord(context.identity.subject, partition, now + LINK_LIFETIME_SECONDS, csrf)
+            self._pending[partition] = self._pending.get(partition, 0) + 1
         return handle
+
+    def release(self, handle: str, context: RequestContext) -> bool:
+        """Drop a live record bound to this caller (the link ended without linking: declined or cancelled), so it
+        no longer counts against the partition; ``False`` (and nothing touched) for any other handle."""
+        with self._lock:
+            record = self._live(handle)
+            if record is None or not _bound_to(record, context):
+                return False
+            self._drop(handle)
+            return True
+
+    def _purge(self, now: float) -> None:
+        # Called with the lock held. Drops expired records from the front (the oldest) and stops at the first live
+        # one, so a mint costs only the records that expired since the last: bounded, and amortized constant.
+        expired = []
+        for handle, record in self._records.items():
+            if record.expires_at > now:
+                break
+            expired.append(handle)
+        for handle in expired:
+            self._drop(handle)
+
+    def _drop(self, handle: str) -> None:
+        # Called with the lock held: removes the record and its place in its partition's count.
+        record = self._records.pop(handle)
+        left = self._pending[record.partition] - 1
+        if left:
+            self._pending[record.partition] = left
+        else:
+            del self._pending[record.partition]
 
     def _live(self, handle: str) -> _LinkRecord | None:
         # Called with the lock held. An expired record is dropped on sight.
         record = self._records.get(handle)
         if record is not None and record.expires_at <= self._clock():
-            del self._records[handle]
+            self._drop(handle)
             return None
         return record
 
@@ -188,15 +250,17 @@ class LinkStore:
             record = self._live(handle)
             if record is None:
                 return LinkStatus.GONE
-            if not (
-                secrets.compare_digest(record.partition, context.partition)
-                and record.subject == context.identity.subject
-            ):
+            if not _bound_to(record, context):
                 return LinkStatus.GONE
             if not record.approved:
                 return LinkStatus.PENDING
-            del self._records[handle]
+            self._drop(handle)
             return LinkStatus.LINKED
+
+
+def _bound_to(record: _LinkRecord, context: RequestContext) -> bool:
+    """Whether ``record`` is bound to the caller of ``context`` (partition and subject)."""
+    return secrets.compare_digest(record.partition, context.partition) and record.subject == context.identity.subject
 
 
 # --- the page ---------------------------------------------------------------------------------------------------
