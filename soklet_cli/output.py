@@ -96,6 +96,16 @@ def shown_path(path: str | os.PathLike[str], *, limit: int | None = MAX_SHOWN_PA
     return "".join(head) + "…" + "".join(reversed(tail))
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """How a message says ``count`` things: ``1 instance``, ``2 instances``, ``1,024 keys`` (``plural`` for a noun
+    that does not just take an ``s``).
+
+    >>> counted(1, "item"), counted(0, "item"), counted(3, "entry", "entries")
+    ('1 item', '0 items', '3 entries')
+    """
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
 def file_error_text(error: KeyringFileError) -> str:
     """``error``'s message with its path, and the folder or lock file its detail may name, shown by
     :func:`shown_path` (the core message repeats the path as it was given)."""

@@ -15,7 +15,7 @@ import pytest
 import typer
 
 from soklet_cli._common import MAX_FILE_NAME_BYTES, parse_keyring
-from soklet_cli.output import MAX_SHOWN_PATH_CHARS, shown_path
+from soklet_cli.output import MAX_SHOWN_PATH_CHARS, counted, shown_path
 from soklet_core.keys import decode_base64url, looks_like_key_material
 from tests.conftest import Result, Soklet, materials_in
 
@@ -69,6 +69,18 @@ def assert_bounded_and_clean(result: Result, *hidden: str) -> None:
     assert "\x07" not in result.output
     for text in hidden:
         assert text not in result.output, result.args[:3]
+
+
+# --- a count in a message ----------------------------------------------------------------------------------------
+
+
+def test_a_count_agrees_with_its_noun() -> None:
+    assert counted(1, "instance") == "1 instance"
+    assert counted(0, "instance") == "0 instances"
+    assert counted(2, "key") == "2 keys"
+    assert counted(1_024, "task") == "1,024 tasks"
+    assert counted(1, "entry", "entries") == "1 entry"
+    assert counted(3, "entry", "entries") == "3 entries"
 
 
 # --- a path in a message -----------------------------------------------------------------------------------------

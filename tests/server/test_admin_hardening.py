@@ -161,14 +161,14 @@ def test_failed_logins_are_counted_and_reported_at_most_once_per_interval(
             lines = [record.getMessage() for record in caplog.records if record.name == "soklet.admin"]
         assert served.metric("missing") == 10
         assert served.metric("invalid") == 30
-        assert lines == ["admin API: 1 request refused for a missing or unknown bearer token since the last report "
-                         "(last from 127.0.0.1)"]  # fmt: skip
+        assert lines == ["admin API: requests refused for a missing or unknown bearer token since the last report: "
+                         "1 (the last from 127.0.0.1)"]  # fmt: skip
     finally:
         served.stop()
     # The stop reports what was held: the 39 others, in one line.
     lines = [record.getMessage() for record in caplog.records if record.name == "soklet.admin"]
     assert len(lines) == 2, lines
-    assert lines[1].startswith("admin API: 39 requests refused for a missing or unknown bearer token")
+    assert lines[1].endswith(": 39 (the last from 127.0.0.1)")
     assert all(WRONG not in line and TOKEN not in line for line in lines)
 
 
@@ -182,7 +182,9 @@ def test_held_refusals_are_reported_when_the_interval_ends(tmp_path: Path, caplo
 
             def reported() -> int:
                 counts = [
-                    int(record.getMessage().split()[2]) for record in caplog.records if record.name == "soklet.admin"
+                    int(record.getMessage().rsplit(": ", 1)[1].split()[0])
+                    for record in caplog.records
+                    if record.name == "soklet.admin"
                 ]
                 return sum(counts)
 

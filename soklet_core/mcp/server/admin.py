@@ -302,10 +302,9 @@ class _FailedLogins:
         count, self._pending = self._pending, 0
         self._last_logged = asyncio.get_running_loop().time()
         _logger.warning(
-            "admin API: %d request%s refused for a missing or unknown bearer token since the last report (last "
+            "admin API: requests refused for a missing or unknown bearer token since the last report: %d (the last "
             "from %s)",
             count,
-            "" if count == 1 else "s",
             self._last_peer,
         )
 
