@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from soklet_apps import demo
-from soklet_core.json import JsonObject, JsonValue, encode_wire, parse
+from soklet_core.json import JsonNumber, JsonObject, JsonValue, encode_wire, parse
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import (
     BearerTokenAdmission,
@@ -753,15 +753,24 @@ def test_a_session_is_bound_to_its_partition() -> None:
     asyncio.run(run())
 
 
-def test_a_full_session_table_refuses_initialize_with_503() -> None:
+def test_a_full_session_table_refuses_initialize_with_503_only_when_every_session_is_busy() -> None:
     async def run() -> None:
         protocol = LegacyProtocol(dispatcher(), sessions=SessionTable(max_sessions=1))
-        await initialize(protocol)
+        idle = protocol.sessions.get(await initialize(protocol))
+        assert idle is not None
+        busy_id = await initialize(protocol)  # the table is full: the idle session makes room
+        assert idle.closed
+        busy = protocol.sessions.get(busy_id)
+        assert busy is not None
+        running = asyncio.ensure_future(asyncio.sleep(60))
+        busy.track(JsonNumber.from_value(1), running)  # type: ignore[arg-type]
         result = await protocol.handle(
             LegacyRequest(PATH, {}, message({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})), None
         )
         assert result.status == 503
         assert ("retry-after", "5") in result.headers
+        assert not busy.closed
+        running.cancel()
 
     asyncio.run(run())
 

@@ -322,15 +322,15 @@ def _wait_for(condition: Callable[[], bool]) -> None:
         time.sleep(0.02)
 
 
-def test_the_session_limit_answers_503(entries: Entries) -> None:
+def test_a_full_session_table_evicts_the_longest_idle_session(entries: Entries) -> None:
     with running(make_server(entries, max_sessions=1)) as url:
         first, second = Legacy(url), Legacy(url)
         try:
             assert first.initialize().status_code == 200
-            refused = second.initialize()
-            assert refused.status_code == 503
-            assert "retry-after" in refused.headers
-            assert refused.json()["error"]["code"] == -32603
+            assert second.initialize().status_code == 200  # the idle first session made room
+            assert second.request("ping")["result"] == {}
+            gone = first.post_raw(first.message("ping"))
+            assert (gone.status_code, gone.json()["error"]["code"]) == (404, -32001)
         finally:
             first.close()
             second.close()

@@ -18,10 +18,13 @@ from soklet_core.mcp.server.sessions import (
     DEFAULT_SESSION_IDLE_SECONDS,
     MAX_INFLIGHT_PER_SESSION,
     MAX_PENDING_PER_SESSION,
+    PARTITION_SHARE_DIVISOR,
+    PEER_SHARE_DIVISOR,
     LegacySession,
     SessionLimitReason,
     SessionsFull,
     SessionTable,
+    peer_key,
 )
 
 
@@ -35,12 +38,13 @@ class Clock:
         return self.now
 
 
-def create(table: SessionTable, partition: str = "anonymous") -> LegacySession:
+def create(table: SessionTable, partition: str = "anonymous", *, peer: str | None = None) -> LegacySession:
     return table.create(
         protocol_version="2025-11-25",
         client_capabilities=ClientCapabilities.empty(),
         client_info=None,
         partition=partition,
+        peer=peer,
     )
 
 
@@ -53,7 +57,9 @@ def response(request_id: str, result: str = "{}") -> JsonObject:
 def test_defaults_and_bounds() -> None:
     table = SessionTable()
     assert table.max_sessions == DEFAULT_MAX_SESSIONS == 1024
-    assert table.idle_seconds == DEFAULT_SESSION_IDLE_SECONDS == 1800.0
+    assert table.idle_seconds == DEFAULT_SESSION_IDLE_SECONDS == 8 * 3600.0  # a window left open a working day
+    assert (table.partition_share, table.peer_share) == (1024 // PARTITION_SHARE_DIVISOR, 1024 // PEER_SHARE_DIVISOR)
+    assert (SessionTable(max_sessions=1).partition_share, SessionTable(max_sessions=1).peer_share) == (1, 1)
     SessionTable(max_sessions=1, idle_seconds=1)
     SessionTable(max_sessions=65536, idle_seconds=86400)
     for bad in (0, 65537):
@@ -66,18 +72,94 @@ def test_defaults_and_bounds() -> None:
         SessionTable(max_sessions=True)
 
 
-def test_the_table_is_full_at_max_sessions_and_frees_a_slot_on_remove() -> None:
-    table = SessionTable(max_sessions=3)
-    made = [create(table) for _ in range(3)]
-    with pytest.raises(SessionsFull) as full:
-        create(table)
-    assert full.value.reason is SessionLimitReason.SESSIONS
-    assert len(table) == 3
-    assert table.remove(made[0].id)
-    assert made[0].closed
-    assert not table.remove(made[0].id)
-    create(table)
-    assert len(table) == 3
+def busy(session: LegacySession) -> asyncio.Task[None]:
+    """Give the session a running request (call inside a running loop); cancel the task to end it."""
+    task = asyncio.ensure_future(asyncio.sleep(3600))
+    session.track(parse(b"1"), task)  # type: ignore[arg-type]
+    return task
+
+
+def test_a_full_table_evicts_its_longest_idle_session_and_refuses_only_when_all_are_busy() -> None:
+    async def run() -> None:
+        clock = Clock()
+        # Three partitions, so that no share is full before the table (a partition's share of 3 is 1).
+        table = SessionTable(max_sessions=3, clock=clock)
+        made = []
+        for partition in ("p1", "p2", "p3"):
+            made.append(create(table, partition))
+            clock.now += 1
+        assert table.get(made[0].id) is made[0]  # used: made[1] is now the longest idle
+        clock.now += 1
+        fresh = create(table, "p4")
+        assert made[1].closed
+        assert not made[0].closed
+        assert len(table) == 3
+        assert table.remove(made[0].id)
+        assert made[0].closed
+        assert not table.remove(made[0].id)
+        tasks = [busy(session) for session in (made[2], fresh, create(table, "p5"))]
+        with pytest.raises(SessionsFull) as full:
+            create(table, "p6")
+        assert full.value.reason is SessionLimitReason.SESSIONS
+        assert len(table) == 3
+        assert not made[2].closed
+        for task in tasks:
+            task.cancel()
+
+    asyncio.run(run())
+
+
+def test_one_anonymous_peer_flooding_evicts_only_its_own_sessions() -> None:
+    clock = Clock()
+    table = SessionTable(max_sessions=64, clock=clock)
+    share = table.peer_share
+    assert share == 64 // PEER_SHARE_DIVISOR
+    other = create(table, peer="192.0.2.7")
+    flood = [create(table, peer="203.0.113.9") for _ in range(share)]  # the share, at its limit
+    assert not any(session.closed for session in flood)
+    clock.now += 1
+    for _ in range(1100):  # and far past it
+        create(table, peer="203.0.113.9")
+    assert len(table) == share + 1
+    assert all(session.closed for session in flood)  # the flooder's oldest made room
+    assert table.get(other.id) is other
+    assert create(table, peer="192.0.2.8") is not None  # another peer still gets a session
+
+
+def test_the_share_of_a_partition_is_counted_per_partition_and_ipv6_peers_by_their_64() -> None:
+    table = SessionTable(max_sessions=64)
+    share = table.partition_share
+    alice = [create(table, "tenant-a", peer=f"192.0.2.{n}") for n in range(share + 5)]
+    assert sum(not session.closed for session in alice) == share  # a partition's share, whatever its peers
+    bob = create(table, "tenant-b")
+    assert not bob.closed
+    first = create(table, peer="2001:db8:1:2::1")
+    for n in range(table.peer_share):
+        create(table, peer=f"2001:db8:1:2::{n + 2:x}")  # the same /64: one peer
+    assert first.closed
+    assert peer_key("2001:db8:1:2:aaaa::1") == "2001:db8:1:2::/64"
+    assert peer_key("::ffff:192.0.2.1") == "192.0.2.1"
+    assert peer_key("192.0.2.1") == "192.0.2.1"
+    assert peer_key(None) is None
+
+
+def test_sweep_stops_at_the_first_unexpired_session_and_passes_over_busy_ones() -> None:
+    async def run() -> None:
+        clock = Clock()
+        table = SessionTable(max_sessions=8, idle_seconds=10, clock=clock)
+        running = create(table, "p1")
+        task = busy(running)
+        old = create(table, "p2")
+        clock.now += 5
+        young = create(table, "p3")
+        clock.now += 6  # old is idle for 11 s, young for 6 s, running is busy
+        assert table.sweep() == 1
+        assert old.closed
+        assert not young.closed
+        assert not running.closed
+        task.cancel()
+
+    asyncio.run(run())
 
 
 def test_idle_sessions_expire_at_the_idle_time() -> None:
@@ -97,16 +179,19 @@ def test_idle_sessions_expire_at_the_idle_time() -> None:
 def test_create_sweeps_idle_sessions_when_full() -> None:
     clock = Clock()
     table = SessionTable(max_sessions=2, idle_seconds=10, clock=clock)
-    old = create(table)
+    old = create(table, "p1")
     clock.now += 5
-    young = create(table)
+    young = create(table, "p2")
     clock.now += 6  # old is idle for 11 s, young for 6 s
-    fresh = create(table)
+    fresh = create(table, "p3")
     assert old.closed
     assert table.get(young.id) is young
     assert table.get(fresh.id) is fresh
-    with pytest.raises(SessionsFull):
-        create(table)
+    clock.now += 1
+    newest = create(table, "p4")  # full: the longest idle (young, used before fresh) makes room
+    assert young.closed
+    assert not fresh.closed
+    assert table.get(newest.id) is newest
 
 
 def test_a_session_with_a_running_request_is_not_idle() -> None:

@@ -186,13 +186,15 @@ class ClientChannel(Protocol):
 @dataclass(frozen=True, slots=True)
 class LegacyRequest:
     """One 2025-era message: the endpoint path, the real headers (lower-case names; ``{}`` on stdio), the parsed
-    message, the session it belongs to when the transport knows it (stdio), and the body size."""
+    message, the session it belongs to when the transport knows it (stdio), the body size, and the client's
+    address as the transport saw it (``None`` on stdio: the session table counts anonymous sessions per peer)."""
 
     path: str
     headers: Mapping[str, str]
     message: JsonValue
     session: LegacySession | None = None
     body_bytes: int = 0
+    peer: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path.startswith("/"):
@@ -205,6 +207,8 @@ class LegacyRequest:
             raise TypeError("session must be a LegacySession or None")
         if isinstance(self.body_bytes, bool) or not isinstance(self.body_bytes, int) or self.body_bytes < 0:
             raise ValueError("body_bytes must be a non-negative int")
+        if self.peer is not None and not isinstance(self.peer, str):
+            raise TypeError("peer must be a str or None")
 
 
 # ------------------------------------------------------------------------------------------------ era detection
@@ -680,6 +684,7 @@ class LegacyProtocol:
                     client_capabilities=capabilities,
                     client_info=info,
                     partition=admission.partition,
+                    peer=request.peer,
                 )
             except SessionsFull:
                 raise McpError(

@@ -9,8 +9,16 @@ running (:meth:`LegacySession.track`, cancelled by ``notifications/cancelled`` o
 
 Every map is bounded: :data:`DEFAULT_MAX_SESSIONS` sessions per table, :data:`MAX_PENDING_PER_SESSION` waiting
 server requests and :data:`MAX_INFLIGHT_PER_SESSION` running client requests per session; a session with nothing
-running that has not been used for the idle time is removed. Sessions live in one process: a fleet behind a load
-balancer needs sticky routing for 2025-era clients.
+running that has not been used for the idle time (:data:`DEFAULT_SESSION_IDLE_SECONDS`, eight hours: as long as a
+person leaves a window open, since no 2025-era client opens a new session on its own) is removed. Sessions live in
+one process: a fleet behind a load balancer needs sticky routing for 2025-era clients.
+
+One client cannot take every session: an admitted partition holds at most a share of the table
+(:data:`PARTITION_SHARE_DIVISOR`), and in the anonymous partition each peer address (an IPv6 address counts by its
+/64) holds at most a smaller share (:data:`PEER_SHARE_DIVISOR`). When a share, or the whole table, is full, a new
+session takes the place of the longest-idle one with nothing running (of that share, or of the table) rather than
+being refused: a client that floods ``initialize`` evicts its own sessions, not everyone else's. Only when every
+candidate is running a request is ``initialize`` refused.
 
 A session id is 256 bits from :mod:`secrets`, written in unpadded base64url (visible ASCII, as the 2025 transport
 requires). It is a bearer secret for the session's lifetime: no ``repr`` and no log line shows it.
@@ -19,8 +27,10 @@ requires). It is a bearer secret for the session's lifetime: no ``repr`` and no 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
 
@@ -28,6 +38,7 @@ from soklet_core.errors import ErrorReason, SokletError
 from soklet_core.json import JsonNumber, JsonObject, JsonString, JsonValue
 from soklet_core.mcp.model.capabilities import ClientCapabilities
 from soklet_core.mcp.model.context import RequestId
+from soklet_core.protection import ANONYMOUS_PARTITION
 
 __all__ = [
     "DEFAULT_MAX_SESSIONS",
@@ -36,26 +47,39 @@ __all__ = [
     "MAX_PENDING_PER_SESSION",
     "MAX_SESSIONS_LIMIT",
     "MAX_SESSION_IDLE_SECONDS",
+    "PARTITION_SHARE_DIVISOR",
+    "PEER_SHARE_DIVISOR",
     "SESSION_ID_BYTES",
     "LegacySession",
     "SessionLimitReason",
     "SessionTable",
     "SessionsFull",
+    "peer_key",
 ]
 
 #: Sessions one table holds unless told otherwise; :data:`MAX_SESSIONS_LIMIT` at most.
 DEFAULT_MAX_SESSIONS: Final = 1024
 #: The largest ``max_sessions`` a table accepts.
 MAX_SESSIONS_LIMIT: Final = 65536
-#: Seconds an unused session with nothing running lives unless told otherwise; :data:`MAX_SESSION_IDLE_SECONDS`
-#: at most.
-DEFAULT_SESSION_IDLE_SECONDS: Final = 1800.0
+#: Seconds an unused session with nothing running lives unless told otherwise (eight hours: a window left open
+#: over a working day keeps its session; the count bound and eviction keep the table small);
+#: :data:`MAX_SESSION_IDLE_SECONDS` at most.
+DEFAULT_SESSION_IDLE_SECONDS: Final = 8 * 3600.0
 #: The longest idle time a table accepts (one day).
 MAX_SESSION_IDLE_SECONDS: Final = 86400.0
 #: Server-to-client requests of one session waiting for the client's answer at the same time.
 MAX_PENDING_PER_SESSION: Final = 64
 #: Client requests of one session running at the same time.
 MAX_INFLIGHT_PER_SESSION: Final = 32
+#: An admitted partition holds at most ``max_sessions // PARTITION_SHARE_DIVISOR`` sessions (at least one): a
+#: quarter of the table.
+PARTITION_SHARE_DIVISOR: Final = 4
+#: In the anonymous partition, one peer address (IPv4 address, IPv6 /64) holds at most
+#: ``max_sessions // PEER_SHARE_DIVISOR`` sessions (at least one): a sixteenth of the table. Behind a reverse
+#: proxy every client has the proxy's address: give clients bearer tokens (partitions) or raise ``max_sessions``.
+PEER_SHARE_DIVISOR: Final = 16
+# The prefix of an IPv6 peer that counts as one peer (one customer's network, as one IPv4 address).
+_IPV6_PEER_PREFIX: Final = 64
 #: Random bytes of a session id (256 bits; the id is their unpadded base64url, 43 characters).
 SESSION_ID_BYTES: Final = 32
 
@@ -63,7 +87,7 @@ SESSION_ID_BYTES: Final = 32
 class SessionLimitReason(ErrorReason):
     """Which session bound a request met."""
 
-    SESSIONS = "sessions-full", "every session slot of this server is taken"
+    SESSIONS = "sessions-full", "every session this client may take away is running a request"
     PENDING = "pending-full", "the session has too many server requests waiting for the client"
     IN_FLIGHT = "in-flight-full", "the session has too many requests running"
 
@@ -92,6 +116,7 @@ class LegacySession:
         "_closed",
         "_inflight",
         "_next_request",
+        "_on_touch",
         "_pending",
         "client_capabilities",
         "client_info",
@@ -133,6 +158,8 @@ class LegacySession:
         self._next_request = 0
         self._pending: dict[str, asyncio.Future[JsonObject]] = {}
         self._inflight: dict[RequestId, asyncio.Task[object]] = {}
+        # Set by the table that holds the session: keeps its least-recently-used order.
+        self._on_touch: Callable[[LegacySession], None] | None = None
 
     def __repr__(self) -> str:
         # The id is a bearer secret: never shown.
@@ -159,6 +186,13 @@ class LegacySession:
     def touch(self) -> None:
         """Mark the session used now."""
         self.last_used = self._clock()
+        if self._on_touch is not None:
+            self._on_touch(self)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a client request of the session is running (it is then never idle, never evicted)."""
+        return bool(self._inflight)
 
     def idle_for(self, now: float) -> float:
         """Seconds since last use at clock reading ``now``; 0 while a request runs (a running request is use)."""
@@ -238,12 +272,30 @@ class LegacySession:
         self._pending.clear()
 
 
+def peer_key(peer: str | None) -> str | None:
+    """The peer a share is counted by: an IPv4 address as is, an IPv6 address by its /64 (an IPv4-mapped one as
+    IPv4); another transport's address (a Unix socket) as given; ``None`` without one (stdio)."""
+    if peer is None:
+        return None
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return peer
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, _IPV6_PEER_PREFIX), strict=False))
+    return str(address)
+
+
 class SessionTable:
     """The live sessions of one server: at most ``max_sessions`` (1..65536, default 1024), each removed after
-    ``idle_seconds`` (1..86400, default 1800) without use and with nothing running. ``clock`` is a monotonic
-    clock in seconds (tests inject one)."""
+    ``idle_seconds`` (1..86400, default eight hours) without use and with nothing running. One partition holds at
+    most :attr:`partition_share` of them, one anonymous peer at most :attr:`peer_share`; a full share or table
+    makes room by ending its longest-idle session with nothing running. ``clock`` is a monotonic clock in seconds
+    (tests inject one)."""
 
-    __slots__ = ("_clock", "_idle", "_max", "_sessions")
+    __slots__ = ("_clock", "_idle", "_max", "_partition_share", "_peer_share", "_sessions", "_share_of", "_shares")
 
     def __init__(
         self,
@@ -263,9 +315,14 @@ class SessionTable:
         if not callable(clock):
             raise TypeError("clock must be callable")
         self._max = max_sessions
+        self._partition_share = max(1, max_sessions // PARTITION_SHARE_DIVISOR)
+        self._peer_share = max(1, max_sessions // PEER_SHARE_DIVISOR)
         self._idle = float(idle_seconds)
         self._clock = clock
-        self._sessions: dict[str, LegacySession] = {}
+        # Least recently used first, in the table and in each share (a session moves to the end when used).
+        self._sessions: OrderedDict[str, LegacySession] = OrderedDict()
+        self._shares: dict[tuple[str, str | None], OrderedDict[str, LegacySession]] = {}
+        self._share_of: dict[str, tuple[str, str | None]] = {}
 
     def __repr__(self) -> str:
         return f"SessionTable(sessions={len(self._sessions)}, max_sessions={self._max}, idle_seconds={self._idle:g})"
@@ -283,6 +340,24 @@ class SessionTable:
         """How long an unused session with nothing running lives."""
         return self._idle
 
+    @property
+    def partition_share(self) -> int:
+        """The most sessions one admitted partition holds (``max_sessions // PARTITION_SHARE_DIVISOR``, at least 1)."""
+        return self._partition_share
+
+    @property
+    def peer_share(self) -> int:
+        """The most sessions one peer of the anonymous partition holds (``max_sessions // PEER_SHARE_DIVISOR``, at
+        least 1)."""
+        return self._peer_share
+
+    def _share(self, partition: str, peer: str | None) -> tuple[tuple[str, str | None], int]:
+        # The anonymous partition is everyone without credentials: its shares are per peer. A partition of an
+        # admission policy is one client (or one tenant): its share is per partition.
+        if partition == ANONYMOUS_PARTITION and peer is not None:
+            return (partition, peer_key(peer)), self._peer_share
+        return (partition, None), self._partition_share
+
     def create(
         self,
         *,
@@ -290,11 +365,22 @@ class SessionTable:
         client_capabilities: ClientCapabilities,
         client_info: JsonObject | None,
         partition: str,
+        peer: str | None = None,
     ) -> LegacySession:
-        """A new session (idle ones are swept first); raises :class:`SessionsFull` when every slot is taken."""
+        """A new session of ``partition`` for the client at address ``peer`` (``None``: the transport has none).
+
+        Idle sessions are swept first. When the client's share is full, its longest-idle session with nothing
+        running is ended to make room; when the table is full, the table's. Raises :class:`SessionsFull` only when
+        no such session exists."""
+        if peer is not None and not isinstance(peer, str):
+            raise TypeError("peer must be a str or None")
         self.sweep()
+        key, cap = self._share(partition, peer)
+        share = self._shares.get(key)
+        if share is not None and len(share) >= cap:
+            self._evict(share)
         if len(self._sessions) >= self._max:
-            raise SessionsFull(SessionLimitReason.SESSIONS)
+            self._evict(self._sessions)
         session = LegacySession(
             protocol_version=protocol_version,
             client_capabilities=client_capabilities,
@@ -302,8 +388,27 @@ class SessionTable:
             partition=partition,
             clock=self._clock,
         )
+        session._on_touch = self._used
         self._sessions[session.id] = session
+        self._shares.setdefault(key, OrderedDict())[session.id] = session
+        self._share_of[session.id] = key
         return session
+
+    def _evict(self, sessions: OrderedDict[str, LegacySession]) -> None:
+        # The longest-idle session with nothing running: the first such in least-recently-used order. The scan is
+        # bounded by the table's size; busy sessions are the only ones passed over.
+        for session_id, session in sessions.items():
+            if not session.busy:
+                self.remove(session_id)
+                return
+        raise SessionsFull(SessionLimitReason.SESSIONS)
+
+    def _used(self, session: LegacySession) -> None:
+        key = self._share_of.get(session.id)
+        if key is None:
+            return  # removed already
+        self._sessions.move_to_end(session.id)
+        self._shares[key].move_to_end(session.id)
 
     def get(self, session_id: str) -> LegacySession | None:
         """The live session with this id, marked used; ``None`` if unknown or expired (an expired one is removed
@@ -318,17 +423,30 @@ class SessionTable:
         return session
 
     def remove(self, session_id: str) -> bool:
-        """End and forget a session (``DELETE``); ``False`` if no such session."""
+        """End and forget a session (``DELETE``, expiry, eviction); ``False`` if no such session."""
         session = self._sessions.pop(session_id, None) if isinstance(session_id, str) else None
         if session is None:
             return False
+        key = self._share_of.pop(session_id)
+        share = self._shares[key]
+        del share[session_id]
+        if not share:
+            del self._shares[key]
+        session._on_touch = None
         session.close()
         return True
 
     def sweep(self) -> int:
-        """Remove every idle session; how many were removed."""
+        """Remove every idle session; how many were removed. Sessions are kept least recently used first, so the
+        scan stops at the first unexpired session with nothing running (busy ones are passed over)."""
         now = self._clock()
-        expired = [key for key, session in self._sessions.items() if session.idle_for(now) >= self._idle]
+        expired: list[str] = []
+        for key, session in self._sessions.items():
+            if session.busy:
+                continue
+            if session.idle_for(now) < self._idle:
+                break
+            expired.append(key)
         for key in expired:
             self.remove(key)
         return len(expired)

@@ -358,6 +358,9 @@ class McpAsgiApp:
             if message["type"] == "lifespan.startup":
                 self._draining = False  # the same app may be served again after a stop
                 self._grace_over = None
+                tasks = self._dispatcher.task_manager
+                if tasks is not None:
+                    tasks.start()  # orphaned steps and expired tasks are looked after without waiting for a request
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 self.begin_drain()
@@ -503,7 +506,9 @@ class McpAsgiApp:
         # The headers alone decide most requests: a 2026-07-28 one goes straight to the dispatcher, body unread.
         if era_from_headers(headers, modern_versions=self._fast_versions) is ProtocolEras.MODERN:
             return await self._respond(HttpRequest(scope["path"], headers, body), receive, send)
-        return await self._by_era(scope["path"], headers, body, receive, send)
+        client = scope.get("client")
+        peer = str(client[0]) if client else None
+        return await self._by_era(scope["path"], headers, body, receive, send, peer)
 
     # ------------------------------------------------------------------------------------------------ mounts
 
@@ -533,7 +538,7 @@ class McpAsgiApp:
     # ------------------------------------------------------------------------------------------------ 2025 era
 
     async def _by_era(
-        self, path: str, headers: dict[str, str], body: bytes, receive: Receive, send: Send
+        self, path: str, headers: dict[str, str], body: bytes, receive: Receive, send: Send, peer: str | None
     ) -> DispatchResult | None:
         """A POST the headers alone did not decide: the body says which era (``is_legacy_message``)."""
         legacy = self._legacy
@@ -566,7 +571,7 @@ class McpAsgiApp:
                 if message is None:
                     return await self._answer(send, 400, PARSE_ERROR, "Parse error", "parse-error")
                 return await self._finish(send, legacy.refuse_modern(message), _QUIET, False)
-        return await self._respond(LegacyRequest(path, headers, message, session, len(body)), receive, send)
+        return await self._respond(LegacyRequest(path, headers, message, session, len(body), peer), receive, send)
 
     async def _answer(
         self, send: Send, status: int, code: int, message: str, reason: str, extra: tuple[tuple[bytes, bytes], ...] = ()
