@@ -64,6 +64,8 @@ _EXIT: Final = {
     FleetStatus.DIVERGED: ExitCode.REFUSED,
     FleetStatus.UNREACHABLE: ExitCode.IO,
     FleetStatus.INCOMPARABLE: ExitCode.IO,
+    # Several listings report one instance: the listing is wrong, and waiting does not mend it.
+    FleetStatus.DUPLICATED: ExitCode.USAGE,
 }
 
 
@@ -167,6 +169,10 @@ def check(
     key, and every key id holding the same bytes everywhere. Otherwise the report names each difference: a
     different active key, a key missing on some instances, or the same key id with other bytes on some.
 
+    Instances are counted by the name their snapshot reports (**soklet serve --instance**), not by how they are
+    listed: listings that report one name are named as duplicates (one instance listed twice, or instances
+    sharing a name), and a fleet that agrees but has duplicates is not converged but duplicated (exit 2).
+
     **Examples**
 
       SOKLET_ADMIN_TOKEN=... soklet fleet check --token-env SOKLET_ADMIN_TOKEN http://10.0.0.5:9001 http://10.0.0.6:9001
@@ -175,8 +181,9 @@ def check(
 
       soklet fleet check --resolve soklet-admin.prod.svc:9001 --token-file /run/secrets/admin --wait 5m
 
-    **Exit codes**: 0 converged (and equal to --expect when given); 1 diverged; 2 usage; 3 an instance is
-    unreachable or the fingerprints are of different versions (incomparable).
+    **Exit codes**: 0 converged (and equal to --expect when given); 1 diverged; 2 usage, or duplicated
+    (several listings report one instance); 3 an instance is unreachable or the fingerprints are of different
+    versions (incomparable).
     """
     sources = sum((bool(urls), fleet is not None, resolve is not None))
     if sources != 1:
@@ -238,6 +245,9 @@ def _render(report: FleetReport, deadline: float | None) -> Group:
     if report.differences:
         parts.append(Text("differences:"))
         parts += [Text(f"  - {difference.describe()}") for difference in report.differences]
+    if report.duplicates:
+        parts.append(Text("duplicates:"))
+        parts += [Text(f"  - {duplicate.describe()}") for duplicate in report.duplicates]
     parts.append(Text(_summary(report)))
     if deadline is not None:
         remaining = max(deadline - time.monotonic(), 0)
@@ -265,8 +275,11 @@ def _row(reading: InstanceReading) -> list[Text]:
 
 
 def _summary(report: FleetReport) -> str:
-    count = len(report.readings)
+    count = report.instance_count
     noun = "instance" if count == 1 else "instances"
+    if report.status is FleetStatus.DUPLICATED:
+        listed = len(report.readings)
+        return f"duplicated: {listed} listings are {count} {noun}; list each instance once"
     if report.status is FleetStatus.CONVERGED:
         first = report.readings[0].snapshot if report.readings else None
         shown = f"; fingerprint {first.fingerprint}" if first is not None else ""
@@ -298,4 +311,5 @@ def _json(report: FleetReport, checks: int, elapsed_ms: int) -> dict[str, Any]:
             for reading in report.readings
         ],
         "differences": [difference.to_json() for difference in report.differences],
+        "duplicates": [duplicate.to_json() for duplicate in report.duplicates],
     }

@@ -2,9 +2,16 @@
 
 The verdict, in order of precedence: **unreachable** (an instance gave no valid snapshot), **incomparable**
 (fingerprints of different versions, compared with :meth:`Fingerprint.compare`), **diverged** (a key-level
-difference, different fingerprints, or not the ``expect``-ed fingerprint), else **converged**. The differences
-are listed whatever the verdict, from the instances that answered: a different active key, a key missing on
-some instances, and the same key id holding other bytes (other check values) on some instances.
+difference, different fingerprints, or not the ``expect``-ed fingerprint), **duplicated** (all agree, but
+several listings report one instance name), else **converged**. The differences are listed whatever the
+verdict, from the instances that answered: a different active key, a key missing on some instances, and the
+same key id holding other bytes (other check values) on some instances.
+
+An instance is identified by what its snapshot says (``instance``, the name ``soklet serve --instance`` gives
+it), not by how it was listed: two listings (URLs, fleet-file names, addresses) that report one name are one
+instance listed twice, or instances sharing a name, and either way the check covers fewer instances than it
+lists. They are named as :class:`Duplicate` whatever the verdict, and a fleet that would otherwise be converged
+is **duplicated**: "converged" must mean that every instance meant was seen.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from soklet_core.keys import (
     Fingerprint,
     FingerprintComparison,
     KeyringError,
+    printable_name,
 )
 from soklet_core.mcp.server.admin_snapshot import AdminSnapshot
 
@@ -29,6 +37,7 @@ __all__ = [
     "MAX_EXPECT_CHARS",
     "Difference",
     "DifferenceKind",
+    "Duplicate",
     "FleetReport",
     "FleetStatus",
     "compare_fleet",
@@ -46,6 +55,8 @@ class FleetStatus(enum.StrEnum):
     DIVERGED = "diverged"
     UNREACHABLE = "unreachable"
     INCOMPARABLE = "incomparable"
+    #: Every instance agrees, but several listings report one instance name (see :class:`Duplicate`).
+    DUPLICATED = "duplicated"
 
 
 class DifferenceKind(enum.StrEnum):
@@ -115,18 +126,45 @@ class Difference:
 
 
 @dataclass(frozen=True, slots=True)
+class Duplicate:
+    """Listings whose snapshots report one instance name: ``instance`` is that name, ``names`` the listings'."""
+
+    instance: str
+    names: tuple[str, ...]
+
+    def describe(self) -> str:
+        """One line for people: which listings point to one instance, and what to do."""
+        names = ", ".join(printable_name(name) for name in self.names)
+        return (
+            f"{names} report one instance, {printable_name(self.instance)}: one instance listed "
+            f"{len(self.names)} times, or instances sharing a name (give each its own --instance)"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The duplicate as a JSON-ready document."""
+        return {"instance": self.instance, "names": list(self.names)}
+
+
+@dataclass(frozen=True, slots=True)
 class FleetReport:
-    """The readings, the verdict and the differences of one check."""
+    """The readings, the verdict, the differences and the duplicated listings of one check."""
 
     status: FleetStatus
     readings: tuple[InstanceReading, ...]
     differences: tuple[Difference, ...]
     expected: Fingerprint | None = None
+    duplicates: tuple[Duplicate, ...] = ()
 
     @property
     def unreachable(self) -> tuple[InstanceReading, ...]:
         """The readings without a snapshot."""
         return tuple(reading for reading in self.readings if not reading.reachable)
+
+    @property
+    def instance_count(self) -> int:
+        """How many instances the readings are: one per reported name, plus each listing that did not answer."""
+        answered = {reading.snapshot.instance for reading in self.readings if reading.snapshot is not None}
+        return len(answered) + len(self.unreachable)
 
 
 def parse_expected_fingerprint(text: str) -> Fingerprint:
@@ -190,15 +228,27 @@ def compare_fleet(readings: Sequence[InstanceReading], *, expect: Fingerprint | 
                     _grouped((name, str(snapshot.fingerprint)) for name, snapshot in answered if name in others),
                 )
             )
+    duplicates = _duplicates(readings)
     if len(answered) < len(readings):
         status = FleetStatus.UNREACHABLE
     elif incomparable:
         status = FleetStatus.INCOMPARABLE
     elif diverged:
         status = FleetStatus.DIVERGED
+    elif duplicates:
+        status = FleetStatus.DUPLICATED
     else:
         status = FleetStatus.CONVERGED
-    return FleetReport(status, tuple(readings), tuple(differences), expect)
+    return FleetReport(status, tuple(readings), tuple(differences), expect, duplicates)
+
+
+def _duplicates(readings: Sequence[InstanceReading]) -> tuple[Duplicate, ...]:
+    # Grouped by the name each snapshot reports, in order of first appearance; only groups of two or more.
+    groups: dict[str, list[str]] = {}
+    for reading in readings:
+        if reading.snapshot is not None:
+            groups.setdefault(reading.snapshot.instance, []).append(reading.name)
+    return tuple(Duplicate(instance, tuple(names)) for instance, names in groups.items() if len(names) > 1)
 
 
 def _key_differences(answered: Sequence[tuple[str, AdminSnapshot]]) -> list[Difference]:

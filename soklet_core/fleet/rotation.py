@@ -8,8 +8,8 @@ Steps (each idempotent, so a resumed rotation simply runs again from the first s
 3. ``activate`` everywhere (activating the active key is a no-op); the moment the last instance answered is
    recorded;
 4. ``verify-active``: converged, the new key active everywhere;
-5. ``wait``: at least the longest ``max_state_lifetime_ms`` any instance reports, counted from that moment, and
-   until no instance holds a reservation on the former key;
+5. ``wait``: at least the longest ``max_state_lifetime_ms`` any instance reports, counted from the latest moment
+   known to bound the former key's last seal (see below), and until no instance holds a reservation on it;
 6. ``remove`` the former key everywhere (an absent key counts as removed);
 7. ``verify-removed``: converged, the former key gone everywhere.
 
@@ -17,6 +17,16 @@ The record file (JSON, 0600, written atomically) holds the step reached, the key
 and the activation time. Material is kept in it only for a *generated* key and only until every instance holds
 it (step 2 passed): after that no step needs it. A key read from a file is never written to the record; a resume
 that must stage again asks for the same file (its check value must match the record's).
+
+**The record is never trusted alone.** A resumed rotation first reads every instance and refuses
+(:class:`RecordMismatch`) a record claiming a step the instances do not show: the new key held everywhere
+(``verify-staged``), active everywhere (``activate``), the wait over (``wait``: no instance reports a reservation
+on the former key, or a fact that lets a state sealed under it live on), the former key gone (``remove``). The
+wait counts from the latest of: the recorded activation, when each instance says the new key was created (it
+was staged before it was activated) and when each says the former key last sealed a state. Only an activation
+this process saw itself is taken without such a report: when no instance reports either fact (keyrings held in
+memory only, no seal since they started), a resumed wait counts from the resume. So an edited
+``activated_at_ms`` can lengthen the wait but never shorten it.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,6 +52,7 @@ from soklet_core.keys import (
     encode_base64url,
     is_valid_key_id,
 )
+from soklet_core.mcp.server.admin_snapshot import AdminSnapshot
 
 from .client import AdminTarget, ChangeOutcome, InstanceReading, apply_changes, read_snapshots
 from .compare import FleetReport, FleetStatus, compare_fleet
@@ -51,6 +63,7 @@ __all__ = [
     "RECORD_SUFFIX",
     "WAIT_POLL_SECONDS",
     "RecordError",
+    "RecordMismatch",
     "RotationAbort",
     "RotationRecord",
     "RotationStep",
@@ -212,6 +225,11 @@ class RotationAbort(SokletError):
         self.report = report
 
 
+class RecordMismatch(RotationAbort):
+    """The record claims a step the instances do not show (an edited or stale record): refused before any change,
+    with ``status`` diverged. ``message`` names the step, the instances and what they show instead."""
+
+
 Emit = Callable[[dict[str, Any]], None]
 
 
@@ -239,12 +257,28 @@ async def rotate_fleet(
     :class:`RotationAbort` (the record stays at the last step done) or ``KeyringFileError`` (the record file).
     """
     run = _Run(tuple(targets), Path(record_path), emit, key)
+    if record.step > RotationStep.STAGE:
+        # Every step after staging is checked against the instances before it is skipped (staging is redone).
+        readings = await read_snapshots(run.targets)
+        _require_reachable(readings, None)
+        mismatch = _mismatch(record, readings, round(clock() * 1000))
+        if mismatch is not None:
+            raise RecordMismatch(FleetStatus.DIVERGED, f"the record does not match the fleet: {mismatch}")
+    # The activation moment this process saw itself: the one wait start taken without an instance's report.
+    activated_here: list[int] = []
+
+    async def activate(run: _Run, record: RotationRecord) -> RotationRecord:
+        updated = await _activate(run, record, clock)
+        assert updated.activated_at_ms is not None
+        activated_here.append(updated.activated_at_ms)
+        return updated
+
     steps: tuple[tuple[RotationStep, Callable[[_Run, RotationRecord], Any]], ...] = (
         (RotationStep.STAGE, _stage),
         (RotationStep.VERIFY_STAGED, _verify_staged),
-        (RotationStep.ACTIVATE, lambda run, record: _activate(run, record, clock)),
+        (RotationStep.ACTIVATE, activate),
         (RotationStep.VERIFY_ACTIVE, _verify_active),
-        (RotationStep.WAIT, lambda run, record: _wait(run, record, clock)),
+        (RotationStep.WAIT, lambda run, record: _wait(run, record, clock, activated_here[-1:])),
         (RotationStep.REMOVE, _remove),
         (RotationStep.VERIFY_REMOVED, _verify_removed),
     )
@@ -336,9 +370,10 @@ async def _verify_active(run: _Run, record: RotationRecord) -> RotationRecord:
     return replace(record, wait_ms=max([record.wait_ms, *lifetimes]))
 
 
-async def _wait(run: _Run, record: RotationRecord, clock: Callable[[], float]) -> RotationRecord:
-    activated_at_ms = record.activated_at_ms
-    assert activated_at_ms is not None
+async def _wait(
+    run: _Run, record: RotationRecord, clock: Callable[[], float], activated_here: list[int]
+) -> RotationRecord:
+    resumed_at = round(clock() * 1000)
     while True:
         readings = await read_snapshots(run.targets)
         _require_reachable(readings, RotationStep.WAIT)
@@ -352,7 +387,16 @@ async def _wait(run: _Run, record: RotationRecord, clock: Callable[[], float]) -
             former = reading.snapshot.key(record.former_key)
             if former is not None and former.reservations > 0:
                 reserved.append(reading.name)
-        remaining_ms = max(activated_at_ms + record.wait_ms - round(clock() * 1000), 0)
+        reported = _reported_start(readings, record)
+        if activated_here:
+            floor = activated_here[0]
+        elif reported is not None:
+            floor = reported[0]
+        else:
+            # Nothing any instance reports bounds the former key's last seal: count from the resume.
+            floor = resumed_at
+        start = max(floor, record.activated_at_ms or 0, reported[0] if reported is not None else 0)
+        remaining_ms = max(start + record.wait_ms - round(clock() * 1000), 0)
         run.emit(
             {
                 "event": "waiting",
@@ -365,6 +409,81 @@ async def _wait(run: _Run, record: RotationRecord, clock: Callable[[], float]) -
         if remaining_ms == 0 and not reserved:
             return record
         await asyncio.sleep(min(WAIT_POLL_SECONDS, remaining_ms / 1000) if remaining_ms else WAIT_POLL_SECONDS)
+
+
+def _reported_start(readings: Sequence[InstanceReading], record: RotationRecord) -> tuple[int, str] | None:
+    """The latest moment (Unix ms) and the instance reporting it, of what the instances say bounds the wait's
+    start from below: the new key's creation (it was staged before it was activated) and the former key's last
+    seal (a reservation taken before the activation may seal after it). ``None`` when no instance reports one."""
+    latest: tuple[int, str] | None = None
+    for reading in readings:
+        snapshot = reading.snapshot
+        if snapshot is None:
+            continue
+        for moment in (_created_ms(snapshot, record.new_key), _last_sealed_ms(snapshot, record.former_key)):
+            if moment is not None and (latest is None or moment > latest[0]):
+                latest = (moment, reading.name)
+    return latest
+
+
+def _created_ms(snapshot: AdminSnapshot, key_id: str) -> int | None:
+    key = snapshot.key(key_id)
+    if key is None or key.created is None:
+        return None
+    try:
+        created = datetime.fromisoformat(key.created)
+    except ValueError:
+        # An instance's own text, not ours to repair: it then bounds nothing.
+        return None
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    return round(created.timestamp() * 1000)
+
+
+def _last_sealed_ms(snapshot: AdminSnapshot, key_id: str) -> int | None:
+    key = snapshot.key(key_id)
+    return None if key is None else key.last_sealed_ms
+
+
+def _mismatch(record: RotationRecord, readings: Sequence[InstanceReading], now_ms: int) -> str | None:
+    """Which step ``record`` says is done that the instances do not show, and what they show; ``None`` when
+    they show every one."""
+    snapshots = [(reading.name, reading.snapshot) for reading in readings if reading.snapshot is not None]
+
+    def names(where: Callable[[AdminSnapshot], bool]) -> str:
+        return ", ".join(name for name, snapshot in snapshots if where(snapshot))
+
+    def lacks_new(snapshot: AdminSnapshot) -> bool:
+        held = snapshot.key(record.new_key)
+        return held is None or held.check_value != record.check_value
+
+    said = f"it says {record.step.label} is done, but"
+    lacking = names(lacks_new)
+    if lacking:
+        return f"{said} {lacking} hold no key {record.new_key} with check value {record.check_value[:8]}"
+    if record.step >= RotationStep.ACTIVATE:
+        other = names(lambda snapshot: snapshot.active != record.new_key)
+        if other:
+            return f"{said} {other} do not seal with {record.new_key}"
+    if record.step >= RotationStep.REMOVE:
+        holding = names(lambda snapshot: snapshot.key(record.former_key) is not None)
+        if holding:
+            return f"{said} {holding} still hold {record.former_key}"
+    elif record.step >= RotationStep.WAIT:
+        reserved = names(
+            lambda snapshot: (former := snapshot.key(record.former_key)) is not None and former.reservations > 0
+        )
+        if reserved:
+            return f"{said} {reserved} hold reservations on {record.former_key}"
+        reported = _reported_start(readings, record)
+        wait_ms = max([record.wait_ms, *(snapshot.max_state_lifetime_ms for _, snapshot in snapshots)])
+        if reported is not None and reported[0] + wait_ms > now_ms:
+            until = datetime.fromtimestamp((reported[0] + wait_ms) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return (
+                f"{said} per {reported[1]} a state sealed under {record.former_key} may live until {until} "
+                "(run --resume again after then)"
+            )
+    return None
 
 
 async def _remove(run: _Run, record: RotationRecord) -> RotationRecord:
@@ -409,7 +528,8 @@ def rotation_refusal(report: FleetReport, when: str) -> RotationAbort | None:
     """Why ``report`` is no evidence that a rotation may go on, or ``None``: the fleet must be converged, with
     fingerprints of the current version (2) everywhere. ``when`` names the step in the message."""
     if report.status is not FleetStatus.CONVERGED:
-        return RotationAbort(report.status, f"{when}: the fleet is {report.status.value}", report)
+        named = "".join(f"; {duplicate.describe()}" for duplicate in report.duplicates)
+        return RotationAbort(report.status, f"{when}: the fleet is {report.status.value}{named}", report)
     versions = {reading.snapshot.fingerprint.version for reading in report.readings if reading.snapshot is not None}
     if versions != {CURRENT_FINGERPRINT_VERSION}:
         # Equal v1 fingerprints can equate different keys: they are no evidence of convergence.
@@ -428,11 +548,13 @@ def _fingerprint_of(report: FleetReport) -> dict[str, Any] | None:
     return first.fingerprint.to_json()
 
 
-def _require_reachable(readings: Sequence[InstanceReading], step: RotationStep) -> None:
+def _require_reachable(readings: Sequence[InstanceReading], step: RotationStep | None) -> None:
+    # step None: the check of the record against the fleet, before any step.
     down = [reading for reading in readings if not reading.reachable]
     if down:
         shown = ", ".join(f"{reading.name} ({reading.problem})" for reading in down)
-        raise RotationAbort(FleetStatus.UNREACHABLE, f"{step.label}: unreachable: {shown}")
+        when = step.label if step is not None else "checking the record"
+        raise RotationAbort(FleetStatus.UNREACHABLE, f"{when}: unreachable: {shown}")
 
 
 def _report_changes(

@@ -9,7 +9,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from soklet_core.files import MAX_FLEET_INSTANCES, read_keyring_file
 from soklet_core.keys import FingerprintComparison, ProtectionKey
 from tests.conftest import Soklet
-from tests.fleet.support_served import Served
+from tests.fleet.support_served import Relay, Served
 from tests.fleet.support_served import soklet as run_soklet
 from tests.server.support_admin import self_signed_certificate
 
@@ -133,7 +132,10 @@ def test_json_shape(check: Soklet, fleet: dict[str, Served]) -> None:
     result = check.run("fleet", "check", "--json", "--token-file", "token", *_urls(fleet, "a", "d"))
     assert result.returncode == 1
     document = json.loads(result.stdout)
-    assert set(document) == {"status", "exit_code", "checks", "elapsed_ms", "expected", "instances", "differences"}
+    assert set(document) == {
+        "status", "exit_code", "checks", "elapsed_ms", "expected", "instances", "differences", "duplicates",
+    }  # fmt: skip
+    assert document["duplicates"] == []
     assert (document["status"], document["exit_code"], document["checks"]) == ("diverged", 1, 1)
     first = document["instances"][0]
     assert set(first) == {"name", "url", "reachable", "problem", "elapsed_ms", "snapshot"}
@@ -168,6 +170,32 @@ def test_fleet_file_and_expect(check: Soklet, fleet: dict[str, Served]) -> None:
     assert result.returncode == 3
 
 
+def test_one_instance_listed_twice_is_named_and_not_converged(check: Soklet, fleet: dict[str, Served]) -> None:
+    """A fleet file listing a twice, under two names and two spellings of its URL: instances are counted by the
+    name their snapshots report, the duplicate is named, and the verdict is duplicated (exit 2), not converged."""
+    url = fleet["a"].admin_url
+    listed = (("a", url), ("a-again", url + "/"), ("b", fleet["b"].admin_url))
+    instances = "".join(f'[[instances]]\nname = "{name}"\nurl = "{address}"\n' for name, address in listed)
+    (check.cwd / "twice.toml").write_text(f'[defaults]\nadmin_token_file = "token"\n\n{instances}')
+    result = check.run("fleet", "check", "--fleet", "twice.toml")
+    assert result.returncode == 2, result.output
+    assert "a, a-again report one instance, a: one instance listed 2 times" in result.stdout
+    assert "duplicated: 3 listings are 2 instances; list each instance once" in result.stdout
+    assert "converged" not in result.stdout
+    document = json.loads(check.run("fleet", "check", "--fleet", "twice.toml", "--json").stdout)
+    assert (document["status"], document["exit_code"]) == ("duplicated", 2)
+    assert document["duplicates"] == [{"instance": "a", "names": ["a", "a-again"]}]
+    # Two URLs on the command line to one instance: the same.
+    result = check.run("fleet", "check", "--token-file", "token", url, url + "/")
+    assert result.returncode == 2, result.output
+    assert "duplicated: 2 listings are 1 instance" in result.stdout
+    # A diverged fleet stays diverged, its duplicates named, the instances counted once each.
+    result = check.run("fleet", "check", "--token-file", "token", url, url + "/", fleet["d"].admin_url)
+    assert result.returncode == 1, result.output
+    assert "diverged: 2 instances do not hold the same keyring" in result.stdout
+    assert "report one instance, a: one instance listed 2 times" in result.stdout
+
+
 def test_resolve_localhost_checks_every_address(check: Soklet, fleet: dict[str, Served]) -> None:
     port = fleet["a"].admin_url.rsplit(":", 1)[1]
     addresses = {info[4][0] for info in socket.getaddrinfo("localhost", int(port), type=socket.SOCK_STREAM)}
@@ -184,23 +212,27 @@ def test_wait_converges_after_a_change(check: Soklet, fleet: dict[str, Served], 
     moving = tmp_path / "moving.toml"
     shutil.copy2(fleet["d"].keyring, moving)
     instance = Served(tmp_path, "moving", moving)
+    # The check reads the moving instance through a relay, so the test changes the file only once the check has
+    # read the diverged keyring: on a busy machine the check may take longer to start than any sleep.
+    relay = Relay(int(instance.admin_url.rsplit(":", 1)[1]))
     try:
-        command = [sys.executable, "-m", "soklet_cli", "fleet", "check", "--json", "--wait", "60s"]
-        command += ["--token-file", "token", fleet["a"].admin_url, instance.admin_url]
+        command = [sys.executable, "-m", "soklet_cli", "fleet", "check", "--json", "--wait", "5m"]
+        command += ["--token-file", "token", fleet["a"].admin_url, relay.url]
         waiting = subprocess.Popen(command, cwd=check.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(2)
+        assert relay.wait_for(1, timeout=120)
         assert waiting.poll() is None
         # Configuration management rolls the file: an atomic replace with a's keyring; the instance reloads it.
         staged = tmp_path / "moving.toml.new"
         shutil.copy2(fleet["a"].keyring, staged)
         os.replace(staged, moving)
-        stdout, stderr = waiting.communicate(timeout=60)
+        stdout, stderr = waiting.communicate(timeout=360)
         assert waiting.returncode == 0, stderr
         document = json.loads(stdout)
         assert document["status"] == "converged"
         assert document["checks"] > 1
         assert TOKEN not in stdout + stderr
     finally:
+        relay.close()
         instance.stop()
 
 

@@ -1,13 +1,17 @@
 """Real ``soklet serve`` processes with admin listeners for the fleet rotation tests, a fleet file naming them,
-and a minimal MCP client for the demo's multi-round ``catalog.continue`` flow."""
+a minimal MCP client for the demo's multi-round ``catalog.continue`` flow, and a loopback relay a test waits on
+(a client has had its answer) instead of sleeping."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -102,6 +106,56 @@ def start_fleet(folder: Path, names: Sequence[str], *extra: str) -> dict[str, Se
         lines.append(f'[[instances]]\nname = "{instance.name}"\nurl = "{instance.admin_url}"\n')
     (folder / "fleet.toml").write_text("\n".join(lines))
     return served
+
+
+class Relay:
+    """A loopback TCP relay to ``127.0.0.1:port`` that counts the connections it carried to their end: a test
+    waits on :meth:`wait_for` until a client (such as ``soklet fleet check``) has read an answer, whatever the
+    machine's load, instead of sleeping and hoping it did. ``url`` is the relay's ``http://`` base URL."""
+
+    def __init__(self, port: int) -> None:
+        self._port = port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._carried = 0
+        self._condition = threading.Condition()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def wait_for(self, count: int, timeout: float = 60) -> bool:
+        """Whether ``count`` connections were carried to their end within ``timeout`` seconds."""
+        with self._condition:
+            return self._condition.wait_for(lambda: self._carried >= count, timeout)
+
+    def close(self) -> None:
+        """Stop accepting (connections under way finish on their own)."""
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._carry, args=(client,), daemon=True).start()
+
+    def _carry(self, client: socket.socket) -> None:
+        with client, socket.create_connection(("127.0.0.1", self._port)) as upstream:
+            back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+            back.start()
+            _pump(client, upstream)
+            back.join()
+        with self._condition:
+            self._carried += 1
+            self._condition.notify_all()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    # Until the source's end of stream, then the sink's: the far side then closes in its turn.
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
 
 
 def stop_all(served: dict[str, Served]) -> None:

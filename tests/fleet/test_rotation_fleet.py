@@ -26,6 +26,11 @@ pytestmark = pytest.mark.slow
 
 NAMES = ("a", "b", "c")
 LIFETIME = "3s"
+#: The lifetime of a fleet whose test stops the rotation at its first "waiting" line: long enough that a busy
+#: machine's test process reads that line and acts while the rotation still waits (3 s was not, at load 6.5).
+WAITING_LIFETIME = "20s"
+#: The lifetime of a fleet whose test never lets the wait end.
+LONG_LIFETIME = "120s"
 #: Seconds a client waits before its retry (a person answering), all within the lifetime.
 PAUSES = (0.0, 0.5, 0.0, 1.5)
 
@@ -34,6 +39,22 @@ PAUSES = (0.0, 0.5, 0.0, 1.5)
 def fleet(tmp_path: Path) -> Iterator[dict[str, Served]]:
     """Three instances with a 3 s request-state lifetime, one keyring file each (active key 2026-08)."""
     served = start_fleet(tmp_path, NAMES, "--state-lifetime", LIFETIME)
+    yield served
+    stop_all(served)
+
+
+@pytest.fixture
+def waiting_fleet(tmp_path: Path) -> Iterator[dict[str, Served]]:
+    """The same three instances with a :data:`WAITING_LIFETIME` request-state lifetime."""
+    served = start_fleet(tmp_path, NAMES, "--state-lifetime", WAITING_LIFETIME)
+    yield served
+    stop_all(served)
+
+
+@pytest.fixture
+def long_fleet(tmp_path: Path) -> Iterator[dict[str, Served]]:
+    """The same three instances with a :data:`LONG_LIFETIME` request-state lifetime."""
+    served = start_fleet(tmp_path, NAMES, "--state-lifetime", LONG_LIFETIME)
     yield served
     stop_all(served)
 
@@ -167,7 +188,8 @@ def test_rotation_under_load_fails_no_continuation(tmp_path: Path, fleet: dict[s
     assert all("material" not in json.dumps(event) for event in events)
 
 
-def test_killed_during_wait_resumes(tmp_path: Path, fleet: dict[str, Served]) -> None:
+def test_killed_during_wait_resumes(tmp_path: Path, waiting_fleet: dict[str, Served]) -> None:
+    fleet = waiting_fleet
     key = ProtectionKey.generate("2026-09")
     key_file = _key_file(tmp_path, key)
     command = [
@@ -222,7 +244,7 @@ def test_killed_during_wait_resumes(tmp_path: Path, fleet: dict[str, Served]) ->
     assert events[0]["event"] == "plan"
     assert events[0]["steps"] == ["wait", "remove", "verify-removed"]
     waiting = [event for event in events if event["event"] == "waiting"]
-    assert waiting[0]["remaining_ms"] < waiting[0]["wait_ms"] == 3000
+    assert waiting[0]["remaining_ms"] < waiting[0]["wait_ms"] == 20_000
     assert [event["step"] for event in events if event["event"] == "done"] == ["wait", "remove", "verify-removed"]
     assert json.loads((tmp_path / "fleet.toml.rotation.json").read_text())["activated_at_ms"] == activated_at
     _assert_rotated(fleet, "2026-09", "2026-08")
@@ -390,7 +412,10 @@ def test_resume_stages_generated_material_kept_in_the_record(tmp_path: Path, fle
     assert encode_base64url(key.material) not in result.stdout + result.stderr
 
 
-def test_instance_lost_during_the_wait_stops_with_the_record_kept(tmp_path: Path, fleet: dict[str, Served]) -> None:
+def test_instance_lost_during_the_wait_stops_with_the_record_kept(
+    tmp_path: Path, waiting_fleet: dict[str, Served]
+) -> None:
+    fleet = waiting_fleet
     command = [sys.executable, "-m", "soklet_cli", "keys", "rotate", "--fleet", "fleet.toml", "--generate"]
     process = subprocess.Popen(
         [*command, "--id", "2026-09", "--yes", "--json"],
@@ -428,7 +453,8 @@ def test_v1_fleet_is_refused_before_any_change(tmp_path: Path) -> None:
         stop_all(served)
 
 
-def test_interrupted_rotation_says_how_to_resume(tmp_path: Path, fleet: dict[str, Served]) -> None:
+def test_interrupted_rotation_says_how_to_resume(tmp_path: Path, waiting_fleet: dict[str, Served]) -> None:
+    fleet = waiting_fleet
     command = [sys.executable, "-m", "soklet_cli", "keys", "rotate", "--fleet", "fleet.toml", "--generate"]
     process = subprocess.Popen(
         [*command, "--id", "2026-09", "--yes", "--json"],
@@ -484,3 +510,135 @@ def test_the_wait_counts_down_in_place_on_a_terminal(tmp_path: Path, fleet: dict
     assert text.rfind("\x1b[?25h") > text.rfind("\x1b[?25l")  # ... and gives it back
     assert "rotated: " in text
     assert "is active everywhere, 2026-08 removed everywhere" in text
+
+
+def _rotation_stopped_in_its_wait(folder: Path) -> dict[str, Any]:
+    """A rotation to 2026-09 killed at its first "waiting" line; the record it left (step verify-active)."""
+    command = [sys.executable, "-m", "soklet_cli", "keys", "rotate", "--fleet", "fleet.toml", "--generate"]
+    process = subprocess.Popen(
+        [*command, "--id", "2026-09", "--yes", "--json"],
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    try:
+        for line in process.stdout:
+            if json.loads(line)["event"] == "waiting":
+                break
+        process.send_signal(signal.SIGKILL)
+        process.wait(60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    record: dict[str, Any] = json.loads((folder / "fleet.toml.rotation.json").read_text())
+    assert record["step"] == "verify-active", record
+    return record
+
+
+def _write_record(folder: Path, record: dict[str, Any]) -> None:
+    path = folder / "fleet.toml.rotation.json"
+    path.write_text(json.dumps(record))
+    path.chmod(0o600)
+
+
+def test_an_edited_activation_time_does_not_skip_the_wait(tmp_path: Path, long_fleet: dict[str, Served]) -> None:
+    """``activated_at_ms = 0`` written into the record of a rotation stopped in its wait: the resumed wait still
+    counts from what the instances report (the new key was staged, so created, before it was activated), so it
+    waits about the whole 120 s lifetime instead of removing the former key at once."""
+    started_ms = time.time_ns() // 1_000_000
+    record = _rotation_stopped_in_its_wait(tmp_path)
+    _write_record(tmp_path, {**record, "activated_at_ms": 0})
+    command = [sys.executable, "-m", "soklet_cli", "keys", "rotate", "--fleet", "fleet.toml", "--resume"]
+    process = subprocess.Popen(
+        [*command, "--yes", "--json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    try:
+        waiting = None
+        for line in process.stdout:
+            event = json.loads(line)
+            if event["event"] == "waiting":
+                waiting = event
+                break
+        read_ms = time.time_ns() // 1_000_000
+    finally:
+        process.kill()
+        process.communicate(timeout=60)
+    assert waiting is not None
+    assert waiting["wait_ms"] == 120_000
+    # The key was created (to the second) after this test started: what is left is at least the lifetime less
+    # the time this test took so far, however slow the machine.
+    assert waiting["remaining_ms"] >= 120_000 - (read_ms - started_ms) - 1_000, waiting
+    assert waiting["remaining_ms"] > 0
+    for instance in long_fleet.values():
+        assert instance.snapshot()["verification"] == ["2026-08"]
+
+
+def test_a_record_claiming_the_wait_done_is_refused(tmp_path: Path, long_fleet: dict[str, Served]) -> None:
+    """A record edited to say the wait is done, while the instances show the new key created moments ago: the
+    resume refuses (exit 1) and names what the instances show; the former key stays everywhere."""
+    record = _rotation_stopped_in_its_wait(tmp_path)
+    _write_record(tmp_path, {**record, "step": "wait"})
+    result = soklet(tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--resume", "--yes")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "aborted: the record does not match the fleet: it says wait is done, but per " in result.stdout
+    assert " a state sealed under 2026-08 may live until " in result.stdout
+    assert "(run --resume again after then)" in result.stdout
+    assert "Traceback" not in result.stderr
+    for instance in long_fleet.values():
+        assert instance.snapshot()["verification"] == ["2026-08"]
+    assert json.loads((tmp_path / "fleet.toml.rotation.json").read_text())["step"] == "wait"
+
+
+def test_a_record_claiming_steps_the_fleet_does_not_show_is_refused(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    """Records that say a step is done while the instances show otherwise: each refused with exit 1 before any
+    change, naming the step, the instances and what they lack."""
+    key = ProtectionKey.generate("2026-09")
+    material = encode_base64url(key.material)
+    before = [instance.snapshot() for instance in fleet.values()]
+    rotate = ("keys", "rotate", "--fleet", "fleet.toml", "--resume", "--yes", "--json")
+    _write_record(tmp_path, {**_record_at_none(key), "step": "verify-removed", "activated_at_ms": 1, "wait_ms": 3000})
+    result = soklet(tmp_path, *rotate)
+    assert result.returncode == 1, result.stdout + result.stderr
+    abort = _events(result.stdout)[-1]
+    assert abort["event"] == "abort"
+    assert abort["status"] == "diverged"
+    assert abort["record"] is None
+    assert abort["message"] == (
+        "the record does not match the fleet: it says verify-removed is done, but a, b, c hold no key 2026-09 "
+        f"with check value {key.check_value_text[:8]}"
+    )
+    assert [instance.snapshot() for instance in fleet.values()] == before
+    # Staged everywhere, not activated: a record that says activate is done is refused too.
+    assert all(instance.stage("2026-09", material) == 200 for instance in fleet.values())
+    _write_record(tmp_path, {**_record_at_none(key), "step": "activate", "activated_at_ms": 1, "wait_ms": 3000})
+    result = soklet(tmp_path, *rotate)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert _events(result.stdout)[-1]["message"] == (
+        "the record does not match the fleet: it says activate is done, but a, b, c do not seal with 2026-09"
+    )
+    assert all(instance.snapshot()["active"] == "2026-08" for instance in fleet.values())
+    assert material not in result.stdout + result.stderr
+
+
+def test_one_instance_listed_twice_is_refused_before_any_change(tmp_path: Path, fleet: dict[str, Served]) -> None:
+    """The fleet file lists a under a second name (and leaves c out): the preflight names the duplicate and
+    refuses (exit 2, the listing is wrong) before anything is staged."""
+    lines = ['[defaults]\nadmin_token_file = "token"\n']
+    for name, url in (("a", fleet["a"].admin_url), ("a-again", fleet["a"].admin_url), ("b", fleet["b"].admin_url)):
+        lines.append(f'[[instances]]\nname = "{name}"\nurl = "{url}"\n')
+    (tmp_path / "twice.toml").write_text("\n".join(lines))
+    result = soklet(tmp_path, "keys", "rotate", "--fleet", "twice.toml", "--generate", "--yes")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "aborted: before the rotation: the fleet is duplicated; a, a-again report one instance, a" in result.stdout
+    assert all(instance.snapshot()["verification"] == [] for instance in fleet.values())
+    assert not (tmp_path / "twice.toml.rotation.json").exists()
