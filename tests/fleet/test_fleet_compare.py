@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from soklet_core.fleet import DifferenceKind, FleetStatus, compare_fleet, parse_expected_fingerprint
+from soklet_core.fleet import (
+    DifferenceKind,
+    Duplicate,
+    FleetStatus,
+    InstanceReading,
+    compare_fleet,
+    parse_expected_fingerprint,
+)
 from soklet_core.keys import FingerprintComparison
-from tests.fleet.support_snapshots import B_OTHER, A, B, keyring, reading
+from tests.fleet.support_snapshots import B_OTHER, A, B, keyring, reading, snapshot
 
 
 def test_converged() -> None:
@@ -94,3 +101,19 @@ def test_expect() -> None:
 def test_expect_refuses_malformed_text(text: str) -> None:
     with pytest.raises(ValueError, match="a fingerprint is VALUE"):
         parse_expected_fingerprint(text)
+
+
+def test_listings_reporting_one_instance_are_duplicates() -> None:
+    ring = keyring(A, B)
+    again = InstanceReading("a-again", "http://a.other:9001", snapshot(ring, "a"))
+    report = compare_fleet([reading("a", ring), again, reading("b", ring)])
+    assert report.status is FleetStatus.DUPLICATED
+    assert report.duplicates == (Duplicate("a", ("a", "a-again")),)
+    assert report.instance_count == 2
+    assert report.duplicates[0].describe().startswith("a, a-again report one instance, a: one instance listed 2 times")
+    # A difference outranks a duplicate: the verdict stays diverged, the duplicate still named.
+    other = compare_fleet([reading("a", ring), again, reading("c", keyring(A, B_OTHER))])
+    assert other.status is FleetStatus.DIVERGED
+    assert other.duplicates == (Duplicate("a", ("a", "a-again")),)
+    # Distinct names: no duplicate, whatever the URLs.
+    assert compare_fleet([reading("a", ring), reading("b", ring)]).duplicates == ()
