@@ -17,6 +17,7 @@ from .records import (
     STORE_TIMEOUT_SECONDS,
     HandleBinding,
     HandleRecord,
+    TaskQuota,
     TaskRecord,
     TaskStatus,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "StoreError",
     "StoreErrorReason",
     "StoreUrl",
+    "TaskQuota",
     "TaskRecord",
     "TaskStatus",
     "default_data_dir",

@@ -13,6 +13,7 @@ class StoreErrorReason(ErrorReason):
     SCHEMA = "schema", "the store's schema is newer than this soklet or not the one soklet writes"
     TOO_LARGE = "too-large", "a task document or handle state is larger than the store keeps"
     CONFLICT = "conflict", "an entry with this id already exists"
+    QUOTA = "quota", "the caller's partition holds as many tasks or task bytes as the store keeps for one partition"
     INSECURE = (
         "insecure",
         "another user could read or change the store's file: it must be yours or root's, group and others may not"

@@ -11,6 +11,7 @@ the entry was deleted, atomically, and of concurrent callers the row lock lets e
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -27,6 +28,7 @@ from .records import (
     STORE_TIMEOUT_SECONDS,
     HandleBinding,
     HandleRecord,
+    TaskQuota,
     TaskRecord,
     TaskStatus,
     check_limit,
@@ -66,6 +68,13 @@ def _translate(error: BaseException, operation: str) -> StoreError:
     if isinstance(error, psycopg.errors.UndefinedColumn | psycopg.errors.UndefinedTable):
         return StoreError(StoreErrorReason.SCHEMA, f"{operation}: {type(error).__name__}")
     return StoreError(StoreErrorReason.UNAVAILABLE, f"{operation}: {type(error).__name__}")
+
+
+def _partition_lock(partition: str) -> int:
+    """The advisory lock key of a partition's task creations: 63 bits of its SHA-256, tagged apart from the
+    schema lock's key space by the digest's domain."""
+    digest = hashlib.sha256(b"soklet task quota\x00" + partition.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
 async def _configure(connection: _Connection) -> None:
@@ -174,14 +183,31 @@ class PostgresStore:
 
     # -- tasks --------------------------------------------------------------------------------------------------
 
-    async def insert_task(self, record: TaskRecord) -> None:
-        """Store a new task; ``StoreError(CONFLICT)`` when its id exists."""
+    async def insert_task(self, record: TaskRecord, *, quota: TaskQuota | None = None) -> None:
+        """Store a new task; ``StoreError(CONFLICT)`` when its id exists, ``StoreError(QUOTA)`` past ``quota``."""
         values = task_values(record)
+        if quota is None:
 
-        async def work(connection: _Connection) -> None:
+            async def work(connection: _Connection) -> None:
+                await connection.execute(_SQL.insert_task, values)
+
+            await self._call("insert_task", work)
+            return
+        usage = (record.partition, to_millis(record.created_at))
+        lock = _partition_lock(record.partition)
+
+        async def counted(connection: _Connection) -> None:
+            # Creations in one partition take turns (a transaction-scoped advisory lock), so two instances cannot
+            # both pass the count; other partitions never wait for it.
+            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+            cursor = await connection.execute(_SQL.partition_usage, usage)
+            row = await cursor.fetchone()
+            count, size = (0, 0) if row is None else (int(row[0]), int(row[1]))
+            if not quota.admits(count, size, record.document):
+                raise StoreError(StoreErrorReason.QUOTA, "insert_task")
             await connection.execute(_SQL.insert_task, values)
 
-        await self._call("insert_task", work)
+        await self._call("insert_task", counted, transaction=True)
 
     async def get_task(self, task_id: str) -> TaskRecord | None:
         """The task ``task_id``, or ``None``."""

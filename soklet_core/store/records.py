@@ -22,6 +22,7 @@ __all__ = [
     "STORE_TIMEOUT_SECONDS",
     "HandleBinding",
     "HandleRecord",
+    "TaskQuota",
     "TaskRecord",
     "TaskStatus",
     "from_millis",
@@ -137,6 +138,25 @@ class TaskRecord:
         _json_text(self.document, "document", MAX_TASK_DOCUMENT_BYTES)
         if isinstance(self.version, bool) or not isinstance(self.version, int) or not 0 <= self.version < 2**62:
             raise _invalid("version must be a non-negative integer")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskQuota:
+    """What one partition may hold in a store: at most ``max_tasks`` tasks that have not expired, and at most
+    ``max_bytes`` bytes of their documents (the new task's included). An insert past either is refused with
+    ``StoreError(QUOTA)``, so one partition cannot fill a store that others share."""
+
+    max_tasks: int
+    max_bytes: int
+
+    def __post_init__(self) -> None:
+        for name, value in (("max_tasks", self.max_tasks), ("max_bytes", self.max_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 2**62:
+                raise _invalid(f"{name} must be a positive integer")
+
+    def admits(self, count: int, size: int, document: str) -> bool:
+        """Whether a partition holding ``count`` tasks of ``size`` document bytes may store ``document`` too."""
+        return count + 1 <= self.max_tasks and size + len(document.encode("utf-8", "surrogatepass")) <= self.max_bytes
 
 
 @dataclass(frozen=True, slots=True)

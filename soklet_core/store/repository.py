@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from .records import HandleBinding, HandleRecord, TaskRecord, TaskStatus
+from .records import HandleBinding, HandleRecord, TaskQuota, TaskRecord, TaskStatus
 from .url import StoreUrl
 
 __all__ = ["DurableStore"]
@@ -38,8 +38,10 @@ class DurableStore(Protocol):
         """Release every connection and worker; the store may not be used afterwards."""
         ...
 
-    async def insert_task(self, record: TaskRecord) -> None:
-        """Store a new task (committed before returning); ``StoreError(CONFLICT)`` when its id exists."""
+    async def insert_task(self, record: TaskRecord, *, quota: TaskQuota | None = None) -> None:
+        """Store a new task (committed before returning); ``StoreError(CONFLICT)`` when its id exists. With
+        ``quota``, in the same transaction: ``StoreError(QUOTA)`` when the record's partition would hold more than
+        it allows (tasks not expired at the record's ``created_at``)."""
         ...
 
     async def get_task(self, task_id: str) -> TaskRecord | None:

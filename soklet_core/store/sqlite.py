@@ -44,6 +44,7 @@ from .records import (
     STORE_TIMEOUT_SECONDS,
     HandleBinding,
     HandleRecord,
+    TaskQuota,
     TaskRecord,
     TaskStatus,
     check_limit,
@@ -499,11 +500,17 @@ class SqliteStore:
 
     # -- tasks --------------------------------------------------------------------------------------------------
 
-    async def insert_task(self, record: TaskRecord) -> None:
-        """Store a new task; ``StoreError(CONFLICT)`` when its id exists."""
+    async def insert_task(self, record: TaskRecord, *, quota: TaskQuota | None = None) -> None:
+        """Store a new task; ``StoreError(CONFLICT)`` when its id exists, ``StoreError(QUOTA)`` past ``quota``."""
         values = task_values(record)
+        usage = (record.partition, to_millis(record.created_at))
 
         def work(connection: sqlite3.Connection) -> None:
+            if quota is not None:
+                # Counted under the writer's lock, in the insert's transaction: no other write comes between.
+                count, size = connection.execute(_SQL.partition_usage, usage).fetchone()
+                if not quota.admits(int(count), int(size), record.document):
+                    raise StoreError(StoreErrorReason.QUOTA, "insert_task")
             connection.execute(_SQL.insert_task, values)
 
         await self._write("insert_task", work)

@@ -38,19 +38,23 @@ _INDEXES: Final = (
     "CREATE INDEX IF NOT EXISTS soklet_tasks_expires_at ON soklet_tasks (expires_at)",
     "CREATE INDEX IF NOT EXISTS soklet_tasks_order ON soklet_tasks (created_at, task_id)",
     "CREATE INDEX IF NOT EXISTS soklet_handles_expires_at ON soklet_handles (expires_at)",
+    # A partition's usage (its task quota) is counted on every creation.
+    "CREATE INDEX IF NOT EXISTS soklet_tasks_partition ON soklet_tasks (partition, expires_at)",
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
-    """What one backend spells its own way: the parameter marker and the NULL-safe equality."""
+    """What one backend spells its own way: the parameter marker, the NULL-safe equality and the byte length of a
+    text column."""
 
     mark: str
     null_safe_equal: str
+    byte_length: str  # a format with one {} for the column
 
 
-SQLITE: Final = Dialect(mark="?", null_safe_equal="IS")
-POSTGRESQL: Final = Dialect(mark="%s", null_safe_equal="IS NOT DISTINCT FROM")
+SQLITE: Final = Dialect(mark="?", null_safe_equal="IS", byte_length="LENGTH(CAST({} AS BLOB))")
+POSTGRESQL: Final = Dialect(mark="%s", null_safe_equal="IS NOT DISTINCT FROM", byte_length="OCTET_LENGTH({})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,8 @@ class Statements:
     replace_task: str = field(init=False)
     count_tasks: str = field(init=False)
     delete_expired_tasks: str = field(init=False)  # (now,)
+    #: What one partition holds of live tasks (not expired at ``now``): (partition, now) -> (count, document bytes).
+    partition_usage: str = field(init=False)
     insert_handle: str = field(init=False)  # handle_values(record)
     #: The live entry of exactly one binding: (handle, tenant, principal, partition, operation, now). An anonymous
     #: principal (NULL) matches only NULL.
@@ -109,6 +115,10 @@ class Statements:
             ),
             "count_tasks": "SELECT status, COUNT(*) FROM soklet_tasks GROUP BY status",
             "delete_expired_tasks": f"DELETE FROM soklet_tasks WHERE expires_at IS NOT NULL AND expires_at <= {mark}",
+            "partition_usage": (
+                f"SELECT COUNT(*), COALESCE(SUM({self.dialect.byte_length.format('document')}), 0) FROM soklet_tasks"
+                f" WHERE partition = {mark} AND (expires_at IS NULL OR expires_at > {mark})"
+            ),
             "insert_handle": f"INSERT INTO soklet_handles ({_HANDLES}) VALUES ({handle_marks})",
             "peek_handle": f"SELECT {_HANDLES} FROM soklet_handles WHERE {bound}",
             "consume_handle": consume,

@@ -39,7 +39,13 @@ from .http_runner import HttpLimits
 from .legacy import DEFAULT_INPUT_TIMEOUT_SECONDS, LegacyProtocol, ProtocolEras
 from .metrics import ServerMetrics
 from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_SECONDS, SessionTable
-from .tasks import DEFAULT_POLL_INTERVAL_MS, DEFAULT_TASK_TTL_MS, TaskManager
+from .tasks import (
+    DEFAULT_POLL_INTERVAL_MS,
+    DEFAULT_TASK_TTL_MS,
+    MAX_STORED_TASK_BYTES_PER_PARTITION,
+    MAX_STORED_TASKS_PER_PARTITION,
+    TaskManager,
+)
 from .transport import ASGIApp, McpAsgiApp
 
 __all__ = ["DEFAULT_ENDPOINT_PATH", "McpServer"]
@@ -94,7 +100,9 @@ class McpServer:
       it (``ValueError`` otherwise). The store is opened on first use; its owner closes it (after
       ``await server.task_manager.close()``). ``task_ttl_ms`` — how long a task is kept from its creation
       (default 3,600,000; ``None``: unlimited); ``task_poll_interval_ms`` — the poll interval tasks name
-      (default 500).
+      (default 500); ``task_max_per_partition`` and ``task_max_bytes_per_partition`` — what one partition may
+      keep in the store (default 1,000 tasks and 32 MiB of task documents; past either a creation gets -32603
+      ``Too many stored tasks``). Served, the task manager runs orphaned steps and purges expired tasks on its own.
     """
 
     __slots__ = ("_app", "_dispatcher", "_legacy", "_sealer", "_tasks")
@@ -128,6 +136,8 @@ class McpServer:
         store: DurableStore | None = None,
         task_ttl_ms: int | None = DEFAULT_TASK_TTL_MS,
         task_poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
+        task_max_per_partition: int = MAX_STORED_TASKS_PER_PARTITION,
+        task_max_bytes_per_partition: int = MAX_STORED_TASK_BYTES_PER_PARTITION,
     ) -> None:
         if not isinstance(registry, Registry):
             raise TypeError("McpServer takes a Registry")
@@ -147,7 +157,14 @@ class McpServer:
         self._tasks = (
             None
             if store is None
-            else TaskManager(store, registry=registry, ttl_ms=task_ttl_ms, poll_interval_ms=task_poll_interval_ms)
+            else TaskManager(
+                store,
+                registry=registry,
+                ttl_ms=task_ttl_ms,
+                poll_interval_ms=task_poll_interval_ms,
+                max_tasks_per_partition=task_max_per_partition,
+                max_task_bytes_per_partition=task_max_bytes_per_partition,
+            )
         )
         self._dispatcher = Dispatcher(
             registry=registry,

@@ -17,6 +17,13 @@ several processes sharing one store serve one task interchangeably:
   ``working`` again, leased to its own process, which runs the next round.
 * ``tasks/cancel`` makes a non-terminal task ``cancelled`` at once; a step finishing later cannot overwrite it
   (its write is a compare-and-swap on a version that moved on).
+* A served manager (:meth:`TaskManager.start`, called at the server's start; :meth:`TaskManager.close` stops it)
+  looks every :data:`ORPHAN_SWEEP_SECONDS` through at most :data:`ORPHAN_SWEEP_BATCH` ``working`` tasks and runs
+  the steps whose lease ran out (their process died), so an orphan runs again without waiting for a poll; and it
+  deletes the expired tasks every :data:`PURGE_INTERVAL_SECONDS`, so finished tasks go at their ``ttlMs``.
+* A partition holds at most :data:`MAX_STORED_TASKS_PER_PARTITION` tasks and
+  :data:`MAX_STORED_TASK_BYTES_PER_PARTITION` bytes of task documents in the store (expired ones not counted); a
+  creation past either is refused (-32603 ``Too many stored tasks``), so one client cannot fill the store for others.
 
 Unknown, expired and other callers' tasks (partition and subject must both match) all get the same ``-32602``.
 """
@@ -56,7 +63,15 @@ from soklet_core.mcp.model.input_responses import InputResponses
 from soklet_core.mcp.model.registry import Registry, ToolRegistration
 from soklet_core.mcp.model.results import CallToolResult
 from soklet_core.mcp.model.tasks import StartTask, TaskContext, TaskFailed, TaskInputRequired, TaskStep
-from soklet_core.store import MAX_KEY_CHARS, DurableStore, StoreError, StoreErrorReason, TaskRecord, TaskStatus
+from soklet_core.store import (
+    MAX_KEY_CHARS,
+    DurableStore,
+    StoreError,
+    StoreErrorReason,
+    TaskQuota,
+    TaskRecord,
+    TaskStatus,
+)
 from soklet_core.store.records import from_millis, to_millis
 
 from .admission import Admission
@@ -79,6 +94,11 @@ __all__ = [
     "MAX_LIVE_TASKS",
     "MAX_LIVE_TASKS_PER_CALLER",
     "MAX_STEP_ATTEMPTS",
+    "MAX_STORED_TASKS_PER_PARTITION",
+    "MAX_STORED_TASK_BYTES_PER_PARTITION",
+    "ORPHAN_SWEEP_BATCH",
+    "ORPHAN_SWEEP_SECONDS",
+    "PURGE_INTERVAL_SECONDS",
     "TASK_NOT_FOUND_MESSAGE",
     "TaskManager",
     "TaskRun",
@@ -106,12 +126,23 @@ LEASE_SECONDS: Final = 10.0
 LEASE_RENEW_SECONDS: Final = 3.0
 #: Step runs one round may start (re-runs after a lost lease included) before the task fails.
 MAX_STEP_ATTEMPTS: Final = 3
+#: Tasks one partition may keep in the store (finished ones included, until their ``ttlMs`` ends).
+MAX_STORED_TASKS_PER_PARTITION: Final = 1000
+#: Bytes of task documents (arguments, state, answers, result) one partition may keep in the store: 32 MiB.
+MAX_STORED_TASK_BYTES_PER_PARTITION: Final = 32 * 1024 * 1024
+#: How often a served manager looks for orphaned steps (``working`` tasks whose lease ran out) and runs them.
+ORPHAN_SWEEP_SECONDS: Final = 5.0
+#: The most ``working`` tasks one sweep reads; the next sweep goes on from where it stopped.
+ORPHAN_SWEEP_BATCH: Final = 64
+#: How often a served manager deletes the store's expired tasks on its own.
+PURGE_INTERVAL_SECONDS: Final = 60.0
 #: The one answer to an unknown, expired, purged or another caller's task id.
 TASK_NOT_FOUND_MESSAGE: Final = "Failed to retrieve task: Task not found"
 
 _EXPIRED_MESSAGE: Final = "Failed to retrieve task: Task has expired"
 _STEP_UNFINISHED_MESSAGE: Final = "The task's step did not finish"
 _TOO_MANY_TASKS_MESSAGE: Final = "Too many tasks"
+_TOO_MANY_STORED_MESSAGE: Final = "Too many stored tasks"
 # Compare-and-swap attempts of one change before it gives up (each lost race means another writer got through).
 _CAS_TRIES: Final = 8
 _DOCUMENT_VERSION: Final = 1
@@ -269,9 +300,12 @@ class TaskManager:
     ``ttl_ms`` (default one hour; ``None``: unlimited) and ``poll_interval_ms`` (default 500) are what every new
     task says; ``step_timeout_seconds`` bounds one step run (default 10 minutes); ``lease_seconds`` is how long a
     dead process's step waits before another process re-runs it (default 10 s); ``purge_every`` is how many tasks
-    it creates between two deletions of the store's expired tasks (:meth:`purge_expired`). The store is opened on
-    first use; :meth:`close` stops the local steps and gives their leases back (it does not close the store: its
-    owner does).
+    it creates between two deletions of the store's expired tasks (:meth:`purge_expired`);
+    ``max_tasks_per_partition`` and ``max_task_bytes_per_partition`` bound what one partition keeps in the store
+    (defaults :data:`MAX_STORED_TASKS_PER_PARTITION`, :data:`MAX_STORED_TASK_BYTES_PER_PARTITION`);
+    ``sweep_seconds`` and ``purge_seconds`` are the intervals of the background work :meth:`start` runs. The store
+    is opened on first use; :meth:`close` stops the background work and the local steps and gives their leases
+    back (it does not close the store: its owner does).
     """
 
     def __init__(
@@ -284,6 +318,10 @@ class TaskManager:
         step_timeout_seconds: float = DEFAULT_STEP_TIMEOUT_SECONDS,
         lease_seconds: float = LEASE_SECONDS,
         purge_every: int = DEFAULT_PURGE_EVERY,
+        max_tasks_per_partition: int = MAX_STORED_TASKS_PER_PARTITION,
+        max_task_bytes_per_partition: int = MAX_STORED_TASK_BYTES_PER_PARTITION,
+        sweep_seconds: float = ORPHAN_SWEEP_SECONDS,
+        purge_seconds: float = PURGE_INTERVAL_SECONDS,
     ) -> None:
         if not isinstance(registry, Registry):
             raise TypeError("registry must be a Registry")
@@ -292,12 +330,26 @@ class TaskManager:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 2**53:
                 raise ValueError(f"{name} must be a positive int (milliseconds)")
-        for name, seconds in (("step_timeout_seconds", step_timeout_seconds), ("lease_seconds", lease_seconds)):
+        intervals = (
+            ("step_timeout_seconds", step_timeout_seconds),
+            ("lease_seconds", lease_seconds),
+            ("sweep_seconds", sweep_seconds),
+            ("purge_seconds", purge_seconds),
+        )
+        for name, seconds in intervals:
             if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds <= 86_400:
                 raise ValueError(f"{name} must be between 0 and 86400 seconds")
         if isinstance(purge_every, bool) or not isinstance(purge_every, int) or purge_every < 1:
             raise ValueError("purge_every must be an integer of at least 1")
         self._purge_every = purge_every
+        try:
+            self._quota = TaskQuota(max_tasks=max_tasks_per_partition, max_bytes=max_task_bytes_per_partition)
+        except StoreError:
+            raise ValueError("max_tasks_per_partition and max_task_bytes_per_partition must be positive") from None
+        self._sweep_seconds = float(sweep_seconds)
+        self._purge_seconds = float(purge_seconds)
+        self._maintenance: asyncio.Task[None] | None = None
+        self._sweep_after: str | None = None
         self._store = store
         self._registry = registry
         self._ttl_ms = ttl_ms
@@ -339,15 +391,78 @@ class TaskManager:
                 await self._store.open()
                 self._opened = True
 
+    def start(self) -> None:
+        """Start the background work on the running event loop (idempotent): every ``sweep_seconds``, run the
+        orphaned steps (:data:`ORPHAN_SWEEP_BATCH` ``working`` tasks read per sweep); every ``purge_seconds``,
+        delete the expired tasks. The server's start calls it; :meth:`close` stops it. A manager that is never
+        started (an operator command's) never runs a step on its own."""
+        if self._maintenance is not None and not self._maintenance.done():
+            return
+        self._maintenance = asyncio.get_running_loop().create_task(self._maintain(), name="soklet-task-maintenance")
+
     async def close(self) -> None:
-        """Stop every step running here and give its lease back, so another process (or this one restarted)
-        runs it again at once. Idempotent; the server's shutdown calls it (the store stays open: its owner closes
-        it). Served again, the manager starts steps again."""
+        """Stop the background work and every step running here and give its lease back, so another process (or
+        this one restarted) runs it again at once. Idempotent; the server's shutdown calls it (the store stays
+        open: its owner closes it). Served again, the manager starts steps again."""
         self._closed = True
         try:
+            maintenance, self._maintenance = self._maintenance, None
+            if maintenance is not None:
+                maintenance.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await maintenance
             await self._stop_steps()
         finally:
             self._closed = False
+
+    async def _maintain(self) -> None:
+        """The background work: sweep for orphans each interval, purge the expired tasks every purge interval.
+        A failing store is logged and tried again at the next interval."""
+        loop = asyncio.get_running_loop()
+        next_purge = loop.time()
+        while True:
+            try:
+                await self.open()
+                await self.sweep_orphans()
+                if loop.time() >= next_purge:
+                    next_purge = loop.time() + self._purge_seconds
+                    purged = await self.purge_expired()
+                    if purged:
+                        _logger.info("purged %d expired task%s", purged, "" if purged == 1 else "s")
+            except asyncio.CancelledError:
+                raise
+            except StoreError as error:
+                _logger.warning("task maintenance: store failed (%s); trying again", error.reason.value)
+            except Exception as error:  # never let the background work die of one bad record
+                _logger.error("task maintenance failed: %s", type(error).__name__)
+            await asyncio.sleep(self._sweep_seconds)
+
+    async def sweep_orphans(self) -> int:
+        """Read the next :data:`ORPHAN_SWEEP_BATCH` ``working`` tasks (from where the last sweep stopped) and start
+        the step of each whose lease ran out and whose tool is served here; how many were started. A started step
+        takes the lease first (:meth:`_acquire`), so of several instances sweeping at once one runs it."""
+        await self.open()
+        page = await self._store.list_tasks(
+            status=TaskStatus.WORKING, limit=ORPHAN_SWEEP_BATCH, after=self._sweep_after
+        )
+        self._sweep_after = page[-1].task_id if len(page) == ORPHAN_SWEEP_BATCH else None
+        now = to_millis(_now())
+        started = 0
+        for record in page:
+            if record.task_id in self._running or _expired(record, _now()):
+                continue
+            tool = self._registry.find_tool(record.tool)
+            if tool is None or tool.task_step is None:
+                continue  # another instance may serve it: never failed for want of a tool here
+            try:
+                document = await self._document(record)
+            except McpError:
+                continue
+            if document.lease is None or document.lease < now:
+                _logger.info("task %s: its lease ran out; running its step", _short(record.task_id))
+                self._start(record.task_id)
+                started += 1
+        return started
 
     async def _stop_steps(self) -> None:
         running = list(self._running.items())
@@ -391,7 +506,8 @@ class TaskManager:
     ) -> bytes:
         """Store a new ``working`` task for ``tool`` and start its step here; the encoded ``CreateTaskResult``
         (without ``_meta``), answered only once the record is committed. Raises :class:`McpError` (-32603 ``Too
-        many tasks`` past :data:`MAX_LIVE_TASKS_PER_CALLER`) or :class:`StoreError`."""
+        many tasks`` past :data:`MAX_LIVE_TASKS_PER_CALLER`, ``Too many stored tasks`` past the partition's quota) or
+        :class:`StoreError`."""
         await self.open()
         caller = (admission.partition, admission.identity.subject)
         await self._admit_caller(caller)
@@ -426,7 +542,13 @@ class TaskManager:
             if error.reason is StoreErrorReason.TOO_LARGE:
                 raise _internal("task-too-large") from None
             raise
-        await self._store.insert_task(record)
+        try:
+            await self._store.insert_task(record, quota=self._quota)
+        except StoreError as error:
+            if error.reason is StoreErrorReason.QUOTA:
+                _logger.warning("task refused: the partition holds as many tasks or bytes as it may keep")
+                raise _internal("task-quota", _TOO_MANY_STORED_MESSAGE) from None
+            raise
         self._live.setdefault(caller, set()).add(task_id)
         _logger.info("task %s created for %s", _short(task_id), tool.name)
         self._start(task_id)
