@@ -182,7 +182,7 @@ def test_store_links_only_the_bound_caller_and_only_once() -> None:
     store = LinkStore()
     alice = context("alice", "tenant-a")
     handle = store.mint(alice)
-    assert handle is not None
+    assert isinstance(handle, str)  # minted (not a LinkRefusal)
     assert store.consume(handle, alice) is LinkStatus.PENDING
     view = store.view(handle)
     assert view is not None
@@ -204,7 +204,7 @@ def test_store_records_expire() -> None:
     store = LinkStore(clock=lambda: now[0])
     alice = context("alice", "tenant-a")
     handle = store.mint(alice)
-    assert handle is not None
+    assert isinstance(handle, str)  # minted (not a LinkRefusal)
     view = store.view(handle)
     assert view is not None
     assert view.expires_at == 1_000_000.0 + LINK_LIFETIME_SECONDS
