@@ -52,6 +52,7 @@ _EXIT: Final = {
     StoreErrorReason.TOO_LARGE: ExitCode.REFUSED,
     StoreErrorReason.CONFLICT: ExitCode.REFUSED,
     StoreErrorReason.INSECURE: ExitCode.IO,
+    StoreErrorReason.QUOTA: ExitCode.REFUSED,
 }
 
 

@@ -30,7 +30,14 @@ from soklet_core.mcp import (
     Registry,
     StartTask,
 )
-from soklet_core.mcp.server.tasks import TaskManager
+from soklet_core.mcp.server.tasks import (
+    MAX_STORED_TASK_BYTES_PER_PARTITION,
+    MAX_STORED_TASKS_PER_PARTITION,
+    ORPHAN_SWEEP_BATCH,
+    ORPHAN_SWEEP_SECONDS,
+    PURGE_INTERVAL_SECONDS,
+    TaskManager,
+)
 from soklet_core.store import StoreError, StoreErrorReason, TaskQuota, TaskRecord, TaskStatus, open_store
 from tests.server.support import Client, running
 from tests.server.test_tasks import _CHILD, REGISTRY, TASKS, echo, serving, slow
@@ -205,3 +212,27 @@ def test_a_served_partition_at_its_bound_is_refused_and_another_is_not(sqlite_st
             assert carol.call("slow", {}, capabilities=TASKS).result["status"] == "working"
     finally:
         asyncio.run(store.close())
+
+
+def test_one_sweep_reads_at_most_its_batch_and_the_next_goes_on(sqlite_store_url: str) -> None:
+    async def scenario(store: object) -> list[int]:
+        first = _manager(store)
+        for _ in range(ORPHAN_SWEEP_BATCH + 1):
+            await _create(first, "p-1")
+        await first.close()  # its leases are given back: every task is an orphan now
+        second = _manager(store)
+        try:
+            return [await second.sweep_orphans(), await second.sweep_orphans(), await second.sweep_orphans()]
+        finally:
+            await second.close()
+
+    # The batch at its edge: 64 in the first sweep, the 65th in the next, then the first page again (all running).
+    assert _on_store(sqlite_store_url, scenario) == [ORPHAN_SWEEP_BATCH, 1, 0]
+
+
+def test_the_durable_guide_states_the_task_bounds() -> None:
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "durable.md").read_text().split())
+    assert f"at most {MAX_STORED_TASKS_PER_PARTITION:,} tasks (`MAX_STORED_TASKS_PER_PARTITION`)" in text
+    assert f"{MAX_STORED_TASK_BYTES_PER_PARTITION // 2**20} MiB of task documents" in text
+    assert f"every {ORPHAN_SWEEP_SECONDS:g} s (`ORPHAN_SWEEP_SECONDS`) through the next {ORPHAN_SWEEP_BATCH}" in text
+    assert f"purges every {PURGE_INTERVAL_SECONDS:g} s, `PURGE_INTERVAL_SECONDS`" in text
