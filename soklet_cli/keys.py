@@ -25,6 +25,8 @@ from soklet_core.files import (
     KeyringFileErrorReason,
     atomic_write,
     check_folders,
+    check_removal,
+    file_written_at,
     read_secret_file,
     update_keyring_file,
     utc_now,
@@ -54,10 +56,12 @@ from soklet_core.keys import (
     KeyringErrorReason,
     ProtectionKey,
     ProtectionKeyring,
+    RetiredTooRecently,
     decode_base64url,
     encode_base64url,
     is_valid_key_id,
     key_id_problem,
+    new_key_id,
     printable_name,
 )
 
@@ -123,7 +127,7 @@ IdOption = Annotated[
         "--id",
         metavar="ID",
         callback=_check_id,
-        help="The new key's id; default: today's date (UTC), made unique with .2, .3, ...",
+        help="The new key's id; default: the UTC date and time and a random suffix, such as 2026-09-01.120000.k3f9x.",
     ),
 ]
 BytesOption = Annotated[
@@ -142,13 +146,8 @@ KeyIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The key's id."
 def _unique_id(requested: str | None, keyring: ProtectionKeyring | Iterable[str] | None, today: datetime) -> str:
     if requested is not None:
         return requested
-    base = today.strftime("%Y-%m-%d")
-    taken = set(keyring.key_ids if isinstance(keyring, ProtectionKeyring) else keyring or ())
-    candidate, counter = base, 1
-    while candidate in taken:
-        counter += 1
-        candidate = f"{base}.{counter}"
-    return candidate
+    taken = keyring.key_ids if isinstance(keyring, ProtectionKeyring) else keyring or ()
+    return new_key_id(taken, now=today)
 
 
 def _time(moment: datetime) -> str:
@@ -164,6 +163,8 @@ def _update(
 ) -> tuple[KeyringDocument | None, KeyringDocument, bool]:
     try:
         result = update_keyring_file(path, change, allow_insecure_permissions=allow_insecure)
+    except RetiredTooRecently:
+        raise
     except (KeyringFileError, KeyringError) as error:
         fail_for(error)
     return result.before, result.after, result.written
@@ -466,34 +467,61 @@ def activate(
     _fingerprint_lines(after)
 
 
+StateLifetimeOption = Annotated[
+    str,
+    typer.Option(
+        "--state-lifetime",
+        metavar="DURATION",
+        callback=check_duration,
+        help=f"The maximum request-state lifetime ({DURATION_HELP}): how long the former key must stay.",
+    ),
+]
+
+
 @keys_app.command("remove", cls=SokletCommand)
 def remove(
     key_id: KeyIdArgument,
+    state_lifetime: StateLifetimeOption = DEFAULT_STATE_LIFETIME,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Remove it even if it stopped sealing less than the state lifetime ago."),
+    ] = False,
     keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Remove a verification key. The active key cannot be removed.
 
-    Remove a former active key only after the maximum request-state lifetime has passed since it stopped
-    sealing (see **keys rotate**), on every instance: state it sealed cannot be opened afterwards.
+    State a key sealed cannot be opened once it is gone, so a key is removed only after the maximum
+    request-state lifetime (**--state-lifetime**, default the protocol's) has passed since it stopped sealing:
+    the keyring file records that time when a key is demoted (**keys activate**, **keys rotate**). A key without
+    a recorded time (staged and never activated, or retired by an older soklet) counts from the file's last
+    change. **--force** removes it anyway. Do this on every instance.
 
     **Examples**
 
       soklet keys remove 2026-08
 
-      soklet keys remove 2026-08 --keyring /etc/soklet/keyring.toml --json
+      soklet keys remove 2026-08 --state-lifetime 30m --keyring /etc/soklet/keyring.toml --json
 
-    **Exit codes**: 0 removed; 1 refused (no such key, or it is the active key); 2 usage; 3 the keyring
-    file could not be read or written.
+      soklet keys remove 2026-09-staged-by-mistake --force
+
+    **Exit codes**: 0 removed; 1 refused (no such key, it is the active key, or it stopped sealing less than
+    the state lifetime ago and --force was not given); 2 usage; 3 the keyring file could not be read or written.
     """
+    lifetime = parse_duration(state_lifetime)
     path = resolve_keyring_path(keyring)
 
     def change(document: KeyringDocument | None) -> KeyringDocument:
         document = _existing(document, path)
+        if not force:
+            check_removal(document, key_id, lifetime=lifetime, written=file_written_at(path))
         return document.with_keyring(document.keyring().without(key_id))
 
-    _before, after, _written = _update(path, change, allow_insecure)
+    try:
+        _before, after, _written = _update(path, change, allow_insecure)
+    except RetiredTooRecently as early:
+        fail(_too_early(early, state_lifetime), ExitCode.REFUSED)
     if as_json:
         emit_json({"keyring": str(path), "removed": key_id, "fingerprint": after.keyring().fingerprint().to_json()})
         return
@@ -501,19 +529,25 @@ def remove(
     _fingerprint_lines(after)
 
 
+def _too_early(early: RetiredTooRecently, lifetime: str) -> str:
+    shown = printable_name(early.key_id or "", what="a key id")
+    since = (
+        f"key {shown} stopped sealing less than the state lifetime ({lifetime}) ago"
+        if early.recorded
+        else f"the keyring file does not record when key {shown} stopped sealing, and it last changed less than "
+        f"the state lifetime ({lifetime}) ago"
+    )
+    return (
+        f"refused: {since}: state it sealed may still be open; it can be removed after "
+        f"{_time(early.removable_at)} (or now with --force)"
+    )
+
+
 @keys_app.command("rotate", cls=SokletCommand)
 def rotate(
     key_id: IdOption = None,
     size: BytesOption = DEFAULT_KEY_MATERIAL_BYTES,
-    state_lifetime: Annotated[
-        str,
-        typer.Option(
-            "--state-lifetime",
-            metavar="DURATION",
-            callback=check_duration,
-            help=f"The maximum request-state lifetime ({DURATION_HELP}): how long the former key must stay.",
-        ),
-    ] = DEFAULT_STATE_LIFETIME,
+    state_lifetime: StateLifetimeOption = DEFAULT_STATE_LIFETIME,
     keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
     as_json: Annotated[
@@ -611,7 +645,10 @@ def rotate(
     assert before is not None
     key = rotated[-1]
     former = before.active_entry.key.id
-    remove_after = utc_now() + lifetime
+    # The time the file records the former key stopped sealing: what keys remove counts from.
+    demoted = after.entry(former)
+    retired = demoted.retired if demoted is not None and demoted.retired is not None else utc_now()
+    remove_after = retired + lifetime
     if as_json:
         emit_json(
             {
@@ -630,7 +667,8 @@ def rotate(
     # The exact command to run later, with the keyring it was given, quoted for a POSIX shell.
     # A name that cannot be shown as it is (key-material-shaped, control characters) is left for the user to fill.
     keyring_argument = str(path) if shown_path(path, limit=None) == str(path) else "FILE"
-    _say("  " + shlex.join(["soklet", "keys", "remove", former, "--keyring", keyring_argument]))
+    told = [] if state_lifetime == DEFAULT_STATE_LIFETIME else ["--state-lifetime", state_lifetime]
+    _say("  " + shlex.join(["soklet", "keys", "remove", former, *told, "--keyring", keyring_argument]))
     _fingerprint_lines(after)
 
 

@@ -12,6 +12,7 @@ import pickle
 import pkgutil
 import types
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ from soklet_core.files import (
 )
 from soklet_core.fleet import FleetStatus, RecordError, RotationAbort, SnapshotError, parse_admin_snapshot, read_record
 from soklet_core.json import JsonError, JsonErrorReason, JsonString, parse
-from soklet_core.keys import KeyInUse, KeyringError, KeyringErrorReason, ProtectionKey
+from soklet_core.keys import KeyInUse, KeyringError, KeyringErrorReason, ProtectionKey, RetiredTooRecently
 from soklet_core.mcp.model import (
     ArgumentsError,
     CapabilitiesError,
@@ -178,6 +179,7 @@ EXAMPLES: list[SokletError] = [
     JsonError(JsonErrorReason.DEPTH_EXCEEDED, 7),
     KeyringError(KeyringErrorReason.UNKNOWN_KEY, "k-2026"),
     KeyInUse("k-2026"),
+    RetiredTooRecently("k-2026", datetime(2026, 8, 1, tzinfo=UTC), recorded=False),
     KeyringFileError(
         KeyringFileErrorReason.INVALID_FIELD, path="/etc/keys.toml", key="k-2026", field="created", detail="line 3"
     ),

@@ -24,6 +24,7 @@ from .document import (
     MaterialEnv,
     MaterialFile,
     MaterialSource,
+    check_removal,
     utc_now,
 )
 from .errors import KeyringFileError, KeyringFileErrorReason
@@ -51,6 +52,7 @@ from .fleet_file import (
 from .keyring_file import (
     KEYRING_FILE_MODE,
     KeyringUpdate,
+    file_written_at,
     read_keyring_file,
     update_keyring_file,
     write_keyring_file,
@@ -106,9 +108,11 @@ __all__ = [
     "check_admin_url",
     "check_folders",
     "check_instance_name",
+    "check_removal",
     "describe_file_type",
     "file_lock",
     "file_signature",
+    "file_written_at",
     "io_problem",
     "is_environment_name",
     "is_mode_secure",

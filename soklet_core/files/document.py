@@ -10,10 +10,10 @@ reference, never inlined).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
-from soklet_core.keys import PROTECTION_PROFILE, ProtectionKey, ProtectionKeyring
+from soklet_core.keys import PROTECTION_PROFILE, ProtectionKey, ProtectionKeyring, RetiredTooRecently
 
 __all__ = [
     "InlineMaterial",
@@ -23,6 +23,7 @@ __all__ = [
     "MaterialEnv",
     "MaterialFile",
     "MaterialSource",
+    "check_removal",
     "utc_now",
 ]
 
@@ -74,12 +75,19 @@ MaterialSource = InlineMaterial | MaterialFile | MaterialEnv
 
 @dataclass(frozen=True, slots=True)
 class KeyEntry:
-    """One ``[[keys]]`` table: the key, its role, when it was created, and where its material lives."""
+    """One ``[[keys]]`` table: the key, its role, when it was created, where its material lives, and, for a
+    verification key that was active, when it stopped sealing (``retired``; ``None`` when the file does not
+    say: a key staged and never activated, or one retired by a soklet that did not record it)."""
 
     key: ProtectionKey
     role: KeyRole
     created: datetime
     source: MaterialSource = InlineMaterial()
+    retired: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.retired is not None and self.role is KeyRole.ACTIVE:
+            raise ValueError("the active key has no retired time")
 
     def __repr__(self) -> str:
         return f"KeyEntry(id={self.key.id!r}, role={self.role.value}, source={self.source.kind})"
@@ -126,8 +134,10 @@ class KeyringDocument:
 
         Keys that stay keep their position, creation time and material source; keys that leave are dropped;
         new keys (an id already here with other material included) are appended with inline material, created
-        ``now``. Returns ``self`` when nothing changes.
+        ``now``. A key demoted from active is recorded as retired ``now`` (what ``check_removal`` waits on); a
+        key made active loses its retired time. Returns ``self`` when nothing changes.
         """
+        stamp = now or utc_now()
         kept: list[KeyEntry] = []
         for entry in self.entries:
             key = keyring.key(entry.key.id)
@@ -135,9 +145,13 @@ class KeyringDocument:
                 # Gone, or the same id with other material: that is another key, appended below as new.
                 continue
             role = KeyRole.ACTIVE if keyring.is_active(key.id) else KeyRole.VERIFICATION
-            kept.append(entry if role is entry.role else KeyEntry(entry.key, role, entry.created, entry.source))
+            if role is entry.role:
+                kept.append(entry)
+            elif role is KeyRole.VERIFICATION:
+                kept.append(replace(entry, role=role, retired=stamp))
+            else:
+                kept.append(replace(entry, role=role, retired=None))
         present = {entry.key.id for entry in kept}
-        stamp = now or utc_now()
         for key in keyring.keys:
             if key.id not in present:
                 role = KeyRole.ACTIVE if keyring.is_active(key.id) else KeyRole.VERIFICATION
@@ -145,3 +159,23 @@ class KeyringDocument:
         if tuple(kept) == self.entries:
             return self
         return KeyringDocument(tuple(kept), self.profile)
+
+
+def check_removal(
+    document: KeyringDocument, key_id: str, *, lifetime: timedelta, written: datetime, now: datetime | None = None
+) -> None:
+    """Refuse (``RetiredTooRecently``) to remove verification key ``key_id`` before ``lifetime`` (the maximum
+    request-state lifetime) has passed since it stopped sealing: state it sealed would stop opening.
+
+    The time it stopped sealing is its ``retired`` time. A key without one (staged and never activated, or
+    retired by a soklet that did not record it) is taken, conservatively, to have stopped sealing at ``written``,
+    the keyring file's last change: whatever demoted it was a change of the file, so it cannot be later than
+    that. The active key and unknown ids pass: the keyring's own rules refuse those.
+    """
+    entry = document.entry(key_id)
+    if entry is None or entry.role is KeyRole.ACTIVE:
+        return
+    since = entry.retired if entry.retired is not None else written
+    removable_at = since + lifetime
+    if (now or datetime.now(UTC)) < removable_at:
+        raise RetiredTooRecently(key_id, removable_at, recorded=entry.retired is not None)

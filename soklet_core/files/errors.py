@@ -28,7 +28,10 @@ class KeyringFileErrorReason(ErrorReason):
         "a key id must not look like key material (ids are published in every sealed state's header)",
     )
     INVALID_ROLE = "invalid-role", 'role must be "active" or "verification"'
-    INVALID_CREATED = "invalid-created", "created must be a TOML offset date-time such as 2026-08-01T00:00:00Z"
+    INVALID_CREATED = (
+        "invalid-created",
+        "created and retired must be TOML offset date-times such as 2026-08-01T00:00:00Z",
+    )
     MISSING_MATERIAL = "missing-material", "a key needs one of material, material_file or material_env"
     CONFLICTING_MATERIAL_SOURCES = (
         "conflicting-material-sources",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .atomic import atomic_write
@@ -18,6 +19,7 @@ from .secret_file import check_folders, read_secret_file
 __all__ = [
     "KEYRING_FILE_MODE",
     "KeyringUpdate",
+    "file_written_at",
     "read_keyring_file",
     "update_keyring_file",
     "write_keyring_file",
@@ -56,6 +58,18 @@ def read_keyring_file(
         environ=environ,
         allow_insecure_permissions=allow_insecure_permissions,
     )
+
+
+def file_written_at(path: str | os.PathLike[str]) -> datetime:
+    """When the file at ``path`` last changed (its modification time, UTC): the latest a change recorded in it,
+    such as a key's demotion, can have happened. Raises ``KeyringFileError`` (``not-found``, ``unreadable``)."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        raise KeyringFileError(Reason.NOT_FOUND, path=str(path)) from None
+    except OSError as error:
+        raise KeyringFileError(Reason.UNREADABLE, path=str(path), detail=error.strerror or "I/O error") from None
+    return datetime.fromtimestamp(status.st_mtime, UTC)
 
 
 def write_keyring_file(

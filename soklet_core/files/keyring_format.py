@@ -10,6 +10,7 @@
     role = "active"                          # or "verification"
     material = "<base64url, no padding>"     # or material_file = "/run/secrets/k", or material_env = "VAR"
     created = 2026-08-01T00:00:00Z
+    retired = 2026-09-01T00:00:00Z           # optional, verification keys only: when it stopped sealing
 
 Parsing is strict: unknown fields, a second material source, a bad id, bad base64url, short material, a
 missing reference, duplicate ids, an id that looks like key material (``key_id_problem``) and anything but
@@ -73,7 +74,7 @@ MAX_KEYRING_FILE_BYTES: Final = 1024 * 1024
 MAX_MATERIAL_FILE_BYTES: Final = 64 * 1024
 
 _TOP_FIELDS: Final = frozenset({"format", "profile", "keys"})
-_KEY_FIELDS: Final = frozenset({"id", "role", "material", "material_file", "material_env", "created"})
+_KEY_FIELDS: Final = frozenset({"id", "role", "material", "material_file", "material_env", "created", "retired"})
 _MATERIAL_FIELDS: Final = ("material", "material_file", "material_env")
 
 
@@ -110,8 +111,9 @@ def render_keyring_document(document: KeyringDocument) -> str:
         else:
             fields["material"] = encode_base64url(entry.key.material)
         # tomli-w spells an offset date-time "2026-08-01 00:00:00+00:00"; the documented form ends in Z.
-        created = entry.created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        lines += ["", "[[keys]]", tomli_w.dumps(fields).rstrip("\n"), f"created = {created}"]
+        lines += ["", "[[keys]]", tomli_w.dumps(fields).rstrip("\n"), f"created = {_utc_text(entry.created)}"]
+        if entry.retired is not None:
+            lines.append(f"retired = {_utc_text(entry.retired)}")
     return "\n".join(lines) + "\n"
 
 
@@ -201,16 +203,12 @@ class _Parser:
             reason = Reason.MATERIAL_SHAPED_KEY_ID if problem is KeyringErrorReason.MATERIAL_SHAPED_KEY_ID else None
             raise self._error(reason or Reason.INVALID_KEY_ID, key=position, field="id")
         role = self._role(label, table)
-        created = table.get("created")
-        if created is None:
+        if table.get("created") is None:
             raise self._error(Reason.MISSING_FIELD, key=label, field="created")
-        if not isinstance(created, datetime) or created.tzinfo is None:
-            raise self._error(Reason.INVALID_CREATED, key=label, field="created")
-        try:
-            created_utc = created.astimezone(UTC)
-        except OverflowError:
-            # 0001-01-01T00:00:00+01:00 is a valid TOML date-time whose UTC time is before year 1.
-            raise self._error(Reason.INVALID_CREATED, key=label, field="created", detail="out of range") from None
+        created_utc = self._moment(label, table, "created")
+        retired_utc = None if table.get("retired") is None else self._moment(label, table, "retired")
+        if retired_utc is not None and role is KeyRole.ACTIVE:
+            raise self._error(Reason.INVALID_FIELD, key=label, field="retired", detail="only a verification key")
         source, field, text = self._material_text(label, table)
         try:
             material = decode_base64url(text)
@@ -221,7 +219,17 @@ class _Parser:
         if len(material) > MAX_KEY_MATERIAL_BYTES:
             raise self._error(Reason.MATERIAL_TOO_LONG, key=label, field=field, detail=f"{len(material)} bytes")
         key = ProtectionKey.from_id_and_bytes(key_id, material)
-        return KeyEntry(key, role, created_utc, source)
+        return KeyEntry(key, role, created_utc, source, retired_utc)
+
+    def _moment(self, label: str, table: dict[str, Any], field: str) -> datetime:
+        value = table[field]
+        if not isinstance(value, datetime) or value.tzinfo is None:
+            raise self._error(Reason.INVALID_CREATED, key=label, field=field)
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            # 0001-01-01T00:00:00+01:00 is a valid TOML date-time whose UTC time is before year 1.
+            raise self._error(Reason.INVALID_CREATED, key=label, field=field, detail="out of range") from None
 
     def _role(self, label: str, table: dict[str, Any]) -> KeyRole:
         role = table.get("role")
@@ -278,6 +286,10 @@ _MATERIAL_FILE_REASONS: Final = {
     Reason.UNTRUSTED_OWNER: Reason.MATERIAL_FILE_INSECURE,
     Reason.UNTRUSTED_FOLDER: Reason.MATERIAL_FILE_INSECURE,
 }
+
+
+def _utc_text(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _key_label(index: int, key_id: str | None) -> str:

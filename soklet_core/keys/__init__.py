@@ -9,7 +9,7 @@
 """
 
 from .base64url import decode_base64url, encode_base64url
-from .errors import KeyInUse, KeyringError, KeyringErrorReason
+from .errors import KeyInUse, KeyringError, KeyringErrorReason, RetiredTooRecently
 from .fingerprint import (
     CURRENT_FINGERPRINT_VERSION,
     FINGERPRINT_VERSIONS,
@@ -20,6 +20,7 @@ from .fingerprint import (
 from .key import (
     CHECK_VALUE_LABEL,
     DEFAULT_KEY_MATERIAL_BYTES,
+    GENERATED_ID_SUFFIX_CHARS,
     MAX_KEY_ID_BYTES,
     MAX_KEY_MATERIAL_BYTES,
     MIN_KEY_MATERIAL_BYTES,
@@ -27,6 +28,7 @@ from .key import (
     check_key_id,
     is_valid_key_id,
     key_id_problem,
+    new_key_id,
 )
 from .keyring import ProtectionKeyring
 from .manager import KeyringManager, SealingReservation
@@ -45,6 +47,7 @@ __all__ = [
     "CURRENT_FINGERPRINT_VERSION",
     "DEFAULT_KEY_MATERIAL_BYTES",
     "FINGERPRINT_VERSIONS",
+    "GENERATED_ID_SUFFIX_CHARS",
     "MATERIAL_HEX_RUN_CHARS",
     "MATERIAL_LONG_RUN_CHARS",
     "MATERIAL_RUN_CHARS",
@@ -62,6 +65,7 @@ __all__ = [
     "KeyringSnapshot",
     "ProtectionKey",
     "ProtectionKeyring",
+    "RetiredTooRecently",
     "SealingReservation",
     "check_key_id",
     "compare",
@@ -70,5 +74,6 @@ __all__ = [
     "is_valid_key_id",
     "key_id_problem",
     "looks_like_key_material",
+    "new_key_id",
     "printable_name",
 ]

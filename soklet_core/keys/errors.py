@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from soklet_core.errors import ErrorReason, SokletError
 
 from .material_shape import looks_like_key_material
@@ -24,6 +26,10 @@ class KeyringErrorReason(ErrorReason):
     UNKNOWN_KEY = "unknown-key", "no key with this id is in the keyring"
     ACTIVE_KEY_REMOVAL = "active-key-removal", "the active key cannot be removed; activate another key first"
     KEY_IN_USE = "key-in-use", "the key still has an outstanding sealing reservation"
+    RETIRED_TOO_RECENTLY = (
+        "retired-too-recently",
+        "the key stopped sealing less than the maximum state lifetime ago: state it sealed may still be open",
+    )
     INVALID_FINGERPRINT = "invalid-fingerprint", "not a valid keyring fingerprint"
 
 
@@ -50,6 +56,21 @@ class KeyringError(SokletError, ValueError):
         else:
             subject = f" (key {key_id!r})"
         super().__init__(reason, f"{reason.value}{subject}: {reason.description}")
+
+
+class RetiredTooRecently(KeyringError):
+    """A verification key may not be removed yet: it stopped sealing less than the maximum state lifetime ago.
+
+    ``removable_at`` is the earliest time (UTC) it may go; ``recorded`` says whether the keyring file records
+    when it stopped sealing (else the bound is the file's last change, see ``check_removal``).
+    """
+
+    __slots__ = ("recorded", "removable_at")
+
+    def __init__(self, key_id: str, removable_at: datetime, *, recorded: bool) -> None:
+        super().__init__(KeyringErrorReason.RETIRED_TOO_RECENTLY, key_id)
+        self.removable_at = removable_at
+        self.recorded = recorded
 
 
 class KeyInUse(KeyringError):

@@ -6,6 +6,8 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any, Final, NoReturn
 
 from .base64url import encode_base64url
@@ -15,6 +17,7 @@ from .material_shape import looks_like_key_material
 __all__ = [
     "CHECK_VALUE_LABEL",
     "DEFAULT_KEY_MATERIAL_BYTES",
+    "GENERATED_ID_SUFFIX_CHARS",
     "MAX_KEY_ID_BYTES",
     "MAX_KEY_MATERIAL_BYTES",
     "MIN_KEY_MATERIAL_BYTES",
@@ -22,6 +25,7 @@ __all__ = [
     "check_key_id",
     "is_valid_key_id",
     "key_id_problem",
+    "new_key_id",
 ]
 
 #: A key id is 1 to this many bytes of RFC 9110 token characters.
@@ -70,6 +74,32 @@ def check_key_id(key_id: object) -> str:
         raise KeyringError(problem)
     assert isinstance(key_id, str)
     return key_id
+
+
+#: The random part of a generated key id: this many characters of ``_SUFFIX_ALPHABET`` (32**5, about 33
+#: million, per second of the clock).
+GENERATED_ID_SUFFIX_CHARS: Final = 5
+# Lowercase letters and digits without the look-alikes 0/o and 1/l: a run this short never looks like material.
+_SUFFIX_ALPHABET: Final = "23456789abcdefghijkmnpqrstuvwxyz"
+
+
+def new_key_id(taken: Iterable[str] = (), *, now: datetime | None = None) -> str:
+    """A fresh key id for a generated key: the UTC date and time to the second and a random suffix, such as
+    ``2026-09-01.120000.k3f9x``.
+
+    A generated id must not repeat one used a moment ago (a key removed minutes earlier, on this instance or
+    another): state sealed under the old key would then meet other material under the same id. The time to the
+    second and a random suffix make a repeat practically impossible; ``taken`` (ids in the keyring) is avoided
+    outright. The id sorts by creation time, is a valid token, and never looks like key material.
+    """
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    stem = moment.strftime("%Y-%m-%d.%H%M%S")
+    avoid = set(taken)
+    while True:
+        suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(GENERATED_ID_SUFFIX_CHARS))
+        candidate = f"{stem}.{suffix}"
+        if candidate not in avoid and key_id_problem(candidate) is None:
+            return candidate
 
 
 class ProtectionKey:

@@ -186,7 +186,7 @@ def test_no_key_can_open_it_exits_4(soklet) -> None:
     # Rotate, then remove the old key: the state stops opening.
     soklet.run("keys", "generate", "--id", "k2", "--role", "active")
     assert soklet.run("inspect-state", "--keyring", RING, "--at", LATER, token).returncode == 0
-    assert soklet.run("keys", "remove", "k1").returncode == 0
+    assert soklet.run("keys", "remove", "k1", "--force").returncode == 0
     assert soklet.run("inspect-state", "--keyring", RING, "--at", LATER, token).returncode == 4
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import stat
+import time
 import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +19,7 @@ from typer.core import TyperGroup
 from soklet_cli._common import parse_duration
 from soklet_cli.app import app
 from soklet_core.files import read_keyring_file
-from soklet_core.keys import ProtectionKey, decode_base64url, encode_base64url
+from soklet_core.keys import GENERATED_ID_SUFFIX_CHARS, ProtectionKey, decode_base64url, encode_base64url
 
 RING = "soklet-keyring.toml"
 
@@ -37,25 +39,41 @@ def write_secret(path: Path, text: str, mode: int = 0o600) -> Path:
 
 
 def test_generate_creates_an_owner_only_file_with_a_dated_active_key(soklet) -> None:
+    before = datetime.now(UTC).replace(microsecond=0)
     result = soklet.run("keys", "generate", "--json")
+    after = datetime.now(UTC)
     assert result.returncode == 0, result.stderr
-    today = datetime.now(UTC).strftime("%Y-%m-%d")
     document = json.loads(result.stdout)
-    assert document["id"] in {today, (datetime.now(UTC) - timedelta(seconds=5)).strftime("%Y-%m-%d")}
+    # The UTC date and time to the second, then a random suffix: 2026-09-01.120000.k3f9x.
+    stem, suffix = document["id"].rsplit(".", 1)
+    assert before <= datetime.strptime(stem, "%Y-%m-%d.%H%M%S").replace(tzinfo=UTC) <= after
+    assert len(suffix) == GENERATED_ID_SUFFIX_CHARS
     assert document["role"] == "active"
     assert document["created_file"] is True
     assert document["fingerprint"]["version"] == 2
     path = soklet.cwd / RING
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert roles(path) == {document["id"]: "active"}
-    # The next one is staged, with a unique date-based id.
+    # The next one is staged, under another id.
     second = json.loads(soklet.run("keys", "generate", "--json").stdout)
-    assert second["id"] == f"{document['id']}.2"
+    assert second["id"] != document["id"]
     assert second["role"] == "verification"
-    third = soklet.run("keys", "generate", "--bytes", "64")
-    assert third.returncode == 0
-    assert f"{document['id']}.3" in third.stdout
-    assert read_keyring_file(path).entry(f"{document['id']}.3").key.size == 64  # type: ignore[union-attr]
+    third = json.loads(soklet.run("keys", "generate", "--bytes", "64", "--json").stdout)
+    assert third["id"] not in {document["id"], second["id"]}
+    assert read_keyring_file(path).entry(third["id"]).key.size == 64  # type: ignore[union-attr]
+
+
+def test_a_generated_id_never_repeats_one_removed_moments_ago(soklet) -> None:
+    assert soklet.run("keys", "generate", "--id", "k1").returncode == 0
+    seen: set[str] = set()
+    for _ in range(3):
+        staged = json.loads(soklet.run("keys", "stage", "--generate", "--json").stdout)
+        assert staged["id"] not in seen
+        seen.add(staged["id"])
+        removed = soklet.run("keys", "remove", staged["id"], "--force")
+        assert removed.returncode == 0, removed.stderr
+    rotated = json.loads(soklet.run("keys", "rotate", "--json").stdout)
+    assert rotated["active"] not in seen
 
 
 def test_generate_refusals(soklet) -> None:
@@ -208,11 +226,11 @@ def test_activate_and_remove(soklet) -> None:
     assert "unknown-key" in unknown.stderr
     assert active.returncode == 1
     assert "active-key-removal" in active.stderr
-    removed = soklet.run("keys", "remove", "k1")
+    removed = soklet.run("keys", "remove", "k1", "--force")  # demoted a moment ago: see the retirement tests
     assert removed.returncode == 0
     assert "removed k1" in removed.stdout
     assert keyring_ids(soklet.cwd / RING) == ["k2"]
-    assert soklet.run("keys", "remove", "k1").returncode == 1
+    assert soklet.run("keys", "remove", "k1", "--force").returncode == 1
 
 
 def test_rotate_prints_former_key_and_safe_removal_time(soklet) -> None:
@@ -333,7 +351,7 @@ def test_walkthrough_first_key_to_rotation_across_two_instances(soklet, tmp_path
     soklet.run("keys", "generate", "--id", "seed", "--keyring", str(b))
     soklet.run("keys", "stage", "--id", "2026-08", "--stdin", "--keyring", str(b), input=first)
     soklet.run("keys", "activate", "2026-08", "--keyring", str(b))
-    soklet.run("keys", "remove", "seed", "--keyring", str(b))
+    soklet.run("keys", "remove", "seed", "--force", "--keyring", str(b))
     assert fingerprint(a) == fingerprint(b)
     # Rotation: stage the same new key everywhere, compare, activate everywhere, wait, remove the old one.
     assert soklet.run("keys", "stage", "--generate", "--id", "2026-09", "--keyring", str(a)).returncode == 0
@@ -346,7 +364,8 @@ def test_walkthrough_first_key_to_rotation_across_two_instances(soklet, tmp_path
         assert soklet.run("keys", "activate", "2026-09", "--keyring", str(path)).returncode == 0
     assert fingerprint(a) == fingerprint(b)
     for path in (a, b):
-        assert soklet.run("keys", "remove", "2026-08", "--keyring", str(path)).returncode == 0
+        # (the wait for the state lifetime is skipped: nothing was sealed)
+        assert soklet.run("keys", "remove", "2026-08", "--force", "--keyring", str(path)).returncode == 0
         assert roles(path) == {"2026-09": "active"}
     assert fingerprint(a) == fingerprint(b)
 
@@ -408,3 +427,62 @@ def test_the_leak_scan_catches_every_form(soklet) -> None:
         with pytest.raises(AssertionError, match="key material leaked"):
             soklet.assert_no_leak()
         soklet.results.pop()
+
+
+def _moment(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def test_remove_refuses_a_key_retired_less_than_the_state_lifetime_ago(soklet) -> None:
+    soklet.run("keys", "generate", "--id", "k1")
+    rotated = soklet.run("keys", "rotate", "--id", "k2", "--json")
+    assert rotated.returncode == 0, rotated.stderr
+    remove_after = json.loads(rotated.stdout)["remove_after"]
+    # The file records when k1 stopped sealing.
+    entry = read_keyring_file(soklet.cwd / RING).entry("k1")
+    assert entry is not None
+    assert entry.retired is not None
+    assert _moment(remove_after) == entry.retired + timedelta(minutes=15)
+    early = soklet.run("keys", "remove", "k1")
+    assert early.returncode == 1
+    assert "stopped sealing less than the state lifetime (15m) ago" in early.stderr
+    assert f"it can be removed after {remove_after} (or now with --force)" in early.stderr
+    assert roles(soklet.cwd / RING) == {"k1": "verification", "k2": "active"}
+    # A shorter lifetime told to the command: removable once it has passed (polled, generous bound).
+    deadline = time.monotonic() + 60
+    while (shorter := soklet.run("keys", "remove", "k1", "--state-lifetime", "1s")).returncode != 0:
+        assert shorter.returncode == 1, shorter.stderr
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert roles(soklet.cwd / RING) == {"k2": "active"}
+
+
+def test_remove_force_removes_at_once_and_activation_clears_the_retired_time(soklet) -> None:
+    soklet.run("keys", "generate", "--id", "k1")
+    soklet.run("keys", "generate", "--id", "k2", "--role", "active")
+    soklet.run("keys", "activate", "k1")  # k1 active again: no retired time; k2 retired now
+    document = read_keyring_file(soklet.cwd / RING)
+    assert document.entry("k1").retired is None  # type: ignore[union-attr]
+    assert document.entry("k2").retired is not None  # type: ignore[union-attr]
+    assert soklet.run("keys", "remove", "k2").returncode == 1
+    forced = soklet.run("keys", "remove", "k2", "--force", "--json")
+    assert forced.returncode == 0, forced.stderr
+    assert roles(soklet.cwd / RING) == {"k1": "active"}
+
+
+def test_a_key_without_a_retired_time_counts_from_the_files_last_change(soklet) -> None:
+    # A file as an older soklet wrote it: no retired field anywhere; it stays readable.
+    soklet.run("keys", "generate", "--id", "k1")
+    soklet.run("keys", "generate", "--id", "k2", "--role", "active")
+    ring = soklet.cwd / RING
+    text = "\n".join(line for line in ring.read_text().splitlines() if not line.startswith("retired")) + "\n"
+    ring.write_text(text)
+    assert read_keyring_file(ring).entry("k1").retired is None  # type: ignore[union-attr]
+    early = soklet.run("keys", "remove", "k1")
+    assert early.returncode == 1
+    assert "does not record when key k1 stopped sealing" in early.stderr
+    hour_ago = time.time() - 3600
+    os.utime(ring, (hour_ago, hour_ago))
+    removed = soklet.run("keys", "remove", "k1")
+    assert removed.returncode == 0, removed.stderr
+    assert roles(ring) == {"k2": "active"}

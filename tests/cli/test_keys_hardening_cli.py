@@ -331,7 +331,9 @@ def test_rotate_prints_the_remove_command_with_its_keyring(soklet) -> None:  # t
     assert rotated.returncode == 0, rotated.stderr
     line = next(line.strip() for line in rotated.stdout.splitlines() if line.strip().startswith("soklet keys remove"))
     assert shlex.split(line) == ["soklet", "keys", "remove", "k1", "--keyring", str(ring)]
-    removed = soklet.run(*shlex.split(line)[1:])
+    early = soklet.run(*shlex.split(line)[1:])
+    assert early.returncode == 1  # not before the time it printed
+    removed = soklet.run(*shlex.split(line)[1:], "--force")
     assert removed.returncode == 0, removed.stderr
     assert [entry.key.id for entry in read_keyring_file(ring).entries] == ["k2"]
 

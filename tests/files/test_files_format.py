@@ -353,3 +353,30 @@ def test_a_hand_edited_id_that_looks_like_material_is_refused_by_position_only()
     assert error.reason is KeyringFileErrorReason.MATERIAL_SHAPED_KEY_ID
     assert (error.key, error.field) == ("keys[1]", "id")
     assert pasted[:16] not in str(error)
+
+
+def test_retired_is_optional_round_trips_and_belongs_to_verification_keys_only() -> None:
+    old = parse_keyring_document(toml(key_table("k1"), key_table("k2", role="verification", material=B_TEXT)))
+    assert [entry.retired for entry in old.entries] == [None, None]  # a file without it stays readable
+    retired = key_table("k2", role="verification", material=B_TEXT, extra="retired = 2026-09-01T02:00:00+02:00\n")
+    document = parse_keyring_document(toml(key_table("k1"), retired))
+    assert document.entry("k2").retired == datetime(2026, 9, 1, tzinfo=UTC)  # type: ignore[union-attr]
+    text = render_keyring_document(document)
+    assert "retired = 2026-09-01T00:00:00Z" in text
+    assert parse_keyring_document(text) == document
+    error = refused(toml(key_table("k1", extra="retired = 2026-09-01T00:00:00Z\n")))
+    assert (error.reason, error.field) == (KeyringFileErrorReason.INVALID_FIELD, "retired")
+    error = refused(toml(key_table("k1"), key_table("k2", role="verification", material=B_TEXT, extra="retired = 3\n")))
+    assert (error.reason, error.field) == (KeyringFileErrorReason.INVALID_CREATED, "retired")
+
+
+def test_a_demotion_records_the_retired_time_and_an_activation_clears_it() -> None:
+    k1, k2 = ProtectionKey("k1", A), ProtectionKey("k2", B)
+    document = KeyringDocument.new(k1, created=WHEN)
+    later = datetime(2026, 9, 1, tzinfo=UTC)
+    rotated = document.with_keyring(document.keyring().with_rotated(k2), now=later)
+    assert rotated.entry("k1").retired == later  # type: ignore[union-attr]
+    assert rotated.entry("k2").retired is None  # type: ignore[union-attr]
+    back = rotated.with_keyring(rotated.keyring().with_activated("k1"), now=later)
+    assert back.entry("k1").retired is None  # type: ignore[union-attr]
+    assert back.entry("k2").retired == later  # type: ignore[union-attr]
