@@ -250,7 +250,8 @@ def deploy_approve(context: RequestContext, arguments: JsonObject) -> CallToolRe
             .build()
         )
     if step >= stages:
-        return CallToolResult.from_text(f"All {stages} stages approved; deploying.")
+        done = "The stage is approved" if stages == 1 else f"All {stages} stages approved"
+        return CallToolResult.from_text(f"{done}; deploying.")
     return (
         InputRequiredResult.with_input_request("stage", _stage_request(step + 1, stages))
         .framework_request_state(_stage_state(step + 1, stages, deadline))
@@ -269,13 +270,18 @@ def _quantity_request() -> InputRequest:
     return form_request(FORM, "How many items?", schema)
 
 
+def _items(quantity: int) -> str:
+    # An app cannot use the CLI's wording helper (the apps sit below the CLI): "1 item", "2 items".
+    return f"{quantity} item" if quantity == 1 else f"{quantity} items"
+
+
 def _confirm_request(quantity: int) -> InputRequest:
     schema = {
         "type": "object",
         "properties": {"confirm": {"type": "boolean", "title": "Place the order"}},
         "required": ["confirm"],
     }
-    return form_request(FORM, f"Place the order for {quantity} items?", schema)
+    return form_request(FORM, f"Place the order for {_items(quantity)}?", schema)
 
 
 _QUANTITY: Final = _quantity_request()
@@ -334,7 +340,7 @@ def _checkout_tool(handles: HandleRepository) -> ToolRegistration:
         await handles.consume_and_replace(context, None)
         if outcome.is_normal_ending or outcome.value("confirm") is False:
             return CallToolResult.from_text("Order not placed.")
-        return CallToolResult.from_text(f"Order placed: {quantity} items.")  # authorize again before side effects
+        return CallToolResult.from_text(f"Order placed: {_items(quantity)}.")  # authorize again before side effects
 
     return order_checkout
 

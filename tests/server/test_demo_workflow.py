@@ -191,7 +191,7 @@ def test_two_principals_interleaved_crossed_handles_consume_nothing(store_url: s
         assert_refused(answer(alice, b2, "confirm", {"confirm": True}))
         bob_done = answer(bob, b2, "confirm", {"confirm": False})
         alice_done = answer(alice, a2, "confirm", {"confirm": True})
-        assert (bob_done.text, alice_done.text) == ("Order not placed.", "Order placed: 1 items.")
+        assert (bob_done.text, alice_done.text) == ("Order not placed.", "Order placed: 1 item.")
 
 
 def test_every_refusal_is_the_same_bytes_and_log_reason(store_url: str, caplog: pytest.LogCaptureFixture) -> None:
