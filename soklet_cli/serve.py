@@ -96,6 +96,7 @@ from ._common import (
 )
 from .exit_codes import ExitCode
 from .keyring_path import InsecureOption, load_document
+from .log_lines import NonBlockingStderr
 from .output import emit_json, fail, file_error_text, shown_path
 from .store_option import StoreOption, run_on_store, shown_store, store_failure
 
@@ -459,7 +460,10 @@ def serve(
             metavar="N",
             min=1,
             max=MAX_SESSIONS_LIMIT,
-            help="Live 2025-era sessions at once; one more initialize gets 503.",
+            help=(
+                "Live 2025-era sessions at once; a partition holds at most a quarter, an anonymous client address "
+                "a sixteenth, and a full share or table ends its longest-idle session for a new one."
+            ),
         ),
     ] = DEFAULT_MAX_SESSIONS,
     session_idle_timeout: Annotated[
@@ -593,15 +597,18 @@ def serve(
     clients ({legacy_versions}: initialize, Mcp-Session-Id sessions, input asked as server-to-client requests)
     side by side; **--protocol modern** refuses a 2025-era initialize with -32022, **--protocol legacy** refuses
     2026-07-28 requests the same way. Sessions live in this process (a fleet behind a load balancer needs sticky
-    routing for 2025-era clients): at most --max-sessions, each ended after --session-idle-timeout unused;
-    --input-timeout bounds each round of input a 2025-era request waits for.
+    routing for 2025-era clients): at most --max-sessions, each ended after --session-idle-timeout unused (8 hours
+    by default: 2025-era clients do not open a new session by themselves); --input-timeout bounds each round of
+    input a 2025-era request waits for.
 
     **--stdio** serves the same app, keyring and protection over standard input and output instead of HTTP, for
     hosts that launch the server by command: one JSON-RPC message per line, at most the request body limit per
     line; standard output carries protocol messages only, and the start-up facts and every log line go to stderr.
     The connection is one 2025-era session (or plain 2026-07-28 requests) with no headers, so admission is
-    anonymous; the HTTP options (--host, --port, the HTTP limits) have no effect and --admin-port is refused.
-    The end of standard input ends the server (exit 0).
+    anonymous; the HTTP options (--host, --port, the HTTP limits but --shutdown-grace) have no effect and
+    --admin-port is refused. At the end of standard input (a pipe, a file, /dev/null or none at all) the requests
+    still running get --shutdown-grace to be answered, then the server exits 0. Log lines that stderr does not
+    take (nobody reads it) are dropped, never waited for.
 
     **Examples**
 
@@ -1053,29 +1060,54 @@ def _protocol_stdout() -> Iterator[BinaryIO]:
 
 
 async def _serve_stdio(server: McpServer, protocol_out: BinaryIO, early_stop: list[int]) -> None:
-    """Serve over standard input and ``protocol_out`` until the input ends or a stop signal comes (both exit 0)."""
+    """Serve over standard input and ``protocol_out`` until the input ends or a stop signal comes (both exit 0).
+
+    Standard input closed at start is an input that has already ended; a regular file or ``/dev/null`` is read as a
+    pipe is. Requests still running at the end of the input get the shutdown grace to be answered. Log lines go
+    to stderr without ever blocking the loop (:class:`~soklet_cli.log_lines.NonBlockingStderr`): a host that does
+    not read stderr loses log lines, never answers or the stop signal."""
     if early_stop:
         return
+    source = sys.stdin.buffer if sys.stdin is not None else None
     try:
-        reader, writer = await open_pipe_streams(sys.stdin.buffer, protocol_out)
-    except (OSError, ValueError) as error:  # a regular file cannot be watched by the event loop
+        reader, writer = await open_pipe_streams(source, protocol_out)
+    except (OSError, ValueError) as error:
         fail(
-            f"--stdio needs standard input and output to be pipes or a terminal ({type(error).__name__})",
+            f"--stdio cannot use standard input or output ({type(error).__name__})",
             ExitCode.IO,
         )
     loop = asyncio.get_running_loop()
-    serving = loop.create_task(StdioTransport(server.legacy_protocol).serve(reader, writer))
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, serving.cancel)
-    try:
-        await serving
-    except asyncio.CancelledError:
-        _logger.info("stop requested: running requests cancelled")
-    finally:
+    transport = StdioTransport(server.legacy_protocol, end_grace_seconds=server.http_limits.shutdown_grace_seconds)
+    with _stderr_never_blocks():
+        serving = loop.create_task(transport.serve(reader, writer))
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        writer.close()
-        await _close_store(server)
+            loop.add_signal_handler(sig, serving.cancel)
+        try:
+            await serving
+        except asyncio.CancelledError:
+            _logger.info("stop requested: running requests cancelled")
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            writer.close()
+            await _close_store(server)
+
+
+@contextlib.contextmanager
+def _stderr_never_blocks() -> Iterator[None]:
+    """The ``soklet`` loggers write through :class:`~soklet_cli.log_lines.NonBlockingStderr` (same format and
+    level) while the block runs; the handlers they had are restored after."""
+    root = logging.getLogger("soklet")
+    previous = root.handlers[:]
+    handler = NonBlockingStderr()
+    if previous:
+        handler.setFormatter(previous[0].formatter)
+    root.handlers[:] = [handler]
+    try:
+        yield
+    finally:
+        root.handlers[:] = previous
+        handler.close()
 
 
 def _quiet_server_class(early_stop: list[int]) -> type[Any]:

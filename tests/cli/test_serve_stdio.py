@@ -3,6 +3,7 @@ holding JSON-RPC lines only and stderr the start-up facts and the logs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -279,6 +281,105 @@ def test_http_protocol_modern_and_session_options_reach_the_server() -> None:
         assert reply.status_code == 400
         assert reply.json()["error"]["code"] == -32022
         assert reply.json()["error"]["data"] == {"supported": [MODERN], "requested": "2025-03-26"}
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(LINE_GUARD_SECONDS) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _command(*arguments: str) -> list[str]:
+    return [sys.executable, "-m", "soklet_cli", "serve", "--stdio", *arguments]
+
+
+def _answers(stdout: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def _piped_modern() -> bytes:
+    return b"".join(json.dumps(modern(n, "tools/list")).encode() + b"\n" for n in range(1, 11))
+
+
+def _piped_legacy() -> bytes:
+    messages = [initialize("2025-11-25"), {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    messages += [{"jsonrpc": "2.0", "id": n, "method": "tools/list"} for n in range(1, 11)]
+    return b"".join(json.dumps(message).encode() + b"\n" for message in messages)
+
+
+def test_stdio_with_dev_null_input_exits_0() -> None:
+    run = subprocess.run(_command(), stdin=subprocess.DEVNULL, capture_output=True, timeout=LINE_GUARD_SECONDS)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout == b""
+    assert b"PermissionError" not in run.stderr
+
+
+def test_stdio_with_closed_input_exits_0() -> None:
+    # The shell starts the server with descriptor 0 closed (a host that gives it no standard input at all).
+    shell = "exec " + " ".join(_command()) + " <&-"
+    run = subprocess.run(["sh", "-c", shell], capture_output=True, timeout=LINE_GUARD_SECONDS)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout == b""
+    assert b"internal error" not in run.stderr
+
+
+@pytest.mark.parametrize(("piped", "expected"), [(_piped_modern(), 10), (_piped_legacy(), 11)])
+def test_stdio_answers_every_request_piped_before_the_end_of_input(piped: bytes, expected: int) -> None:
+    run = subprocess.run(_command(), input=piped, capture_output=True, timeout=LINE_GUARD_SECONDS)
+    assert run.returncode == 0, run.stderr[-2000:]
+    answers = _answers(run.stdout)
+    assert len(answers) == expected
+    assert all("tools" in answer["result"] for answer in answers if answer["id"] != 0)
+
+
+def test_stdio_reads_and_writes_regular_files(tmp_path: Path) -> None:
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(_piped_legacy())
+    answers = tmp_path / "answers.jsonl"
+    with requests.open("rb") as source, answers.open("wb") as target:
+        run = subprocess.run(_command(), stdin=source, stdout=target, stderr=subprocess.PIPE, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert [answer["id"] for answer in _answers(answers.read_bytes())] == list(range(11))
+
+
+def test_stdio_end_of_input_does_not_wait_for_an_answer_nobody_can_give() -> None:
+    """A call that asks the client something after the input ended ends at once: with an hour of grace the
+    process still exits (the guard is the hang bound)."""
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "catalog.continue"}}
+    piped = b"".join(json.dumps(message).encode() + b"\n" for message in (initialize("2025-11-25"), call))
+    run = subprocess.run(
+        _command("--shutdown-grace", "1h"), input=piped, capture_output=True, timeout=LINE_GUARD_SECONDS
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert [answer["id"] for answer in _answers(run.stdout)] == [0]
+
+
+def test_stdio_stops_on_sigterm_while_nobody_reads_its_stderr() -> None:
+    """stderr is a pipe never read: the access log fills it; answers and the stop signal must still go through."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    process = subprocess.Popen(
+        _command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    try:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        count = 3000  # some 300 KiB of access-log lines: several times a pipe's buffer
+        received: list[bytes] = []
+        reader = threading.Thread(target=lambda: received.extend(process.stdout or ()), daemon=True)
+        reader.start()
+
+        def write() -> None:
+            with contextlib.suppress(OSError):
+                for n in range(count):
+                    process.stdin.write(json.dumps(modern(n, "tools/list")).encode() + b"\n")  # type: ignore[union-attr]
+                    process.stdin.flush()  # type: ignore[union-attr]
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        deadline = time.monotonic() + 60
+        while len(received) < count and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling a condition with a generous bound
+        assert len(received) == count  # every answer, though stderr is full
         process.send_signal(signal.SIGTERM)
         assert process.wait(LINE_GUARD_SECONDS) == 0
     finally:

@@ -214,6 +214,10 @@ class LegacySession:
         self._pending[key] = future
         return JsonString.from_value(key), future
 
+    def waiting_for(self, request_id: RequestId) -> bool:
+        """Whether the server request with this id still waits for the client's answer."""
+        return isinstance(request_id, JsonString) and request_id.value in self._pending
+
     def forget(self, request_id: RequestId) -> None:
         """Drop a pending request (its round ended without it); a late answer is then ignored."""
         if isinstance(request_id, JsonString):

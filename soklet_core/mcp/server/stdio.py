@@ -22,7 +22,14 @@ Standard output carries protocol messages only; logs go to standard error (the c
 * **Writes are serialized** through one writer task, so lines never interleave.
 * **Admission** sees no headers: with the default policy every request is anonymous; a policy that needs a bearer
   token refuses every stdio request (401 becomes a JSON-RPC ``-32600`` ``Unauthorized`` line).
-* **End of input** cancels the requests still running, writes what is queued and returns: the process exits 0.
+* **End of input** is the host's way to stop the server, but what it wrote before is answered: the requests still
+  running get the end-of-input grace (the server's shutdown grace, 10 s by default) to finish and be written, as
+  a server over stdio conventionally does (``echo REQUEST | server`` prints the answer); past the grace, and at
+  once for a request that then asks the client something (nobody can answer it), they are cancelled. Then what
+  is queued is written and :meth:`StdioTransport.serve` returns: the process exits 0.
+* **Input that the event loop cannot watch** (a regular file, ``/dev/null``) is read by one worker thread, a chunk
+  at a time and only as fast as the lines are taken (the reader's own flow control), so ``< requests.txt`` and
+  ``< /dev/null`` work like a pipe.
 * One access-log line per answered request on ``soklet.mcp.access``, as the HTTP transport writes it, with
   ``transport=stdio``.
 """
@@ -31,6 +38,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import selectors
+import stat
+import threading
 import time
 from collections.abc import AsyncIterator, Mapping
 from types import MappingProxyType
@@ -47,10 +58,11 @@ from soklet_core.json import (
 )
 from soklet_core.mcp.model.context import RequestId
 from soklet_core.protection import normalize_endpoint_path
-from soklet_core.protocol import PROTOCOL_VERSION_META_KEY
+from soklet_core.protocol import DEFAULT_SHUTDOWN_GRACE_SECONDS, PROTOCOL_VERSION_META_KEY
 
 from .access_log import record_answer
 from .dispatcher import DispatchResult, HttpRequest
+from .http_runner import MAX_TIMEOUT_SECONDS
 from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, McpError
 from .legacy import SESSION_HEADER, LegacyProtocol, LegacyRequest, modern_request
 from .sessions import MAX_INFLIGHT_PER_SESSION, LegacySession
@@ -145,20 +157,39 @@ class _Progress:
 
 
 class _Lines:
-    """The :class:`~.legacy.ClientChannel` of a 2025-era request on stdio: server requests become output lines."""
+    """The :class:`~.legacy.ClientChannel` of a 2025-era request on stdio: server requests become output lines.
 
-    __slots__ = ("_connection",)
+    Once the input has ended, nobody can answer a server request: the request that waits for one counts as
+    cancelled (its round's wait sees it within a second), and a new one is not written."""
+
+    __slots__ = ("_asked", "_connection", "_unanswerable")
 
     def __init__(self, connection: _Connection) -> None:
         self._connection = connection
+        self._asked: set[RequestId] = set()
+        self._unanswerable = False
 
     @property
     def cancelled(self) -> bool:
-        return self._connection.closing
+        connection = self._connection
+        if connection.closing or self._unanswerable:
+            return True
+        if not connection.input_ended or not self._asked:
+            return False
+        session = connection.session
+        self._asked = {asked for asked in self._asked if session is not None and session.waiting_for(asked)}
+        # Sticky: the round's cleanup forgets the request it waited for, and the request must still read as gone.
+        self._unanswerable = bool(self._asked)
+        return self._unanswerable
 
     def send(self, frame: JsonObject) -> None:
+        request_id = frame.get("id")
+        if isinstance(request_id, JsonString | JsonNumber):
+            self._asked.add(request_id)
+            if self._connection.input_ended:
+                return  # it could never be answered: the request ends (see cancelled)
         # A server request must reach the client (its round waits for the answer); a notification may be dropped.
-        self._connection.writer.line(encode_wire(frame), droppable="id" not in frame)
+        self._connection.writer.line(encode_wire(frame), droppable=request_id is None)
 
 
 class StdioTransport:
@@ -171,7 +202,8 @@ class StdioTransport:
     partition).
     ``max_line_bytes`` is the request body limit (default 10 MiB, at most 16 MiB: give the server's own when it
     was built with another); ``output_ceiling_bytes`` replaces a larger answer by a ``-32603`` error, as over
-    HTTP.
+    HTTP; ``end_grace_seconds`` (above 0, at most 3600; default the shutdown grace, 10 s) is how long requests
+    still running at the end of the input may finish.
 
     A 2025-era ``initialize`` creates the connection's one session in the server's session table (a second
     ``initialize`` is refused with ``-32600``); from then on every message without a ``_meta`` protocol version
@@ -180,7 +212,7 @@ class StdioTransport:
     session never expires; an engine that also serves HTTP applies its idle time to it as to any session.
     """
 
-    __slots__ = ("_ceiling", "_engine", "_max_line", "_path")
+    __slots__ = ("_ceiling", "_engine", "_grace", "_max_line", "_path")
 
     def __init__(
         self,
@@ -188,6 +220,7 @@ class StdioTransport:
         *,
         max_line_bytes: int = DEFAULT_REQUEST_BODY_BYTES,
         output_ceiling_bytes: int = RESPONSE_OUTPUT_CEILING_BYTES,
+        end_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS,
     ) -> None:
         if not isinstance(engine, LegacyProtocol):
             raise TypeError("StdioTransport takes the server's LegacyProtocol")
@@ -199,18 +232,27 @@ class StdioTransport:
             raise TypeError("output_ceiling_bytes must be an int")
         if output_ceiling_bytes <= 0:
             raise ValueError("the output ceiling must be positive")
+        if isinstance(end_grace_seconds, bool) or not isinstance(end_grace_seconds, int | float):
+            raise TypeError("end_grace_seconds must be a number")
+        if not 0 < end_grace_seconds <= MAX_TIMEOUT_SECONDS:
+            raise ValueError(f"end_grace_seconds must be above 0 and at most {MAX_TIMEOUT_SECONDS:g}")
+        self._grace = float(end_grace_seconds)
         self._engine = engine
         self._path = normalize_endpoint_path(engine.endpoint_path)
         self._max_line = max_line_bytes
         self._ceiling = output_ceiling_bytes
 
     def __repr__(self) -> str:
-        return f"StdioTransport(max_line_bytes={self._max_line}, output_ceiling_bytes={self._ceiling})"
+        return (
+            f"StdioTransport(max_line_bytes={self._max_line}, output_ceiling_bytes={self._ceiling}, "
+            f"end_grace_seconds={self._grace:g})"
+        )
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Answer the messages of ``reader`` on ``writer`` until the end of the input; then cancel what still runs,
-        end the session, write what is queued and return (the writer stays open: it belongs to the caller).
-        ``asyncio.CancelledError`` (the process is stopping) does the same, then propagates."""
+        """Answer the messages of ``reader`` on ``writer`` until the end of the input; then let what still runs
+        finish within the end-of-input grace, cancel the rest, end the session, write what is queued and return
+        (the writer stays open: it belongs to the caller). ``asyncio.CancelledError`` (the process is stopping)
+        cancels what still runs at once, ends the session, writes what is queued, then propagates."""
         connection = _Connection(self._engine, self._path, self._ceiling, _Writer(writer))
         try:
             async for line in _lines(reader, self._max_line):
@@ -218,6 +260,7 @@ class StdioTransport:
                     connection.oversized(self._max_line)
                 else:
                     await connection.receive(line)
+            await connection.finish(self._grace)
         finally:
             await connection.close()
 
@@ -225,7 +268,7 @@ class StdioTransport:
 class _Connection:
     """The state of one stdio connection: its 2025-era session, the running requests and the output."""
 
-    __slots__ = ("_ceiling", "_engine", "_path", "_session", "_tasks", "closing", "writer")
+    __slots__ = ("_ceiling", "_engine", "_path", "_session", "_tasks", "closing", "input_ended", "writer")
 
     def __init__(self, engine: LegacyProtocol, path: str, ceiling: int, writer: _Writer) -> None:
         self._engine = engine
@@ -235,12 +278,23 @@ class _Connection:
         self._session: LegacySession | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.closing = False
+        self.input_ended = False
+
+    @property
+    def session(self) -> LegacySession | None:
+        """The connection's 2025-era session, once ``initialize`` made it."""
+        return self._session
+
+    async def finish(self, grace: float) -> None:
+        """The input ended: the requests still running get ``grace`` seconds to finish (their answers are
+        written); one that waits for the client's answer to a server request ends within a second, unanswered
+        (nobody can answer it now)."""
+        self.input_ended = True
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=grace)
 
     async def close(self) -> None:
-        """Cancel the running requests, end the session, write what is queued.
-
-        The end of the input is the host's way to stop the server: it has read the answers it wanted, so a request
-        still running then is cancelled, not waited for."""
+        """Cancel the requests still running, end the session, write what is queued."""
         self.closing = True
         for task in self._tasks:
             task.cancel()
@@ -353,18 +407,123 @@ def _meta(message: JsonObject) -> JsonObject:
 
 
 async def open_pipe_streams(
-    read_from: BinaryIO, write_to: BinaryIO
+    read_from: BinaryIO | None, write_to: BinaryIO
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """Asyncio streams over two pipe (or terminal) files of this process: ``read_from`` becomes the reader,
-    ``write_to`` the writer (standard input and output for ``soklet serve --stdio``; ``os.pipe`` ends in tests).
-    A regular file cannot be watched by the event loop and is refused with ``ValueError`` by asyncio."""
+    """Asyncio streams over two files of this process: ``read_from`` becomes the reader, ``write_to`` the writer
+    (standard input and output for ``soklet serve --stdio``; ``os.pipe`` ends in tests).
+
+    A pipe, socket or terminal is watched by the event loop. Any other input (a regular file, ``/dev/null``, which
+    epoll refuses) is read by a worker thread (:class:`_ThreadedInput`); ``None`` (standard input closed) is an
+    input that has already ended. The writer is a pipe, socket or character device watched by the loop, or a
+    regular file written directly (:class:`_FileOutput`)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=_READ_CHUNK, loop=loop)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), read_from)
-    transport, protocol = await loop.connect_write_pipe(
-        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop), write_to
-    )
+    if read_from is None:
+        reader.feed_eof()
+    elif _watchable(read_from.fileno()):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), read_from)
+    else:
+        _ThreadedInput(read_from.fileno(), reader, loop).start()
+    protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop)
+    transport: asyncio.WriteTransport
+    if stat.S_ISREG(os.fstat(write_to.fileno()).st_mode):
+        transport = _FileOutput(write_to.fileno())
+    else:
+        transport, _ = await loop.connect_write_pipe(lambda: protocol, write_to)
     return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+class _FileOutput(asyncio.WriteTransport):
+    """The write side over a regular file (``> answers.jsonl``), which the event loop cannot watch: a file takes
+    every write at once, so each line is written whole where it is queued (one answer, bounded by the output
+    ceiling)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        # The descriptor belongs to the caller (standard output): it stays open.
+        self._closing = True
+
+
+def _watchable(fd: int) -> bool:
+    """Whether the event loop can watch ``fd`` for reading (a pipe, a socket, a terminal; not a regular file and
+    not ``/dev/null``, which epoll refuses)."""
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        return False
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+class _ThreadedInput:
+    """Feeds a :class:`asyncio.StreamReader` from a file the event loop cannot watch, on one daemon thread.
+
+    It stands as the reader's transport, so the reader's own flow control applies: past twice the reader's limit
+    buffered it calls :meth:`pause_reading` and the thread waits until the lines are taken. The thread also waits
+    for each chunk to reach the reader before it reads the next, so at most one chunk is in between."""
+
+    __slots__ = ("_fd", "_go", "_loop", "_reader", "_thread")
+
+    def __init__(self, fd: int, reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> None:
+        self._fd = fd
+        self._reader = reader
+        self._loop = loop
+        self._go = threading.Event()
+        self._go.set()
+        self._thread = threading.Thread(target=self._run, name="soklet-stdin", daemon=True)
+        reader.set_transport(self)  # type: ignore[arg-type]
+
+    def start(self) -> None:
+        """Start reading."""
+        self._thread.start()
+
+    def pause_reading(self) -> None:
+        """The reader holds enough (called on the loop)."""
+        self._go.clear()
+
+    def resume_reading(self) -> None:
+        """The reader was drained (called on the loop)."""
+        self._go.set()
+
+    def _run(self) -> None:
+        fed = threading.Event()
+
+        def feed(chunk: bytes) -> None:
+            if chunk:
+                self._reader.feed_data(chunk)
+            else:
+                self._reader.feed_eof()
+            fed.set()
+
+        while True:
+            self._go.wait()
+            try:
+                chunk = os.read(self._fd, _READ_CHUNK)
+            except OSError:
+                chunk = b""  # an input that fails to read has ended
+            fed.clear()
+            try:
+                self._loop.call_soon_threadsafe(feed, chunk)
+            except RuntimeError:
+                return  # the loop is closed: nobody reads any more
+            if not chunk:
+                return
+            fed.wait()
 
 
 async def _lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[bytes | None]:
