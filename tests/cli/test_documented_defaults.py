@@ -28,6 +28,8 @@ from soklet_core.mcp.server.sessions import (
     MAX_PENDING_PER_SESSION,
     MAX_SESSION_IDLE_SECONDS,
     MAX_SESSIONS_LIMIT,
+    PARTITION_SHARE_DIVISOR,
+    PEER_SHARE_DIVISOR,
 )
 from soklet_core.protocol import (
     DEFAULT_ENDPOINT_PATH,
@@ -70,8 +72,12 @@ STATEMENTS = {
     "docs/conformance.md": [f"**{PROTOCOL_VERSION} requirement set**"],
     "docs/clients.md": [
         f"| sessions per instance | {DEFAULT_MAX_SESSIONS:,} (`DEFAULT_MAX_SESSIONS`), 1–{MAX_SESSIONS_LIMIT:,} |",
-        f"| idle time of a session | {DEFAULT_SESSION_IDLE_SECONDS / 60:g} min (`DEFAULT_SESSION_IDLE_SECONDS`), 1 s–"
+        f"| idle time of a session | {DEFAULT_SESSION_IDLE_SECONDS / 3600:g} h (`DEFAULT_SESSION_IDLE_SECONDS`), 1 s–"
         f"{MAX_SESSION_IDLE_SECONDS / 3600:g} h |",
+        f"a quarter of the table (`PARTITION_SHARE_DIVISOR` = {PARTITION_SHARE_DIVISOR}: "
+        f"{DEFAULT_MAX_SESSIONS // PARTITION_SHARE_DIVISOR} of {DEFAULT_MAX_SESSIONS:,})",
+        f"a sixteenth of the table (`PEER_SHARE_DIVISOR` = {PEER_SHARE_DIVISOR}: "
+        f"{DEFAULT_MAX_SESSIONS // PEER_SHARE_DIVISOR} of {DEFAULT_MAX_SESSIONS:,})",
         f"| requests running in one session | {MAX_INFLIGHT_PER_SESSION} (`MAX_INFLIGHT_PER_SESSION`) |",
         f"awaiting an answer in one session | {MAX_PENDING_PER_SESSION} (`MAX_PENDING_PER_SESSION`) |",
         f"| one round's wait for the client's answers | {DEFAULT_INPUT_TIMEOUT_SECONDS / 60:g} min "
