@@ -28,6 +28,7 @@ from soklet_core.files import (
     check_removal,
     file_written_at,
     read_secret_file,
+    unignored_secret,
     update_keyring_file,
     utc_now,
 )
@@ -83,7 +84,17 @@ from .keyring_path import (
     load_document,
     resolve_keyring_path,
 )
-from .output import SokletCommand, SokletGroup, console, emit_json, error_console, fail, file_error_text, shown_path
+from .output import (
+    SokletCommand,
+    SokletGroup,
+    console,
+    counted,
+    emit_json,
+    error_console,
+    fail,
+    file_error_text,
+    shown_path,
+)
 
 #: The request-state lifetime ``keys rotate`` assumes when told nothing: the server's default maximum.
 DEFAULT_STATE_LIFETIME: Final = DEFAULT_LIFETIME
@@ -170,6 +181,19 @@ def _update(
     return result.before, result.after, result.written
 
 
+def warn_if_unignored(path: Path) -> None:
+    """One sentence on stderr when the secret file just written at ``path`` sits in a git work tree that does
+    not ignore it (the core decides; silent without git)."""
+    exposed = unignored_secret(path)
+    if exposed is not None:
+        error_console.print(
+            f"soklet: warning: {shown_path(path)} holds secrets and is inside the git work tree "
+            f"{shown_path(exposed.work_tree)} without being ignored: add it to .gitignore",
+            markup=False,
+            highlight=False,
+        )
+
+
 def _existing(document: KeyringDocument | None, path: Path) -> KeyringDocument:
     if document is None:
         fail(f"{shown_path(path)}: not-found: no such file; create one with: soklet keys generate", ExitCode.IO)
@@ -238,6 +262,7 @@ def generate(
         return document.with_keyring(changed, now=now)
 
     before, after, _written = _update(path, change, allow_insecure)
+    warn_if_unignored(path)
     new_id = created[-1]
     entry = after.entry(new_id)
     assert entry is not None
@@ -400,6 +425,8 @@ def stage(
         return document.with_keyring(current.with_staged(key), now=now)
 
     _before, after, written = _update(path, change, allow_insecure)
+    if written:
+        warn_if_unignored(path)
     key = staged[-1]
     role = _role_of(after, key.id)
     if as_json:
@@ -643,6 +670,7 @@ def rotate(
 
     before, after, _written = _update(path, change, allow_insecure)
     assert before is not None
+    warn_if_unignored(path)
     key = rotated[-1]
     former = before.active_entry.key.id
     # The time the file records the former key stopped sealing: what keys remove counts from.
@@ -726,6 +754,7 @@ def export(
         except KeyringFileError as error:
             hint = " (pass --force to replace it)" if error.reason is KeyringFileErrorReason.ALREADY_EXISTS else ""
             fail(f"{file_error_text(error)}{hint}", ExitCode.IO)
+        warn_if_unignored(output)
         if as_json:
             emit_json({"id": entry.key.id, "output": str(output), "check_value": entry.key.check_value_text})
         else:
@@ -875,6 +904,7 @@ def _rotate_fleet(
             write_record(record_path, state)
         except KeyringFileError as error:
             fail(file_error_text(error), ExitCode.IO)
+        warn_if_unignored(record_path)
     finished = _run_rotation(targets, state, record_path, key, emit)
     emit(
         {
@@ -964,7 +994,8 @@ def _plan(state: RotationRecord, fleet: Path, record_path: Path, dry_run: bool) 
 def _confirm(yes: bool, state: RotationRecord) -> None:
     if yes:
         return
-    question = f"Rotate {len(state.instances)} instances to key {state.new_key} and remove {state.former_key}?"
+    instances = counted(len(state.instances), "instance")
+    question = f"Rotate {instances} to key {state.new_key} and remove {state.former_key}?"
     if not typer.confirm(question, default=False):
         fail("not confirmed; nothing changed", ExitCode.USAGE)
 
@@ -1015,7 +1046,7 @@ def _event_lines(event: dict[str, Any]) -> list[str]:
         instances = ", ".join(printable_name(name) for name in event["instances"])
         steps = ", ".join(event["steps"]) or "every step is done"
         return [
-            f"{title}: rotate {len(event['instances'])} instances ({instances})",
+            f"{title}: rotate {counted(len(event['instances']), 'instance')} ({instances})",
             f"  new key {event['new_key']} (check {event['check_value'][:8]}), former key {event['former_key']}",
             f"  steps: {steps}",
             f"  record: {shown_path(event['record'])}",

@@ -49,6 +49,7 @@ from .fleet_file import (
     parse_fleet_file,
     read_fleet_file,
 )
+from .git_ignore import GIT_CHECK_TIMEOUT_SECONDS, MAX_WORK_TREE_DEPTH, UnignoredSecret, unignored_secret
 from .keyring_file import (
     KEYRING_FILE_MODE,
     KeyringUpdate,
@@ -71,6 +72,7 @@ from .signature import MAX_SIGNED_FILE_BYTES, FileSignature, file_signature
 
 __all__ = [
     "DEFAULT_FLEET_TIMEOUT_SECONDS",
+    "GIT_CHECK_TIMEOUT_SECONDS",
     "KEYRING_FILE_MODE",
     "KEYRING_FORMAT",
     "LOCK_SUFFIX",
@@ -84,6 +86,7 @@ __all__ = [
     "MAX_MATERIAL_FILE_BYTES",
     "MAX_SIGNED_FILE_BYTES",
     "MAX_TEMP_SCAN_ENTRIES",
+    "MAX_WORK_TREE_DEPTH",
     "STALE_TEMP_SECONDS",
     "TEMP_PREFIX",
     "TEMP_SUFFIX",
@@ -104,6 +107,7 @@ __all__ = [
     "MaterialEnv",
     "MaterialFile",
     "MaterialSource",
+    "UnignoredSecret",
     "atomic_write",
     "check_admin_url",
     "check_folders",
@@ -127,6 +131,7 @@ __all__ = [
     "read_secret_file",
     "remove_stale_temp_files",
     "render_keyring_document",
+    "unignored_secret",
     "update_keyring_file",
     "utc_now",
     "write_keyring_file",
