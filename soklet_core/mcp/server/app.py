@@ -87,9 +87,11 @@ class McpServer:
       (the default) serves the 2025 era (``initialize``, ``Mcp-Session-Id`` sessions, server-to-client requests
       over SSE; 2025-11-25, 2025-06-18, 2025-03-26) beside 2026-07-28; ``MODERN`` refuses a 2025-era
       ``initialize`` with -32022; ``LEGACY`` refuses 2026-07-28 requests with -32022.
-    * ``max_sessions`` — live 2025-era sessions at once (default 1024, 1..65536; past it ``initialize`` gets
-      503); ``session_idle_seconds`` — an unused session with nothing running ends after this long (default
-      1800, 1..86400). Sessions live in this process: a fleet needs sticky routing for 2025-era clients.
+    * ``max_sessions`` — live 2025-era sessions at once (default 1024, 1..65536; a partition holds at most a
+      quarter, an anonymous peer a sixteenth, and a full share or table ends its longest-idle session for a new
+      one); ``session_idle_seconds`` — an unused session with nothing running ends after this long (default
+      28800, eight hours; 1..86400). Sessions live in this process: a fleet needs sticky routing for 2025-era
+      clients.
     * ``input_timeout_seconds`` — how long a 2025-era request waits for the client's answers to one round of
       server-to-client requests (default 300, 1..3600).
     * ``mounts`` — path prefix (``"/link/"``: starts and ends with ``/``, outside the endpoint path) → a plain
