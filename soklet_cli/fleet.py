@@ -34,7 +34,7 @@ from soklet_core.keys import Fingerprint, printable_name
 
 from ._common import DURATION_HELP, check_duration, fleet_targets, parse_duration, parse_file
 from .exit_codes import ExitCode
-from .output import SokletCommand, SokletGroup, console, emit_json, fail
+from .output import SokletCommand, SokletGroup, console, counted, emit_json, fail
 
 __all__ = ["WAIT_INTERVAL_SECONDS", "fleet_app"]
 
@@ -276,20 +276,19 @@ def _row(reading: InstanceReading) -> list[Text]:
 
 def _summary(report: FleetReport) -> str:
     count = report.instance_count
-    noun = "instance" if count == 1 else "instances"
+    instances = counted(count, "instance")
     if report.status is FleetStatus.DUPLICATED:
-        listed = len(report.readings)
-        return f"duplicated: {listed} listings are {count} {noun}; list each instance once"
+        return f"duplicated: {counted(len(report.readings), 'listing')} are {instances}; list each instance once"
     if report.status is FleetStatus.CONVERGED:
         first = report.readings[0].snapshot if report.readings else None
         shown = f"; fingerprint {first.fingerprint}" if first is not None else ""
-        return f"converged: {count} {noun}{shown}"
+        return f"converged: {instances}{shown}"
     if report.status is FleetStatus.UNREACHABLE:
         down = ", ".join(printable_name(reading.name) for reading in report.unreachable)
-        return f"unreachable: {len(report.unreachable)} of {count} {noun} did not answer ({down})"
+        return f"unreachable: {len(report.unreachable)} of {instances} did not answer ({down})"
     if report.status is FleetStatus.INCOMPARABLE:
-        return f"incomparable: the {noun} report fingerprints of different versions"
-    return f"diverged: {count} {noun} do not hold the same keyring"
+        return "incomparable: the instances report fingerprints of different versions"
+    return f"diverged: {instances} do not hold the same keyring"
 
 
 def _json(report: FleetReport, checks: int, elapsed_ms: int) -> dict[str, Any]:
