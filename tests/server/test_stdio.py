@@ -15,6 +15,7 @@ import pytest
 from soklet_apps import demo
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import McpServer
+from soklet_core.mcp.server.http_runner import MAX_TIMEOUT_SECONDS
 from soklet_core.mcp.server.legacy import LegacyProtocol, ProtocolEras
 from soklet_core.mcp.server.stdio import StdioTransport, open_pipe_streams
 from soklet_core.protection import ProtectionConfig
@@ -459,3 +460,14 @@ def test_a_closed_output_drops_answers_and_the_input_still_ends_cleanly(caplog: 
     assert len(said) == 1  # said once, however many answers were dropped
     assert said[0].startswith("standard output closed (")
     assert said[0].endswith("): answers are dropped")
+
+
+def test_the_end_of_input_grace_is_bounded() -> None:
+    engine = _engine()
+    assert "end_grace_seconds=10" in repr(StdioTransport(engine))  # the shutdown grace by default
+    StdioTransport(engine, end_grace_seconds=MAX_TIMEOUT_SECONDS)
+    for bad in (0, MAX_TIMEOUT_SECONDS + 0.001):
+        with pytest.raises(ValueError, match="end_grace_seconds"):
+            StdioTransport(engine, end_grace_seconds=bad)
+    with pytest.raises(TypeError):
+        StdioTransport(engine, end_grace_seconds=True)
