@@ -24,12 +24,12 @@ Standard output carries protocol messages only; logs go to standard error (the c
   token refuses every stdio request (401 becomes a JSON-RPC ``-32600`` ``Unauthorized`` line).
 * **End of input** is the host's way to stop the server, but what it wrote before is answered: the requests still
   running get the end-of-input grace (the server's shutdown grace, 10 s by default) to finish and be written, as
-  a server over stdio conventionally does (``echo REQUEST | server`` prints the answer); past the grace, and at
-  once for a request that then asks the client something (nobody can answer it), they are cancelled. Then what
-  is queued is written and :meth:`StdioTransport.serve` returns: the process exits 0.
+  a server over stdio conventionally does (``echo REQUEST | server`` prints the answer); past the grace they are
+  cancelled, and a request waiting for the client's answer to a server request (nobody can answer it now) within a
+  second. Then what is queued is written and :meth:`StdioTransport.serve` returns: the process exits 0.
 * **Input that the event loop cannot watch** (a regular file, ``/dev/null``) is read by one worker thread, a chunk
   at a time and only as fast as the lines are taken (the reader's own flow control), so ``< requests.txt`` and
-  ``< /dev/null`` work like a pipe.
+  ``< /dev/null`` work like a pipe; a regular file as output is written directly (``> answers.jsonl``).
 * One access-log line per answered request on ``soklet.mcp.access``, as the HTTP transport writes it, with
   ``transport=stdio``.
 """
@@ -209,7 +209,8 @@ class StdioTransport:
     ``initialize`` is refused with ``-32600``); from then on every message without a ``_meta`` protocol version
     belongs to it, the client's responses included. The session ends with the input. Idle sessions are swept only
     when another session is created: under ``soklet serve --stdio`` nothing else creates one, so the connection's
-    session never expires; an engine that also serves HTTP applies its idle time to it as to any session.
+    session never expires; an engine that also serves HTTP applies its idle time and its eviction to it as to any
+    session.
     """
 
     __slots__ = ("_ceiling", "_engine", "_grace", "_max_line", "_path")
