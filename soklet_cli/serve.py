@@ -578,7 +578,8 @@ def serve(
     file is refused with one logged reason and the running keyring stays. With **--admin-port** a second listener serves
     the admin API (docs/fleet.md): GET /v1/keyring, POST /v1/keyring/stage|activate|remove|reload (written to the
     keyring file first), GET /v1/health, GET /metrics; every request needs **Authorization: Bearer TOKEN** from
-    --admin-token-file or --admin-token-env. A non-loopback --admin-host needs --admin-tls-cert/--admin-tls-key
+    --admin-token-file or --admin-token-env, except the readiness probe GET /v1/ready (503 while the store does not
+    answer). A non-loopback --admin-host needs --admin-tls-cert/--admin-tls-key
     (or --allow-insecure-admin).
 
     HTTP limits (see docs/server.md): request head --max-head-bytes (431), --header-timeout (connection closed),
