@@ -202,7 +202,7 @@ class PostgresStore:
             await connection.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
             cursor = await connection.execute(_SQL.partition_usage, usage)
             row = await cursor.fetchone()
-            count, size = (0, 0) if row is None else (int(row[0]), int(row[1]))
+            count, size = (0, 0) if row is None else (int(row[0]), int(row[1]))  # PostgreSQL reads sizes cheaply
             if not quota.admits(count, size, record.document):
                 raise StoreError(StoreErrorReason.QUOTA, "insert_task")
             await connection.execute(_SQL.insert_task, values)

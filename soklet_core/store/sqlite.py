@@ -57,7 +57,7 @@ from .records import (
 from .statements import SQLITE, Statements, bound_params, replace_task_params
 from .url import StoreUrl
 
-__all__ = ["SQLITE_MAX_BATCH", "SQLITE_MAX_QUEUED_WRITES", "SQLITE_READERS", "SqliteStore"]
+__all__ = ["SQLITE_MAX_BATCH", "SQLITE_MAX_QUEUED_WRITES", "SQLITE_READERS", "SQLITE_USAGE_ENTRIES", "SqliteStore"]
 
 #: How many reader threads (and so read connections) one SQLite store runs; writes have one thread of their own.
 SQLITE_READERS: Final = 3
@@ -65,6 +65,9 @@ SQLITE_READERS: Final = 3
 SQLITE_MAX_BATCH: Final = 64
 #: The most writes that may wait for the writer at once; one more is refused as unavailable.
 SQLITE_MAX_QUEUED_WRITES: Final = 1024
+
+#: The most partitions whose task usage the writer remembers at once; past it the memory starts afresh.
+SQLITE_USAGE_ENTRIES: Final = 4096
 
 #: The pause between two tries to switch a fresh file to WAL (on a worker thread, never the event loop).
 _WAL_RETRY_SECONDS: Final = 0.01
@@ -197,6 +200,66 @@ def _file_identity(path: Path) -> tuple[int, int]:
     return status.st_dev, status.st_ino
 
 
+class _Usage:
+    """What each partition holds of live tasks (count, document bytes), as the writer thread last counted it, so a
+    creation under a quota does not re-read every document of its partition (SQLite reads a text's whole content to
+    measure it). Used by the writer thread only.
+
+    An entry is exact while nothing else changed the file: the writer adds its own inserts and document size
+    changes, a purge or a lost batch forgets everything, a commit by another connection (``PRAGMA data_version``
+    moves) forgets everything, and an entry is counted again once its earliest expiry has passed."""
+
+    __slots__ = ("_entries", "_version")
+
+    def __init__(self) -> None:
+        # partition -> [tasks, bytes, earliest expiry in epoch ms or -1 for none]
+        self._entries: dict[str, list[int]] = {}
+        self._version: object = None
+
+    def clear(self) -> None:
+        """Forget every count (the next creation in each partition counts again)."""
+        self._entries.clear()
+
+    def counted(self, connection: sqlite3.Connection, partition: str, now: int) -> tuple[int, int]:
+        """The partition's (tasks, bytes) not expired at ``now``: remembered, or counted now."""
+        version = connection.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._version:
+            self._entries.clear()
+            self._version = version
+        entry = self._entries.get(partition)
+        if entry is None or 0 <= entry[2] <= now:
+            count, size, earliest = connection.execute(_SQL.partition_usage, (partition, now)).fetchone()
+            if len(self._entries) >= SQLITE_USAGE_ENTRIES:
+                self._entries.clear()
+            entry = [int(count), int(size), -1 if earliest is None else int(earliest)]
+            self._entries[partition] = entry
+        return entry[0], entry[1]
+
+    def added(self, partition: str, size: int, expires: int | None) -> None:
+        """One task of ``size`` document bytes stored in ``partition`` (expiring at ``expires``)."""
+        entry = self._entries.get(partition)
+        if entry is None:
+            return
+        entry[0] += 1
+        entry[1] += size
+        if expires is not None and (entry[2] < 0 or expires < entry[2]):
+            entry[2] = expires
+
+    def tracks(self, partition: str) -> bool:
+        """Whether ``partition`` has a remembered count (a document size change must then be added to it)."""
+        return partition in self._entries
+
+    def resized(self, partition: str, delta: int) -> None:
+        """A document of ``partition`` grew (or shrank) by ``delta`` bytes."""
+        entry = self._entries.get(partition)
+        if entry is not None:
+            entry[1] += delta
+
+
+def _byte_length(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 class _Write:
     """One queued write: its work, and where its outcome goes (a future of the caller's event loop)."""
 
@@ -231,9 +294,10 @@ def _settle(writes: list[_Write]) -> None:
 class _Writer:
     """The store's one writer thread: takes queued writes in batches and commits each batch once."""
 
-    def __init__(self, path: Path, guard: _FileGuard) -> None:
+    def __init__(self, path: Path, guard: _FileGuard, usage: _Usage) -> None:
         self._path = path
         self._guard = guard
+        self._usage = usage
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         # Guards `_stopping` together with the queue, so that no write is queued behind the stop mark.
         self._lock = threading.Lock()
@@ -327,6 +391,7 @@ class _Writer:
 
     def _refuse(self, batch: list[_Write]) -> None:
         """Fail every write of ``batch``: the store's file is gone, what it commits would be lost."""
+        self._usage.clear()  # counted with writes that now never happened
         for write in batch:
             write.outcome = (False, StoreError(StoreErrorReason.UNAVAILABLE, f"{write.operation}: the store is lost"))
         self._hand_back(batch)
@@ -365,6 +430,7 @@ class _Writer:
             connection.execute("RELEASE soklet_write")
 
     def _fail(self, batch: list[_Write], error: sqlite3.Error) -> None:
+        self._usage.clear()  # the batch's writes were rolled back: their counts with them
         for write in batch:
             write.outcome = (False, _translate(error, write.operation))
         self._hand_back(batch)
@@ -398,6 +464,7 @@ class SqliteStore:
         self._readers: ThreadPoolExecutor | None = None
         self._writer: _Writer | None = None
         self._guard: _FileGuard | None = None
+        self._usage = _Usage()
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -464,7 +531,8 @@ class SqliteStore:
             raise StoreError(StoreErrorReason.UNAVAILABLE, f"open: {type(error).__name__}") from None
         self._guard = _FileGuard(self._path, identity)
         self._readers = ThreadPoolExecutor(max_workers=SQLITE_READERS, thread_name_prefix="soklet-sqlite")
-        self._writer = _Writer(self._path, self._guard)
+        self._usage.clear()
+        self._writer = _Writer(self._path, self._guard, self._usage)
         try:
             await self._write("open", _create_schema)
         except BaseException:
@@ -503,15 +571,17 @@ class SqliteStore:
     async def insert_task(self, record: TaskRecord, *, quota: TaskQuota | None = None) -> None:
         """Store a new task; ``StoreError(CONFLICT)`` when its id exists, ``StoreError(QUOTA)`` past ``quota``."""
         values = task_values(record)
-        usage = (record.partition, to_millis(record.created_at))
+        partition, now = record.partition, to_millis(record.created_at)
+        expires = None if record.expires_at is None else to_millis(record.expires_at)
 
         def work(connection: sqlite3.Connection) -> None:
             if quota is not None:
                 # Counted under the writer's lock, in the insert's transaction: no other write comes between.
-                count, size = connection.execute(_SQL.partition_usage, usage).fetchone()
-                if not quota.admits(int(count), int(size), record.document):
+                count, size = self._usage.counted(connection, partition, now)
+                if not quota.admits(count, size, record.document):
                     raise StoreError(StoreErrorReason.QUOTA, "insert_task")
             connection.execute(_SQL.insert_task, values)
+            self._usage.added(partition, _byte_length(record.document), expires)
 
         await self._write("insert_task", work)
 
@@ -530,8 +600,16 @@ class SqliteStore:
         params = replace_task_params(stored, expected_version)
 
         def work(connection: sqlite3.Connection) -> bool:
+            before = None
+            if self._usage.tracks(record.partition):  # one row's document, to keep the partition's count exact
+                row = connection.execute(_SQL.document_bytes, (record.task_id,)).fetchone()
+                before = None if row is None else int(row[0])
             cursor = connection.execute(_SQL.replace_task, params)
-            return cursor.rowcount == 1
+            if cursor.rowcount != 1:
+                return False
+            if before is not None:
+                self._usage.resized(record.partition, _byte_length(record.document) - before)
+            return True
 
         return stored if await self._write("replace_task", work) else None
 
@@ -565,7 +643,10 @@ class SqliteStore:
         millis = to_millis(now)
 
         def work(connection: sqlite3.Connection) -> int:
-            return connection.execute(_SQL.delete_expired_tasks, (millis,)).rowcount
+            deleted: int = connection.execute(_SQL.delete_expired_tasks, (millis,)).rowcount
+            if deleted:
+                self._usage.clear()
+            return deleted
 
         return await self._write("delete_expired_tasks", work)
 

@@ -77,8 +77,10 @@ class Statements:
     replace_task: str = field(init=False)
     count_tasks: str = field(init=False)
     delete_expired_tasks: str = field(init=False)  # (now,)
-    #: What one partition holds of live tasks (not expired at ``now``): (partition, now) -> (count, document bytes).
+    #: What one partition holds of live tasks (not expired at ``now``): (partition, now) -> (count, document bytes,
+    #: the earliest expiry among them or NULL).
     partition_usage: str = field(init=False)
+    document_bytes: str = field(init=False)  # (task_id,) -> the byte length of its document
     insert_handle: str = field(init=False)  # handle_values(record)
     #: The live entry of exactly one binding: (handle, tenant, principal, partition, operation, now). An anonymous
     #: principal (NULL) matches only NULL.
@@ -116,8 +118,11 @@ class Statements:
             "count_tasks": "SELECT status, COUNT(*) FROM soklet_tasks GROUP BY status",
             "delete_expired_tasks": f"DELETE FROM soklet_tasks WHERE expires_at IS NOT NULL AND expires_at <= {mark}",
             "partition_usage": (
-                f"SELECT COUNT(*), COALESCE(SUM({self.dialect.byte_length.format('document')}), 0) FROM soklet_tasks"
-                f" WHERE partition = {mark} AND (expires_at IS NULL OR expires_at > {mark})"
+                f"SELECT COUNT(*), COALESCE(SUM({self.dialect.byte_length.format('document')}), 0), MIN(expires_at)"
+                f" FROM soklet_tasks WHERE partition = {mark} AND (expires_at IS NULL OR expires_at > {mark})"
+            ),
+            "document_bytes": (
+                f"SELECT {self.dialect.byte_length.format('document')} FROM soklet_tasks WHERE task_id = {mark}"
             ),
             "insert_handle": f"INSERT INTO soklet_handles ({_HANDLES}) VALUES ({handle_marks})",
             "peek_handle": f"SELECT {_HANDLES} FROM soklet_handles WHERE {bound}",
