@@ -419,7 +419,9 @@ class TaskManager:
         """The background work: sweep for orphans each interval, purge the expired tasks every purge interval.
         A failing store is logged and tried again at the next interval."""
         loop = asyncio.get_running_loop()
-        next_purge = loop.time()
+        # The first purge one interval after the start: a task that expired as a client looked at it is told
+        # "expired" to its owner a while before it is gone.
+        next_purge = loop.time() + self._purge_seconds
         while True:
             try:
                 await self.open()
