@@ -243,7 +243,8 @@ def show(
         ("subject", "(anonymous)" if record.subject is None else _shown(record.subject)),
         ("round", str(run.round)),
         ("attempts", str(run.attempts)),
-        ("lease holder", "-" if run.holder is None else _shown(run.holder)),
+        # Checked against the shape soklet writes (tasks.task_run): shown whole, even a host name of hex digits.
+        ("lease holder", "-" if run.holder is None else run.holder),
         ("lease expires", time_text(run.lease_expires_at) or "-"),
     ]
     rows += [("waiting for", f"{_shown(item['key'])} ({_shown(item['method'])})") for item in outstanding]

@@ -207,3 +207,42 @@ def test_show_of_a_working_task_names_its_lease_holder_expiry_and_attempts(
         assert after["task"]["run"]["lease_expires_at"] is None
     finally:
         served.stop()
+
+
+def test_show_prints_a_hex_host_holder_whole_and_an_edited_one_never(soklet: Soklet, sqlite_store_url: str) -> None:
+    def document(owner: str) -> str:
+        return json.dumps(
+            {
+                "v": 1,
+                "arguments": {},
+                "capabilities": {},
+                "ttlMs": None,
+                "pollIntervalMs": 500,
+                "round": 2,
+                "issued": [],
+                "lease": 1_790_000_000_000,
+                "owner": owner,
+                "attempts": 3,
+            }
+        )
+
+    container = "a1b2c3d4e5f6/1234/deadbeef"  # a container's host name is hex digits: still shown whole
+    edited = "[red]x\x1b[2J/1/zz"
+    seed_tasks(
+        sqlite_store_url,
+        [
+            replace(task("held", TaskStatus.WORKING), document=document(container)),
+            replace(task("edited", TaskStatus.WORKING, offset_s=1), document=document(edited)),
+        ],
+    )
+    held = json.loads(soklet.run("tasks", "show", "held", "--store", sqlite_store_url, "--json").stdout)["task"]
+    assert held["run"] == {
+        "lease_holder": container,
+        "lease_expires_at": "2026-09-21T14:13:20.000Z",
+        "attempts": 3,
+        "round": 2,
+    }
+    assert container in soklet.run("tasks", "show", "held", "--store", sqlite_store_url).stdout
+    shown = soklet.run("tasks", "show", "edited", "--store", sqlite_store_url)
+    assert "(unrecognised)" in shown.stdout
+    assert "\x1b" not in shown.output

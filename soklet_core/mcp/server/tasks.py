@@ -36,6 +36,7 @@ import hashlib
 import inspect
 import logging
 import os
+import re
 import secrets
 import socket
 from collections.abc import Callable, Mapping
@@ -100,6 +101,7 @@ __all__ = [
     "ORPHAN_SWEEP_SECONDS",
     "PURGE_INTERVAL_SECONDS",
     "TASK_NOT_FOUND_MESSAGE",
+    "UNRECOGNISED_HOLDER",
     "TaskManager",
     "TaskRun",
     "detailed_task",
@@ -148,6 +150,11 @@ _CAS_TRIES: Final = 8
 _DOCUMENT_VERSION: Final = 1
 # The most characters of the host name a lease holder's name keeps.
 _HOST_CHARS: Final = 64
+# A lease holder's name as this module writes it (host/pid/suffix), or as earlier versions did (16 hex digits); the
+# classes are separated by "/", which none of them holds, so nothing can backtrack.
+_HOLDER: Final = re.compile(r"[A-Za-z0-9.-]{1,64}/[0-9]{1,10}/[0-9a-f]{8}|[0-9a-f]{16}")
+#: What :func:`task_run` reports for a lease holder the record names in another shape (an edited store).
+UNRECOGNISED_HOLDER: Final = "(unrecognised)"
 
 
 def _holder_name() -> str:
@@ -1056,8 +1063,9 @@ def detailed_task(record: TaskRecord) -> bytes:
 class TaskRun:
     """Who runs a task's step, as its record says (for operator tools such as ``soklet tasks show``).
 
-    ``holder`` is the lease holder (``host/pid/suffix`` of the :class:`TaskManager` running the step; ``None``
-    when no process holds it), ``lease_expires_at`` when its lease runs out unless renewed (``None``: no lease),
+    ``holder`` is the lease holder (``host/pid/suffix`` of the :class:`TaskManager` running the step, checked
+    against that shape so that it can be printed as it is, else :data:`UNRECOGNISED_HOLDER`; ``None`` when no
+    process holds it), ``lease_expires_at`` when its lease runs out unless renewed (``None``: no lease),
     ``attempts`` how many step runs this round has started (re-runs after a lost lease included; past
     :data:`MAX_STEP_ATTEMPTS` the task fails) and ``round`` the step's round."""
 
@@ -1072,4 +1080,7 @@ def task_run(record: TaskRecord) -> TaskRun:
     :class:`~soklet_core.json.JsonError` when the record's document does not read."""
     document = _Document.from_text(record.document)
     lease = None if document.lease is None else from_millis(document.lease)
-    return TaskRun(holder=document.owner, lease_expires_at=lease, attempts=document.attempts, round=document.round)
+    holder = document.owner
+    if holder is not None and not _HOLDER.fullmatch(holder):
+        holder = UNRECOGNISED_HOLDER
+    return TaskRun(holder=holder, lease_expires_at=lease, attempts=document.attempts, round=document.round)
