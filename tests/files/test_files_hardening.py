@@ -33,8 +33,9 @@ Reason = KeyringFileErrorReason
 #: The uid of "nobody": a user other than the one running the tests.
 OTHER_UID = 65534
 A_TEXT = encode_base64url(bytes(range(32)))
-#: How long a read of a special file may take before the test calls it a hang.
-PROMPT = 5.0
+#: How long a read of a special file may take before the test calls it a hang (a hang is forever: generous, so a
+#: busy machine is not taken for one).
+PROMPT = 30.0
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 

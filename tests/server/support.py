@@ -45,7 +45,7 @@ def running(server: McpServer, *, on_start: list[uvicorn.Server] | None = None) 
         on_start.append(userver)
     thread = threading.Thread(target=userver.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while not userver.started:
         if time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")

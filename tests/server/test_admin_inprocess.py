@@ -65,7 +65,7 @@ def admin(tmp_path: Path, keys: tuple[ProtectionKey, ProtectionKey]) -> Iterator
     server = uvicorn_server_class()(limited_uvicorn_config(app, HttpLimits(), log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while not server.started:
         assert time.monotonic() < deadline
         time.sleep(0.01)

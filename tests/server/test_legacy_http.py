@@ -306,17 +306,18 @@ def test_a_client_that_leaves_cancels_the_running_handler(base_url: str, entries
         entries.cancelled.clear()
         before = entries["slow"]
         message = client.message("tools/call", {"name": "slow", "arguments": {}})
-        # The handler runs for ten seconds unless cancelled; the client gives up (and closes) after one.
+        # The handler runs for ten seconds unless cancelled; the client gives up (and closes) after five, time
+        # enough for a busy machine to have started it.
         with pytest.raises(httpx.ReadTimeout):
-            client.http.post(client.url, content=json.dumps(message).encode(), headers=client.headers(), timeout=1.0)
+            client.http.post(client.url, content=json.dumps(message).encode(), headers=client.headers(), timeout=5.0)
         assert entries["slow"] > before
-        assert entries.cancelled.wait(10)
+        assert entries.cancelled.wait(60)
     finally:
         client.close()
 
 
 def _wait_for(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while not condition():
         assert time.monotonic() < deadline, "the condition never held"
         time.sleep(0.02)
