@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import json
 import socket
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -87,19 +86,21 @@ async def _servers() -> AsyncIterator[dict[str, str]]:
 def test_each_failure_is_an_outcome_with_fixed_text() -> None:
     async def scenario(closed: str) -> tuple[list[AdminTarget], tuple[InstanceReading, ...]]:
         async with _servers() as servers:
-            targets = [AdminTarget(name, url, TOKEN, timeout=1.0) for name, url in servers.items()]
-            targets.append(AdminTarget("closed", closed, TOKEN, timeout=1.0))
+            # Only the silent instance is meant to run out of time: the others get a bound a busy machine meets.
+            targets = [
+                AdminTarget(name, url, TOKEN, timeout=1.0 if name == "silent" else 30.0)
+                for name, url in servers.items()
+            ]
+            targets.append(AdminTarget("closed", closed, TOKEN, timeout=30.0))
             return targets, await read_snapshots(targets)
 
     # The probe stays bound, never listening, for the whole scenario: a connection to it is refused, and no server
     # the scenario starts on port 0 can be given its port (released early, it was once handed to "good").
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        started = time.monotonic()
         targets, answers = asyncio.run(scenario(f"http://127.0.0.1:{probe.getsockname()[1]}"))
     readings = {reading.name: reading for reading in answers}
-    # Concurrent: the silent instance costs its own timeout once, not once per instance.
-    assert time.monotonic() - started < 5
+    # That the reads run at once is shown without a clock by test_at_most_max_concurrent_reads_in_flight.
     assert readings["good"].snapshot is not None
     assert readings["good"].snapshot.instance == "good"
     assert readings["unauthorized"].problem == "HTTP 401: the admin token was refused"
@@ -176,10 +177,11 @@ def test_an_answer_slower_than_httpx_default_but_within_the_timeout_is_read() ->
     good = json.dumps(document(keyring(A, B), "slow")).encode()
 
     async def scenario() -> tuple[InstanceReading, ...]:
-        # httpx's own default timeout is 5 s; the target's timeout (8 s) is the one that counts.
+        # httpx's own default timeout is 5 s; the target's timeout (30 s, met by a busy machine too) is the one
+        # that counts.
         server, url = await _serve(_answer("200 OK", good, delay=5.5))
         try:
-            return await read_snapshots([AdminTarget("slow", url, TOKEN, timeout=8)])
+            return await read_snapshots([AdminTarget("slow", url, TOKEN, timeout=30)])
         finally:
             server.close()
 

@@ -77,7 +77,7 @@ class Instance:
         assert reply.status_code == 200, reply.text
         return dict(reply.json())
 
-    def wait_for(self, predicate: Callable[[], bool], seconds: float = 15.0) -> None:
+    def wait_for(self, predicate: Callable[[], bool], seconds: float = 60.0) -> None:
         """Poll ``predicate`` until true (a generous bound: "does not hang", not a timing)."""
         deadline = time.monotonic() + seconds
         while not predicate():
