@@ -148,7 +148,7 @@ def check(
             "--wait",
             metavar="DURATION",
             callback=_check_wait,
-            help=f"Re-check until converged or DURATION passes ({DURATION_HELP}).",
+            help=f"Re-check until converged (or duplicated) or DURATION passes ({DURATION_HELP}).",
         ),
     ] = None,
     timeout: Annotated[
@@ -212,7 +212,7 @@ async def _run(
         return compare_fleet(await read_snapshots(targets), expect=expect)
 
     report = await once()
-    if deadline is None or report.status is FleetStatus.CONVERGED:
+    if deadline is None or report.status in _FINAL:
         if live:
             console.print(_render(report, None))
         return report, checks
@@ -221,18 +221,22 @@ async def _run(
         while time.monotonic() < deadline:
             await asyncio.sleep(min(WAIT_INTERVAL_SECONDS, max(deadline - time.monotonic(), 0)))
             report = await once()
-            if report.status is FleetStatus.CONVERGED:
+            if report.status in _FINAL:
                 break
         return report, checks
     # People watch the table change in place (as kubectl rollout status gates a deploy); a log or pipe gets
     # the final table only.
     with Live(_render(report, deadline), console=console, auto_refresh=False) as display:
-        while report.status is not FleetStatus.CONVERGED and time.monotonic() < deadline:
+        while report.status not in _FINAL and time.monotonic() < deadline:
             await asyncio.sleep(min(WAIT_INTERVAL_SECONDS, max(deadline - time.monotonic(), 0)))
             report = await once()
             display.update(_render(report, deadline), refresh=True)
         display.update(_render(report, None), refresh=True)
     return report, checks
+
+
+# Verdicts --wait does not check again: converged, and duplicated (the listing is wrong; time does not mend it).
+_FINAL: Final = frozenset({FleetStatus.CONVERGED, FleetStatus.DUPLICATED})
 
 
 def _render(report: FleetReport, deadline: float | None) -> Group:

@@ -185,6 +185,9 @@ def test_one_instance_listed_twice_is_named_and_not_converged(check: Soklet, fle
     document = json.loads(check.run("fleet", "check", "--fleet", "twice.toml", "--json").stdout)
     assert (document["status"], document["exit_code"]) == ("duplicated", 2)
     assert document["duplicates"] == [{"instance": "a", "names": ["a", "a-again"]}]
+    # --wait does not check again: waiting does not mend a listing.
+    document = json.loads(check.run("fleet", "check", "--fleet", "twice.toml", "--json", "--wait", "5m").stdout)
+    assert (document["status"], document["checks"]) == ("duplicated", 1)
     # Two URLs on the command line to one instance: the same.
     result = check.run("fleet", "check", "--token-file", "token", url, url + "/")
     assert result.returncode == 2, result.output
