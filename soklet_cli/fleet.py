@@ -169,9 +169,10 @@ def check(
     key, and every key id holding the same bytes everywhere. Otherwise the report names each difference: a
     different active key, a key missing on some instances, or the same key id with other bytes on some.
 
-    Instances are counted by the name their snapshot reports (**soklet serve --instance**), not by how they are
-    listed: listings that report one name are named as duplicates (one instance listed twice, or instances
-    sharing a name), and a fleet that agrees but has duplicates is not converged but duplicated (exit 2).
+    Instances are counted by what their snapshot reports (the serving process's random identity; from an older
+    build, its **soklet serve --instance** name), not by how they are listed: listings that report one instance
+    are named as duplicates, and a fleet that agrees but has duplicates is not converged but duplicated (exit
+    2). Distinct instances reporting one name (such as the default) are counted each, with a warning.
 
     **Examples**
 
@@ -181,9 +182,9 @@ def check(
 
       soklet fleet check --resolve soklet-admin.prod.svc:9001 --token-file /run/secrets/admin --wait 5m
 
-    **Exit codes**: 0 converged (and equal to --expect when given); 1 diverged; 2 usage, or duplicated
-    (several listings report one instance); 3 an instance is unreachable or the fingerprints are of different
-    versions (incomparable).
+    **Exit codes**: 0 converged (and equal to --expect when given; a shared name is only a warning); 1
+    diverged; 2 usage, or duplicated (several listings report one instance); 3 an instance is unreachable or
+    the fingerprints are of different versions (incomparable).
     """
     sources = sum((bool(urls), fleet is not None, resolve is not None))
     if sources != 1:
@@ -252,6 +253,9 @@ def _render(report: FleetReport, deadline: float | None) -> Group:
     if report.duplicates:
         parts.append(Text("duplicates:"))
         parts += [Text(f"  - {duplicate.describe()}") for duplicate in report.duplicates]
+    if report.shared_names:
+        parts.append(Text("warning: shared names:"))
+        parts += [Text(f"  - {shared.describe()}") for shared in report.shared_names]
     parts.append(Text(_summary(report)))
     if deadline is not None:
         remaining = max(deadline - time.monotonic(), 0)
@@ -315,4 +319,5 @@ def _json(report: FleetReport, checks: int, elapsed_ms: int) -> dict[str, Any]:
         ],
         "differences": [difference.to_json() for difference in report.differences],
         "duplicates": [duplicate.to_json() for duplicate in report.duplicates],
+        "shared_names": [shared.to_json() for shared in report.shared_names],
     }

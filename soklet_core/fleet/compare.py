@@ -3,15 +3,18 @@
 The verdict, in order of precedence: **unreachable** (an instance gave no valid snapshot), **incomparable**
 (fingerprints of different versions, compared with :meth:`Fingerprint.compare`), **diverged** (a key-level
 difference, different fingerprints, or not the ``expect``-ed fingerprint), **duplicated** (all agree, but
-several listings report one instance name), else **converged**. The differences are listed whatever the
-verdict, from the instances that answered: a different active key, a key missing on some instances, and the
-same key id holding other bytes (other check values) on some instances.
+several listings report one instance), else **converged**. The differences are listed whatever the verdict,
+from the instances that answered: a different active key, a key missing on some instances, and the same key id
+holding other bytes (other check values) on some instances.
 
-An instance is identified by what its snapshot says (``instance``, the name ``soklet serve --instance`` gives
-it), not by how it was listed: two listings (URLs, fleet-file names, addresses) that report one name are one
-instance listed twice, or instances sharing a name, and either way the check covers fewer instances than it
-lists. They are named as :class:`Duplicate` whatever the verdict, and a fleet that would otherwise be converged
-is **duplicated**: "converged" must mean that every instance meant was seen.
+An instance is identified by what its snapshot says, not by how it was listed: by its ``process_id`` (the random
+identity each serving process makes at start), or, from an older build that reports none, by its ``instance``
+name. Listings (URLs, fleet-file names, addresses) that report one identity are one instance listed several
+times: the check covers fewer instances than it lists, so they are named as :class:`Duplicate` whatever the
+verdict, and a fleet that would otherwise be converged is **duplicated** ("converged" must mean that every
+instance meant was seen). Distinct instances that report one name (such as the default ``soklet``) are each
+seen, so the verdict stands; they are named as :class:`SharedName`, a warning, because logs, metrics and the
+admin audit name instances by that name and cannot tell them apart.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ __all__ = [
     "Duplicate",
     "FleetReport",
     "FleetStatus",
+    "SharedName",
     "compare_fleet",
     "parse_expected_fingerprint",
 ]
@@ -55,7 +59,7 @@ class FleetStatus(enum.StrEnum):
     DIVERGED = "diverged"
     UNREACHABLE = "unreachable"
     INCOMPARABLE = "incomparable"
-    #: Every instance agrees, but several listings report one instance name (see :class:`Duplicate`).
+    #: Every instance agrees, but several listings report one instance (see :class:`Duplicate`).
     DUPLICATED = "duplicated"
 
 
@@ -127,14 +131,21 @@ class Difference:
 
 @dataclass(frozen=True, slots=True)
 class Duplicate:
-    """Listings whose snapshots report one instance name: ``instance`` is that name, ``names`` the listings'."""
+    """Listings whose snapshots report one instance: ``instance`` is its reported name, ``names`` the listings',
+    ``process_id`` its process identity (``None``: an older build, identified by its name alone)."""
 
     instance: str
     names: tuple[str, ...]
+    process_id: str | None = None
 
     def describe(self) -> str:
         """One line for people: which listings point to one instance, and what to do."""
         names = ", ".join(printable_name(name) for name in self.names)
+        if self.process_id is not None:
+            return (
+                f"{names} report one instance, {printable_name(self.instance)} (the same process): one instance "
+                f"listed {len(self.names)} times (list it once)"
+            )
         return (
             f"{names} report one instance, {printable_name(self.instance)}: one instance listed "
             f"{len(self.names)} times, or instances sharing a name (give each its own --instance)"
@@ -142,18 +153,41 @@ class Duplicate:
 
     def to_json(self) -> dict[str, Any]:
         """The duplicate as a JSON-ready document."""
-        return {"instance": self.instance, "names": list(self.names)}
+        return {"instance": self.instance, "process_id": self.process_id, "names": list(self.names)}
+
+
+@dataclass(frozen=True, slots=True)
+class SharedName:
+    """Distinct instances (other process identities) that report one name: ``instance`` is that name, ``names``
+    the listings reporting it and ``instances`` how many instances they are. A warning, not a verdict."""
+
+    instance: str
+    names: tuple[str, ...]
+    instances: int
+
+    def describe(self) -> str:
+        """One line for people: which instances share a name, and why it matters."""
+        names = ", ".join(printable_name(name) for name in self.names)
+        return (
+            f"{names} are {self.instances} instances reporting one name, {printable_name(self.instance)}: logs, "
+            "metrics and the admin audit cannot tell them apart (give each its own --instance)"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The shared name as a JSON-ready document."""
+        return {"instance": self.instance, "names": list(self.names), "instances": self.instances}
 
 
 @dataclass(frozen=True, slots=True)
 class FleetReport:
-    """The readings, the verdict, the differences and the duplicated listings of one check."""
+    """The readings, the verdict, the differences, the duplicated listings and the shared names of one check."""
 
     status: FleetStatus
     readings: tuple[InstanceReading, ...]
     differences: tuple[Difference, ...]
     expected: Fingerprint | None = None
     duplicates: tuple[Duplicate, ...] = ()
+    shared_names: tuple[SharedName, ...] = ()
 
     @property
     def unreachable(self) -> tuple[InstanceReading, ...]:
@@ -162,9 +196,17 @@ class FleetReport:
 
     @property
     def instance_count(self) -> int:
-        """How many instances the readings are: one per reported name, plus each listing that did not answer."""
-        answered = {reading.snapshot.instance for reading in self.readings if reading.snapshot is not None}
+        """How many instances the readings are: one per reported identity, plus each listing that did not answer."""
+        answered = {_identity(reading.snapshot) for reading in self.readings if reading.snapshot is not None}
         return len(answered) + len(self.unreachable)
+
+
+def _identity(snapshot: AdminSnapshot) -> tuple[str, str]:
+    # What tells instances apart: the process identity, or the name from an older build that reports none. The
+    # tag keeps a name from ever equalling an identity.
+    if snapshot.process_id is not None:
+        return ("process", snapshot.process_id)
+    return ("name", snapshot.instance)
 
 
 def parse_expected_fingerprint(text: str) -> Fingerprint:
@@ -228,7 +270,7 @@ def compare_fleet(readings: Sequence[InstanceReading], *, expect: Fingerprint | 
                     _grouped((name, str(snapshot.fingerprint)) for name, snapshot in answered if name in others),
                 )
             )
-    duplicates = _duplicates(readings)
+    duplicates, shared_names = _duplicates(readings)
     if len(answered) < len(readings):
         status = FleetStatus.UNREACHABLE
     elif incomparable:
@@ -239,16 +281,36 @@ def compare_fleet(readings: Sequence[InstanceReading], *, expect: Fingerprint | 
         status = FleetStatus.DUPLICATED
     else:
         status = FleetStatus.CONVERGED
-    return FleetReport(status, tuple(readings), tuple(differences), expect, duplicates)
+    return FleetReport(status, tuple(readings), tuple(differences), expect, duplicates, shared_names)
 
 
-def _duplicates(readings: Sequence[InstanceReading]) -> tuple[Duplicate, ...]:
-    # Grouped by the name each snapshot reports, in order of first appearance; only groups of two or more.
-    groups: dict[str, list[str]] = {}
+def _duplicates(readings: Sequence[InstanceReading]) -> tuple[tuple[Duplicate, ...], tuple[SharedName, ...]]:
+    # Listings grouped by the identity their snapshots report, and by the name, in order of first appearance:
+    # an identity listed twice is a duplicate; a name reported by two identities is shared.
+    by_identity: dict[tuple[str, str], list[str]] = {}
+    reported: dict[tuple[str, str], AdminSnapshot] = {}
+    by_name: dict[str, list[str]] = {}
+    identities: dict[str, set[tuple[str, str]]] = {}
     for reading in readings:
-        if reading.snapshot is not None:
-            groups.setdefault(reading.snapshot.instance, []).append(reading.name)
-    return tuple(Duplicate(instance, tuple(names)) for instance, names in groups.items() if len(names) > 1)
+        snapshot = reading.snapshot
+        if snapshot is None:
+            continue
+        identity = _identity(snapshot)
+        by_identity.setdefault(identity, []).append(reading.name)
+        reported.setdefault(identity, snapshot)
+        by_name.setdefault(snapshot.instance, []).append(reading.name)
+        identities.setdefault(snapshot.instance, set()).add(identity)
+    duplicates = tuple(
+        Duplicate(reported[identity].instance, tuple(names), reported[identity].process_id)
+        for identity, names in by_identity.items()
+        if len(names) > 1
+    )
+    shared = tuple(
+        SharedName(name, tuple(names), len(identities[name]))
+        for name, names in by_name.items()
+        if len(identities[name]) > 1
+    )
+    return duplicates, shared
 
 
 def _key_differences(answered: Sequence[tuple[str, AdminSnapshot]]) -> list[Difference]:

@@ -23,10 +23,11 @@ that must stage again asks for the same file (its check value must match the rec
 (``verify-staged``), active everywhere (``activate``), the wait over (``wait``: no instance reports a reservation
 on the former key, or a fact that lets a state sealed under it live on), the former key gone (``remove``). The
 wait counts from the latest of: the recorded activation, when each instance says the new key was created (it
-was staged before it was activated) and when each says the former key last sealed a state. Only an activation
-this process saw itself is taken without such a report: when no instance reports either fact (keyrings held in
-memory only, no seal since they started), a resumed wait counts from the resume. So an edited
-``activated_at_ms`` can lengthen the wait but never shorten it.
+was staged before it was activated), when each says the former key stopped sealing (its ``retired`` time) and
+when each says the former key last sealed a state. Only an activation this process saw itself is taken without
+such a report: when no instance reports any of these (keyrings held in memory only, no seal since they started),
+a resumed wait counts from the resume. So an edited ``activated_at_ms`` can lengthen the wait but never shorten
+it.
 """
 
 from __future__ import annotations
@@ -413,36 +414,38 @@ async def _wait(
 
 def _reported_start(readings: Sequence[InstanceReading], record: RotationRecord) -> tuple[int, str] | None:
     """The latest moment (Unix ms) and the instance reporting it, of what the instances say bounds the wait's
-    start from below: the new key's creation (it was staged before it was activated) and the former key's last
-    seal (a reservation taken before the activation may seal after it). ``None`` when no instance reports one."""
+    start from below: the new key's creation (it was staged before it was activated), the former key's
+    retirement (when it stopped sealing there) and its last seal (a reservation taken before the activation may
+    seal after it). ``None`` when no instance reports one."""
     latest: tuple[int, str] | None = None
     for reading in readings:
         snapshot = reading.snapshot
         if snapshot is None:
             continue
-        for moment in (_created_ms(snapshot, record.new_key), _last_sealed_ms(snapshot, record.former_key)):
+        new, former = snapshot.key(record.new_key), snapshot.key(record.former_key)
+        moments = (
+            _moment_ms(None if new is None else new.created),
+            _moment_ms(None if former is None else former.retired),
+            None if former is None else former.last_sealed_ms,
+        )
+        for moment in moments:
             if moment is not None and (latest is None or moment > latest[0]):
                 latest = (moment, reading.name)
     return latest
 
 
-def _created_ms(snapshot: AdminSnapshot, key_id: str) -> int | None:
-    key = snapshot.key(key_id)
-    if key is None or key.created is None:
+def _moment_ms(text: str | None) -> int | None:
+    # A snapshot's ISO 8601 time (created, retired) as Unix milliseconds.
+    if text is None:
         return None
     try:
-        created = datetime.fromisoformat(key.created)
+        moment = datetime.fromisoformat(text)
     except ValueError:
         # An instance's own text, not ours to repair: it then bounds nothing.
         return None
-    if created.tzinfo is None:
-        created = created.replace(tzinfo=UTC)
-    return round(created.timestamp() * 1000)
-
-
-def _last_sealed_ms(snapshot: AdminSnapshot, key_id: str) -> int | None:
-    key = snapshot.key(key_id)
-    return None if key is None else key.last_sealed_ms
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return round(moment.timestamp() * 1000)
 
 
 def _mismatch(record: RotationRecord, readings: Sequence[InstanceReading], now_ms: int) -> str | None:

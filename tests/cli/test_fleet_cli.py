@@ -134,15 +134,17 @@ def test_json_shape(check: Soklet, fleet: dict[str, Served]) -> None:
     document = json.loads(result.stdout)
     assert set(document) == {
         "status", "exit_code", "checks", "elapsed_ms", "expected", "instances", "differences", "duplicates",
+        "shared_names",
     }  # fmt: skip
     assert document["duplicates"] == []
+    assert document["shared_names"] == []
     assert (document["status"], document["exit_code"], document["checks"]) == ("diverged", 1, 1)
     first = document["instances"][0]
     assert set(first) == {"name", "url", "reachable", "problem", "elapsed_ms", "snapshot"}
     assert first["snapshot"]["instance"] == "a"
     assert set(first["snapshot"]) == {
         "instance", "profile", "generation", "active", "verification", "keys",
-        "max_state_lifetime_ms", "max_state_rounds", "fingerprint",
+        "max_state_lifetime_ms", "max_state_rounds", "fingerprint", "process_id",
     }  # fmt: skip
     (difference,) = document["differences"]
     assert difference["kind"] == "same-id-other-bytes"
@@ -172,19 +174,22 @@ def test_fleet_file_and_expect(check: Soklet, fleet: dict[str, Served]) -> None:
 
 def test_one_instance_listed_twice_is_named_and_not_converged(check: Soklet, fleet: dict[str, Served]) -> None:
     """A fleet file listing a twice, under two names and two spellings of its URL: instances are counted by the
-    name their snapshots report, the duplicate is named, and the verdict is duplicated (exit 2), not converged."""
+    process identity their snapshots report, the duplicate is named, and the verdict is duplicated (exit 2), not
+    converged."""
     url = fleet["a"].admin_url
     listed = (("a", url), ("a-again", url + "/"), ("b", fleet["b"].admin_url))
     instances = "".join(f'[[instances]]\nname = "{name}"\nurl = "{address}"\n' for name, address in listed)
     (check.cwd / "twice.toml").write_text(f'[defaults]\nadmin_token_file = "token"\n\n{instances}')
     result = check.run("fleet", "check", "--fleet", "twice.toml")
     assert result.returncode == 2, result.output
-    assert "a, a-again report one instance, a: one instance listed 2 times" in result.stdout
+    assert "a, a-again report one instance, a (the same process): one instance listed 2 times" in result.stdout
     assert "duplicated: 3 listings are 2 instances; list each instance once" in result.stdout
     assert "converged" not in result.stdout
     document = json.loads(check.run("fleet", "check", "--fleet", "twice.toml", "--json").stdout)
     assert (document["status"], document["exit_code"]) == ("duplicated", 2)
-    assert document["duplicates"] == [{"instance": "a", "names": ["a", "a-again"]}]
+    process_id = document["instances"][0]["snapshot"]["process_id"]
+    assert document["duplicates"] == [{"instance": "a", "process_id": process_id, "names": ["a", "a-again"]}]
+    assert document["shared_names"] == []
     # --wait does not check again: waiting does not mend a listing.
     document = json.loads(check.run("fleet", "check", "--fleet", "twice.toml", "--json", "--wait", "5m").stdout)
     assert (document["status"], document["checks"]) == ("duplicated", 1)
@@ -196,7 +201,42 @@ def test_one_instance_listed_twice_is_named_and_not_converged(check: Soklet, fle
     result = check.run("fleet", "check", "--token-file", "token", url, url + "/", fleet["d"].admin_url)
     assert result.returncode == 1, result.output
     assert "diverged: 2 instances do not hold the same keyring" in result.stdout
-    assert "report one instance, a: one instance listed 2 times" in result.stdout
+    assert "report one instance, a (the same process): one instance listed 2 times" in result.stdout
+
+
+def test_distinct_instances_on_the_default_name_converge(
+    check: Soklet, fleet: dict[str, Served], tmp_path: Path
+) -> None:
+    """Two served instances both left on the default --instance name are two processes, not one listed twice:
+    converged (exit 0), counted twice, the shared name a warning (in the text and in --json)."""
+    (tmp_path / "token").write_text(f"ops:{TOKEN}\n")
+    (tmp_path / "token").chmod(0o600)
+    served: list[Served] = []
+    try:
+        for name in ("x", "y"):
+            shutil.copy2(fleet["a"].keyring, tmp_path / f"{name}.toml")
+            served.append(Served(tmp_path, name, tmp_path / f"{name}.toml", named=False))
+        urls = [instance.admin_url for instance in served]
+        result = check.run("fleet", "check", "--token-file", "token", *urls)
+        assert result.returncode == 0, result.output
+        assert "converged: 2 instances; fingerprint v2:" in result.stdout
+        assert "duplicat" not in result.stdout
+        assert "warning: shared names:" in result.stdout
+        assert "are 2 instances reporting one name, soklet" in result.stdout
+        document = json.loads(check.run("fleet", "check", "--token-file", "token", "--json", *urls).stdout)
+        assert (document["status"], document["exit_code"], document["duplicates"]) == ("converged", 0, [])
+        snapshots = [instance["snapshot"] for instance in document["instances"]]
+        assert [snapshot["instance"] for snapshot in snapshots] == ["soklet", "soklet"]
+        assert snapshots[0]["process_id"] != snapshots[1]["process_id"]
+        names = [instance["name"] for instance in document["instances"]]
+        assert document["shared_names"] == [{"instance": "soklet", "names": names, "instances": 2}]
+        # One of them listed twice among them is still a duplicate.
+        result = check.run("fleet", "check", "--token-file", "token", *urls, urls[0] + "/")
+        assert result.returncode == 2, result.output
+        assert "duplicated: 3 listings are 2 instances" in result.stdout
+    finally:
+        for instance in served:
+            instance.stop()
 
 
 def test_resolve_localhost_checks_every_address(check: Soklet, fleet: dict[str, Served]) -> None:

@@ -30,14 +30,16 @@ META = {
 
 class Served:
     """One ``soklet serve --admin-port 0`` with its own keyring file; ``url`` is the MCP endpoint,
-    ``admin_url`` the admin base URL."""
+    ``admin_url`` the admin base URL. It reports ``name`` as its instance name, or, when not ``named``, the
+    default one (``--instance`` not given)."""
 
-    def __init__(self, folder: Path, name: str, keyring: Path, *extra: str) -> None:
+    def __init__(self, folder: Path, name: str, keyring: Path, *extra: str, named: bool = True) -> None:
         self.name = name
         self.keyring = keyring
         self.log = (folder / f"{name}.log").open("w")
         command = [sys.executable, "-m", "soklet_cli", "serve", "--port", "0", "--json", "--keyring", str(keyring)]
-        command += ["--admin-port", "0", "--admin-token-file", str(folder / "token"), "--instance", name, *extra]
+        command += ["--admin-port", "0", "--admin-token-file", str(folder / "token")]
+        command += [*(["--instance", name] if named else []), *extra]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.log, text=True)
         assert self.process.stdout is not None
         facts = json.loads(self.process.stdout.readline())

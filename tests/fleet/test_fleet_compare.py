@@ -9,11 +9,12 @@ from soklet_core.fleet import (
     Duplicate,
     FleetStatus,
     InstanceReading,
+    SharedName,
     compare_fleet,
     parse_expected_fingerprint,
 )
 from soklet_core.keys import FingerprintComparison
-from tests.fleet.support_snapshots import B_OTHER, A, B, keyring, reading, snapshot
+from tests.fleet.support_snapshots import B_OTHER, A, B, keyring, process_id_of, reading, snapshot
 
 
 def test_converged() -> None:
@@ -108,12 +109,51 @@ def test_listings_reporting_one_instance_are_duplicates() -> None:
     again = InstanceReading("a-again", "http://a.other:9001", snapshot(ring, "a"))
     report = compare_fleet([reading("a", ring), again, reading("b", ring)])
     assert report.status is FleetStatus.DUPLICATED
-    assert report.duplicates == (Duplicate("a", ("a", "a-again")),)
+    assert report.duplicates == (Duplicate("a", ("a", "a-again"), process_id_of("a")),)
     assert report.instance_count == 2
-    assert report.duplicates[0].describe().startswith("a, a-again report one instance, a: one instance listed 2 times")
+    assert report.duplicates[0].describe() == (
+        "a, a-again report one instance, a (the same process): one instance listed 2 times (list it once)"
+    )
     # A difference outranks a duplicate: the verdict stays diverged, the duplicate still named.
     other = compare_fleet([reading("a", ring), again, reading("c", keyring(A, B_OTHER))])
     assert other.status is FleetStatus.DIVERGED
-    assert other.duplicates == (Duplicate("a", ("a", "a-again")),)
+    assert other.duplicates == (Duplicate("a", ("a", "a-again"), process_id_of("a")),)
     # Distinct names: no duplicate, whatever the URLs.
     assert compare_fleet([reading("a", ring), reading("b", ring)]).duplicates == ()
+
+
+def test_distinct_processes_sharing_a_name_are_distinct_instances() -> None:
+    """Two instances left on the default name are two processes: converged, counted twice, the shared name a
+    warning; the same process listed twice among them is still a duplicate."""
+    ring = keyring(A, B)
+    one = reading("10.0.0.5", ring, instance="soklet", process_id=process_id_of("one"))
+    two = reading("10.0.0.6", ring, instance="soklet", process_id=process_id_of("two"))
+    report = compare_fleet([one, two])
+    assert report.status is FleetStatus.CONVERGED
+    assert report.duplicates == ()
+    assert report.instance_count == 2
+    assert report.shared_names == (SharedName("soklet", ("10.0.0.5", "10.0.0.6"), 2),)
+    assert (
+        report.shared_names[0]
+        .describe()
+        .startswith("10.0.0.5, 10.0.0.6 are 2 instances reporting one name, soklet: logs, metrics and the admin audit")
+    )
+    again = reading("one-again", ring, instance="soklet", process_id=process_id_of("one"))
+    report = compare_fleet([one, two, again])
+    assert report.status is FleetStatus.DUPLICATED
+    assert report.duplicates == (Duplicate("soklet", ("10.0.0.5", "one-again"), process_id_of("one")),)
+    assert report.shared_names == (SharedName("soklet", ("10.0.0.5", "10.0.0.6", "one-again"), 2),)
+    assert report.instance_count == 2
+
+
+def test_an_older_build_is_identified_by_its_name() -> None:
+    """Snapshots without a process identity (an older build): one name is one instance, as before; an older and
+    a newer build reporting one name are two instances sharing it."""
+    ring = keyring(A, B)
+    old = compare_fleet([reading("a", ring, legacy=True), reading("a-again", ring, instance="a", legacy=True)])
+    assert old.status is FleetStatus.DUPLICATED
+    assert old.duplicates == (Duplicate("a", ("a", "a-again")),)
+    assert old.duplicates[0].describe().startswith("a, a-again report one instance, a: one instance listed 2 times, or")
+    mixed = compare_fleet([reading("a", ring, legacy=True), reading("a-again", ring, instance="a")])
+    assert mixed.status is FleetStatus.CONVERGED
+    assert mixed.shared_names == (SharedName("a", ("a", "a-again"), 2),)

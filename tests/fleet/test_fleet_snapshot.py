@@ -7,9 +7,18 @@ from typing import Any
 
 import pytest
 
-from soklet_core.fleet import MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_KEYS, KeyRoleName, SnapshotError, parse_admin_snapshot
+from soklet_core.fleet import (
+    MAX_PROCESS_ID_CHARS,
+    MAX_SNAPSHOT_BYTES,
+    MAX_SNAPSHOT_KEYS,
+    MIN_PROCESS_ID_CHARS,
+    KeyRoleName,
+    SnapshotError,
+    parse_admin_snapshot,
+)
 from soklet_core.keys import ProtectionKey
-from tests.fleet.support_snapshots import A, B, document, keyring
+from soklet_core.mcp.server.admin_snapshot import new_process_id
+from tests.fleet.support_snapshots import A, B, document, keyring, process_id_of
 
 
 def _parse(doc: dict[str, Any]) -> None:
@@ -25,6 +34,36 @@ def test_a_contract_document_round_trips() -> None:
     assert parsed.keys[0].role is KeyRoleName.ACTIVE
     assert parsed.keys[1].short_check_value == B.check_value_text[:8]
     assert parsed.fingerprint == keyring(A, B).fingerprint()
+    assert parsed.process_id == process_id_of("eu-1")
+    assert parsed.keys[1].retired is None
+    retired = document(keyring(A, B), retired="2026-09-01T08:00:00+00:00")
+    parsed = parse_admin_snapshot(json.dumps(retired).encode())
+    assert parsed.to_json() == retired
+    assert parsed.keys[1].retired == "2026-09-01T08:00:00+00:00"
+
+
+def test_an_older_builds_snapshot_parses_without_the_optional_members() -> None:
+    """No ``process_id`` and no ``retired`` (a build before them): read, identified by name; a ``retired`` of
+    null reads as unknown."""
+    doc = document(keyring(A, B), "eu-1", legacy=True)
+    parsed = parse_admin_snapshot(json.dumps(doc).encode())
+    assert parsed.process_id is None
+    assert parsed.to_json() == doc
+    doc["keys"][1]["retired"] = None
+    assert parse_admin_snapshot(json.dumps(doc).encode()).keys[1].retired is None
+
+
+def test_process_identity_at_its_edges() -> None:
+    """What ``new_process_id`` makes reads back; 22 and 64 base64url characters pass, 21 and 65 are refused."""
+    made = new_process_id()
+    assert len(made) == MIN_PROCESS_ID_CHARS
+    assert made != new_process_id()
+    for text in (made, "A" * MIN_PROCESS_ID_CHARS, "-_" * (MAX_PROCESS_ID_CHARS // 2)):
+        assert parse_admin_snapshot(json.dumps(document(keyring(A), process_id=text)).encode()).process_id == text
+    for text in ("A" * (MIN_PROCESS_ID_CHARS - 1), "A" * (MAX_PROCESS_ID_CHARS + 1)):
+        with pytest.raises(SnapshotError) as caught:
+            _parse(document(keyring(A), process_id=text))
+        assert caught.value.where == "process_id"
 
 
 def _broken(change: str) -> dict[str, Any]:
@@ -63,6 +102,23 @@ def _broken(change: str) -> dict[str, Any]:
         doc["instance"] = "bad\u001b[2J"
     elif change == "reservations":
         doc["keys"][0]["reservations"] = None
+    elif change == "process-charset":
+        doc["process_id"] = "A" * 21 + "="
+    elif change == "process-space":
+        doc["process_id"] = "A" * 21 + " "
+    elif change == "process-null":
+        doc["process_id"] = None
+    elif change == "process-number":
+        doc["process_id"] = 12345678901234567890123
+    elif change == "process-escape":
+        doc["process_id"] = "A" * 21 + "\u001b"
+    elif change == "retired":
+        doc["keys"][1]["retired"] = 1_790_000_000_000
+    elif change == "retired-empty":
+        doc["keys"][1]["retired"] = ""
+    elif change == "extra-with-optional":
+        doc["keys"][1]["retired"] = "2026-09-01T08:00:00+00:00"
+        doc["keys"][1]["material"] = "x"
     return doc
 
 
@@ -86,6 +142,14 @@ def _broken(change: str) -> dict[str, Any]:
         ("fingerprint-extra", "fingerprint"),
         ("instance", "instance"),
         ("reservations", "keys[0].reservations"),
+        ("process-charset", "process_id"),
+        ("process-space", "process_id"),
+        ("process-null", "process_id"),
+        ("process-number", "process_id"),
+        ("process-escape", "process_id"),
+        ("retired", "keys[1].retired"),
+        ("retired-empty", "keys[1].retired"),
+        ("extra-with-optional", "keys[1]"),
     ],
 )
 def test_every_departure_from_the_contract_is_named(change: str, where: str | None) -> None:

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -642,3 +643,95 @@ def test_one_instance_listed_twice_is_refused_before_any_change(tmp_path: Path, 
     assert "aborted: before the rotation: the fleet is duplicated; a, a-again report one instance, a" in result.stdout
     assert all(instance.snapshot()["verification"] == [] for instance in fleet.values())
     assert not (tmp_path / "twice.toml.rotation.json").exists()
+
+
+def _admin_post(instance: Served, action: str, body: dict[str, str]) -> dict[str, Any]:
+    answer = httpx.post(
+        f"{instance.admin_url}/v1/keyring/{action}",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        json=body,
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    document: dict[str, Any] = answer.json()
+    return document
+
+
+def _backdate(keyring: Path, key_id: str, created: str) -> None:
+    # The keyring file's created time of key_id, edited as an operator would (the instance reloads it).
+    blocks = keyring.read_text().split("[[keys]]")
+    for index, block in enumerate(blocks):
+        if f'id = "{key_id}"' in block:
+            lines = [f"created = {created}" if line.startswith("created = ") else line for line in block.split("\n")]
+            blocks[index] = "\n".join(lines)
+    keyring.write_text("[[keys]]".join(blocks))
+
+
+def _ms(text: str) -> int:
+    return round(datetime.fromisoformat(text).timestamp() * 1000)
+
+
+def test_the_retired_time_is_published_and_bounds_the_wait(tmp_path: Path, long_fleet: dict[str, Served]) -> None:
+    """The new key staged with a creation time long past (a key staged weeks ahead), then activated by admin
+    calls: each instance publishes when the former key stopped sealing (``retired``), and a resumed rotation
+    counts its wait from that moment. Without it, nothing reported would be recent (no seal since start, the
+    record's activation edited away) and the former key would be removed at once."""
+    key = ProtectionKey.generate("2026-09")
+    material = encode_base64url(key.material)
+    for instance in long_fleet.values():
+        assert instance.stage("2026-09", material) == 200
+        _backdate(instance.keyring, "2026-09", "2020-01-01T00:00:00Z")
+        _admin_post(instance, "reload", {})
+        former = _admin_post(instance, "activate", {"id": "2026-09"})["keys"]
+        retired = {entry["id"]: entry.get("retired") for entry in former}
+        assert retired["2026-09"] is None
+        assert retired["2026-08"] is not None
+        on_file = read_keyring_file(instance.keyring).entry("2026-08")
+        assert on_file is not None
+        assert on_file.retired is not None
+        assert retired["2026-08"] == on_file.retired.isoformat()
+    snapshots = {name: instance.snapshot() for name, instance in long_fleet.items()}
+    for snapshot in snapshots.values():
+        (new,) = (entry for entry in snapshot["keys"] if entry["id"] == "2026-09")
+        assert new["created"].startswith("2020-01-01")
+    latest_name, latest = max(
+        ((name, _ms(entry["retired"])) for name, snapshot in snapshots.items() for entry in snapshot["keys"]
+         if entry["id"] == "2026-08"),
+        key=lambda pair: pair[1],
+    )  # fmt: skip
+    record = {**_record_at_none(key), "activated_at_ms": 1, "wait_ms": 120_000}
+    # A record claiming the wait is done is refused, naming the end of the wait the retired time sets.
+    _write_record(tmp_path, {**record, "step": "wait"})
+    result = soklet(tmp_path, "keys", "rotate", "--fleet", "fleet.toml", "--resume", "--yes")
+    assert result.returncode == 1, result.stdout + result.stderr
+    until = datetime.fromtimestamp((latest + 120_000) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert f"per {latest_name} a state sealed under 2026-08 may live until {until}" in result.stdout
+    # A record stopped before its wait waits from the retired time, not at once.
+    _write_record(tmp_path, {**record, "step": "verify-active"})
+    command = [sys.executable, "-m", "soklet_cli", "keys", "rotate", "--fleet", "fleet.toml", "--resume"]
+    process = subprocess.Popen(
+        [*command, "--yes", "--json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    try:
+        waiting = None
+        for line in process.stdout:
+            event = json.loads(line)
+            if event["event"] == "waiting":
+                waiting = event
+                break
+        read_ms = time.time_ns() // 1_000_000
+    finally:
+        process.kill()
+        process.communicate(timeout=60)
+    assert waiting is not None
+    # Counted from the retired time (to the second), less the time this test took since, however slow the machine.
+    assert waiting["remaining_ms"] >= latest + 120_000 - read_ms - 1_000, waiting
+    assert waiting["remaining_ms"] > 0
+    for instance in long_fleet.values():
+        assert instance.snapshot()["verification"] == ["2026-08"]

@@ -40,6 +40,7 @@ SNAPSHOT_MEMBERS = {
     "max_state_lifetime_ms",
     "max_state_rounds",
     "fingerprint",
+    "process_id",
 }
 KEY_MEMBERS = {"id", "role", "check_value", "created", "last_sealed_ms", "last_opened_ms", "reservations"}
 
@@ -74,6 +75,7 @@ def test_snapshot_has_exactly_the_documented_members(instance: Instance) -> None
     snapshot = instance.snapshot()
     assert set(snapshot) == SNAPSHOT_MEMBERS
     assert snapshot["instance"] == "web-1"
+    assert len(snapshot["process_id"]) == 22
     assert snapshot["profile"] == "soklet-mcp-protection-v1"
     assert (snapshot["generation"], snapshot["active"], snapshot["verification"]) == (0, "k1", [])
     assert snapshot["max_state_lifetime_ms"] == 120_000

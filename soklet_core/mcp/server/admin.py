@@ -44,7 +44,7 @@ from soklet_core.keys.base64url import decode_base64url
 from soklet_core.keys.profile import PROTECTION_PROFILE
 from soklet_core.store import DurableStore, StoreError
 
-from .admin_snapshot import AdminKey, AdminSnapshot, KeyRoleName
+from .admin_snapshot import AdminKey, AdminSnapshot, KeyRoleName, new_process_id
 from .http_runner import DEFAULT_BODY_TIMEOUT_SECONDS
 from .live_keyring import LiveKeyring, LiveKeyringError
 from .metrics import ServerMetrics
@@ -195,9 +195,16 @@ class AdminTokens:
 
 
 def keyring_document(
-    snapshot: KeyringSnapshot, live: LiveKeyring, *, instance: str, lifetime_ms: int, rounds: int
+    snapshot: KeyringSnapshot,
+    live: LiveKeyring,
+    *,
+    instance: str,
+    lifetime_ms: int,
+    rounds: int,
+    process_id: str,
 ) -> dict[str, object]:
-    """The ``GET /v1/keyring`` document of ``snapshot``: an :class:`AdminSnapshot`, as the contract spells it."""
+    """The ``GET /v1/keyring`` document of ``snapshot``: an :class:`AdminSnapshot`, as the contract spells it.
+    ``process_id`` is the serving process's identity (:func:`.admin_snapshot.new_process_id`)."""
     keys: list[AdminKey] = []
     for entry in snapshot.check_values:
         use = snapshot.use(entry.key_id)
@@ -210,6 +217,7 @@ def keyring_document(
                 last_sealed_ms=use.last_sealed_ms,
                 last_opened_ms=use.last_opened_ms,
                 reservations=use.reservations,
+                retired=live.retired(entry.key_id),
             )
         )
     document = AdminSnapshot(
@@ -222,6 +230,7 @@ def keyring_document(
         max_state_lifetime_ms=lifetime_ms,
         max_state_rounds=rounds,
         fingerprint=snapshot.fingerprint,
+        process_id=process_id,
     )
     return document.to_json()
 
@@ -333,6 +342,7 @@ class AdminApp:
         "_lifetime_ms",
         "_live",
         "_metrics",
+        "_process_id",
         "_rounds",
         "_store",
         "_tokens",
@@ -360,6 +370,8 @@ class AdminApp:
         self._body_timeout = body_timeout_seconds
         self._failed_logins = _FailedLogins(auth_failure_log_interval_seconds)
         self._store = store  # what /v1/ready asks (None: ready whenever the listener answers)
+        # Made once, when the process starts serving: what tells this instance from another reporting its name.
+        self._process_id = new_process_id()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -439,7 +451,12 @@ class AdminApp:
 
     def _document(self, snapshot: KeyringSnapshot) -> dict[str, object]:
         return keyring_document(
-            snapshot, self._live, instance=self._instance, lifetime_ms=self._lifetime_ms, rounds=self._rounds
+            snapshot,
+            self._live,
+            instance=self._instance,
+            lifetime_ms=self._lifetime_ms,
+            rounds=self._rounds,
+            process_id=self._process_id,
         )
 
     async def _send_ready(self, send: Send) -> None:

@@ -6,27 +6,36 @@ strictly by the fleet client.
 (:mod:`soklet_core.fleet.client`). The document must hold exactly the members of the admin contract
 (docs/fleet.md), each of its type: an instance that answers anything else is reported as unreadable rather than
 guessed at. Errors name the member and never repeat the answer's content.
+
+Two members are optional when read, so that an older build's snapshot still parses: ``process_id``, the random
+identity each serving process makes at start with :func:`new_process_id` (what tells two instances apart when
+they report one ``instance`` name), and a key's ``retired``, when it stopped sealing (from the keyring file).
 """
 
 from __future__ import annotations
 
 import enum
+import secrets
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
 from soklet_core.errors import SokletError
 from soklet_core.json import JsonError, parse
-from soklet_core.keys import Fingerprint, KeyringError, decode_base64url, is_valid_key_id
+from soklet_core.keys import Fingerprint, KeyringError, decode_base64url, encode_base64url, is_valid_key_id
 
 __all__ = [
     "ADMIN_SNAPSHOT_PATH",
+    "MAX_PROCESS_ID_CHARS",
     "MAX_SNAPSHOT_BYTES",
     "MAX_SNAPSHOT_KEYS",
+    "MIN_PROCESS_ID_CHARS",
+    "PROCESS_ID_BYTES",
     "AdminKey",
     "AdminSnapshot",
     "KeyRoleName",
     "SnapshotError",
+    "new_process_id",
     "parse_admin_snapshot",
 ]
 
@@ -36,6 +45,13 @@ ADMIN_SNAPSHOT_PATH: Final = "/v1/keyring"
 MAX_SNAPSHOT_BYTES: Final = 1024 * 1024
 #: Most keys one snapshot may list (a keyring file of 1 MiB holds a few hundred).
 MAX_SNAPSHOT_KEYS: Final = 1_000
+#: Random bytes of a process identity (:func:`new_process_id`): 128 bits, so two processes never draw one.
+PROCESS_ID_BYTES: Final = 16
+#: Shortest ``process_id`` read: 22 base64url characters, what :data:`PROCESS_ID_BYTES` bytes spell.
+MIN_PROCESS_ID_CHARS: Final = 22
+#: Longest ``process_id`` read.
+MAX_PROCESS_ID_CHARS: Final = 64
+_BASE64URL: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 # Longest instance name, profile or created text taken from an answer.
 _MAX_TEXT_CHARS: Final = 256
 # A check value is base64url HMAC-SHA256: 32 bytes.
@@ -53,6 +69,15 @@ _TOP: Final = (
     "fingerprint",
 )
 _KEY: Final = ("id", "role", "check_value", "created", "last_sealed_ms", "last_opened_ms", "reservations")
+# Members an older build's snapshot may lack.
+_OPTIONAL_TOP: Final = ("process_id",)
+_OPTIONAL_KEY: Final = ("retired",)
+
+
+def new_process_id() -> str:
+    """A fresh process identity: :data:`PROCESS_ID_BYTES` random bytes, base64url. It holds no secret and says
+    nothing of the host; it only tells one serving process from every other."""
+    return encode_base64url(secrets.token_bytes(PROCESS_ID_BYTES))
 
 
 class KeyRoleName(enum.StrEnum):
@@ -79,7 +104,8 @@ class SnapshotError(SokletError):
 
 @dataclass(frozen=True, slots=True)
 class AdminKey:
-    """One key of a snapshot: id, role, check value (base64url, 43 characters) and its use."""
+    """One key of a snapshot: id, role, check value (base64url, 43 characters), its use, and when it stopped
+    sealing (``retired``, ISO 8601; ``None`` when the instance does not know or the key never sealed)."""
 
     id: str
     role: KeyRoleName
@@ -88,6 +114,7 @@ class AdminKey:
     last_sealed_ms: int | None
     last_opened_ms: int | None
     reservations: int
+    retired: str | None = None
 
     @property
     def short_check_value(self) -> str:
@@ -97,7 +124,8 @@ class AdminKey:
 
 @dataclass(frozen=True, slots=True)
 class AdminSnapshot:
-    """A secret-free keyring snapshot as one instance reported it."""
+    """A secret-free keyring snapshot as one instance reported it. ``process_id`` is the reporting process's
+    identity (``None``: an older build that does not report one)."""
 
     instance: str
     profile: str
@@ -108,6 +136,7 @@ class AdminSnapshot:
     max_state_lifetime_ms: int
     max_state_rounds: int
     fingerprint: Fingerprint
+    process_id: str | None = None
 
     def key(self, key_id: str) -> AdminKey | None:
         """The key ``key_id``, or ``None``."""
@@ -117,29 +146,36 @@ class AdminSnapshot:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        """The snapshot as the admin contract spells it."""
-        return {
+        """The snapshot as the admin contract spells it (optional members only when known)."""
+        document: dict[str, Any] = {
             "instance": self.instance,
             "profile": self.profile,
             "generation": self.generation,
             "active": self.active,
             "verification": list(self.verification),
-            "keys": [
-                {
-                    "id": key.id,
-                    "role": key.role.value,
-                    "check_value": key.check_value,
-                    "created": key.created,
-                    "last_sealed_ms": key.last_sealed_ms,
-                    "last_opened_ms": key.last_opened_ms,
-                    "reservations": key.reservations,
-                }
-                for key in self.keys
-            ],
+            "keys": [_key_json(key) for key in self.keys],
             "max_state_lifetime_ms": self.max_state_lifetime_ms,
             "max_state_rounds": self.max_state_rounds,
             "fingerprint": self.fingerprint.to_json(),
         }
+        if self.process_id is not None:
+            document["process_id"] = self.process_id
+        return document
+
+
+def _key_json(key: AdminKey) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "id": key.id,
+        "role": key.role.value,
+        "check_value": key.check_value,
+        "created": key.created,
+        "last_sealed_ms": key.last_sealed_ms,
+        "last_opened_ms": key.last_opened_ms,
+        "reservations": key.reservations,
+    }
+    if key.retired is not None:
+        document["retired"] = key.retired
+    return document
 
 
 def parse_admin_snapshot(data: bytes) -> AdminSnapshot:
@@ -152,7 +188,7 @@ def parse_admin_snapshot(data: bytes) -> AdminSnapshot:
         document = parse(data, max_bytes=MAX_SNAPSHOT_BYTES).to_python()
     except JsonError as error:
         raise SnapshotError(f"not strict JSON ({error.reason.value})") from None
-    top = _members(document, _TOP, None)
+    top = _members(document, _TOP, None, _OPTIONAL_TOP)
     keys_value = top["keys"]
     if not isinstance(keys_value, list):
         raise SnapshotError("must be an array", "keys")
@@ -189,23 +225,38 @@ def parse_admin_snapshot(data: bytes) -> AdminSnapshot:
         max_state_lifetime_ms=_natural(top["max_state_lifetime_ms"], "max_state_lifetime_ms"),
         max_state_rounds=_natural(top["max_state_rounds"], "max_state_rounds"),
         fingerprint=fingerprint,
+        process_id=_process_id(top["process_id"]) if "process_id" in top else None,
     )
 
 
-def _members(value: object, names: tuple[str, ...], where: str | None) -> dict[str, Any]:
+def _members(
+    value: object, names: tuple[str, ...], where: str | None, optional: tuple[str, ...] = ()
+) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise SnapshotError("must be an object", where)
     for name in names:
         if name not in value:
             raise SnapshotError("missing", f"{where}.{name}" if where else name)
-    if len(value) != len(names):
-        raise SnapshotError(f"has members beyond {', '.join(names)}", where)
+    if len(value) != len(names) + sum(name in value for name in optional):
+        raise SnapshotError(f"has members beyond {', '.join(names + optional)}", where)
+    return value
+
+
+def _process_id(value: object) -> str:
+    if (
+        not isinstance(value, str)
+        or not MIN_PROCESS_ID_CHARS <= len(value) <= MAX_PROCESS_ID_CHARS
+        or not _BASE64URL.issuperset(value)
+    ):
+        raise SnapshotError(
+            f"must be {MIN_PROCESS_ID_CHARS} to {MAX_PROCESS_ID_CHARS} base64url characters", "process_id"
+        )
     return value
 
 
 def _key(index: int, value: object) -> AdminKey:
     where = f"keys[{index}]"
-    members = _members(value, _KEY, where)
+    members = _members(value, _KEY, where, _OPTIONAL_KEY)
     role_text = members["role"]
     if role_text not in ("active", "verification"):
         raise SnapshotError('must be "active" or "verification"', f"{where}.role")
@@ -217,6 +268,7 @@ def _key(index: int, value: object) -> AdminKey:
     if not valid:
         raise SnapshotError("must be a base64url HMAC-SHA256 value", f"{where}.check_value")
     created = members["created"]
+    retired = members.get("retired")
     return AdminKey(
         id=_key_id(members["id"], f"{where}.id"),
         role=KeyRoleName(role_text),
@@ -225,6 +277,7 @@ def _key(index: int, value: object) -> AdminKey:
         last_sealed_ms=_optional_natural(members["last_sealed_ms"], f"{where}.last_sealed_ms"),
         last_opened_ms=_optional_natural(members["last_opened_ms"], f"{where}.last_opened_ms"),
         reservations=_natural(members["reservations"], f"{where}.reservations"),
+        retired=None if retired is None else _text(retired, f"{where}.retired"),
     )
 
 

@@ -105,6 +105,7 @@ class LiveKeyring:
         "_manager",
         "_observers",
         "_path",
+        "_retired",
         "_signature",
     )
 
@@ -126,6 +127,7 @@ class LiveKeyring:
         self._lock = threading.Lock()
         self._observers: list[Callable[[KeyringSnapshot], None]] = []
         self._created: dict[str, str] = {}
+        self._retired: dict[str, str] = {}
         self._signature: FileSignature | None = None if path is None else file_signature(path)
         if document is not None:
             self._remember(document)
@@ -158,6 +160,11 @@ class LiveKeyring:
     def created(self, key_id: str) -> str | None:
         """When ``key_id`` was created, as the keyring file says (ISO 8601), or ``None`` when unknown."""
         return self._created.get(key_id)
+
+    def retired(self, key_id: str) -> str | None:
+        """When ``key_id`` stopped sealing, as the keyring file records it (ISO 8601), or ``None`` when unknown
+        (the active key, a key never activated, a file that does not say, a keyring without a file)."""
+        return self._retired.get(key_id)
 
     def stage(self, key: ProtectionKey, *, actor: str) -> KeyringSnapshot:
         """Stage ``key`` for verification (identical re-stage: no change)."""
@@ -273,6 +280,9 @@ class LiveKeyring:
 
     def _remember(self, document: KeyringDocument) -> None:
         self._created = {entry.key.id: entry.created.isoformat() for entry in document.entries}
+        self._retired = {
+            entry.key.id: entry.retired.isoformat() for entry in document.entries if entry.retired is not None
+        }
 
     def _applied(self, action: str, key_id: str | None, actor: str) -> None:
         snapshot = self.snapshot()
