@@ -26,7 +26,15 @@ from soklet_core.files import (
     read_fleet_file,
     read_keyring_file,
 )
-from soklet_core.fleet import FleetStatus, RecordError, RotationAbort, SnapshotError, parse_admin_snapshot, read_record
+from soklet_core.fleet import (
+    FleetStatus,
+    RecordError,
+    RecordMismatch,
+    RotationAbort,
+    SnapshotError,
+    parse_admin_snapshot,
+    read_record,
+)
 from soklet_core.json import JsonError, JsonErrorReason, JsonString, parse
 from soklet_core.keys import KeyInUse, KeyringError, KeyringErrorReason, ProtectionKey, RetiredTooRecently
 from soklet_core.mcp.model import (
@@ -214,6 +222,7 @@ EXAMPLES: list[SokletError] = [
     StoreError(StoreErrorReason.UNAVAILABLE, "insert_task: sqlite3.OperationalError"),
     RecordError("not JSON"),
     RotationAbort(FleetStatus.DIVERGED, "stage: refused on a, b; nothing was activated"),
+    RecordMismatch(FleetStatus.DIVERGED, "the record does not match the fleet: it says activate is done, but a"),
 ]
 
 
