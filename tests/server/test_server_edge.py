@@ -356,10 +356,12 @@ def _serve(*arguments: str) -> tuple[subprocess.Popen[str], list[str]]:
         env=env,
     )
     assert process.stdout is not None
+    # The demo's banner ends with its example; an --app's (no example) with the line naming the inspect command.
+    last = "inspect a token: " if "--app" in arguments else EXAMPLE_END
     lines: list[str] = []
     for line in process.stdout:
         lines.append(line.rstrip("\n"))
-        if line.rstrip("\n") == EXAMPLE_END:
+        if lines[-1].startswith(last):
             break
     return process, lines
 
