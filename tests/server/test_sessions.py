@@ -88,7 +88,8 @@ def test_a_full_table_evicts_its_longest_idle_session_and_refuses_only_when_all_
         for partition in ("p1", "p2", "p3"):
             made.append(create(table, partition))
             clock.now += 1
-        assert table.get(made[0].id) is made[0]  # used: made[1] is now the longest idle
+        assert table.get(made[0].id) is made[0]
+        made[0].touch()  # used by an admitted request: made[1] is now the longest idle
         clock.now += 1
         fresh = create(table, "p4")
         assert made[1].closed
@@ -107,6 +108,21 @@ def test_a_full_table_evicts_its_longest_idle_session_and_refuses_only_when_all_
             task.cancel()
 
     asyncio.run(run())
+
+
+def test_looking_a_session_up_does_not_mark_it_used() -> None:
+    # The transport looks a session up before admission: a caller who only presents an id must not keep it from
+    # being the longest idle (and so evicted first) while its owner is away.
+    clock = Clock()
+    table = SessionTable(max_sessions=2, clock=clock)
+    first = create(table, "p1")
+    clock.now += 1
+    second = create(table, "p2")
+    clock.now += 1
+    assert table.get(first.id) is first
+    create(table, "p3")
+    assert first.closed
+    assert not second.closed
 
 
 def test_one_anonymous_peer_flooding_evicts_only_its_own_sessions() -> None:
@@ -167,7 +183,8 @@ def test_idle_sessions_expire_at_the_idle_time() -> None:
     table = SessionTable(max_sessions=2, idle_seconds=60, clock=clock)
     first = create(table)
     clock.now += 59.9
-    assert table.get(first.id) is first  # used: the idle time starts again
+    assert table.get(first.id) is first
+    first.touch()  # used: the idle time starts again
     clock.now += 59.9
     assert table.get(first.id) is first
     clock.now += 60

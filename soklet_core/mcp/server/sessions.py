@@ -415,15 +415,15 @@ class SessionTable:
         self._shares[key].move_to_end(session.id)
 
     def get(self, session_id: str) -> LegacySession | None:
-        """The live session with this id, marked used; ``None`` if unknown or expired (an expired one is removed
-        and closed)."""
+        """The live session with this id; ``None`` if unknown or expired (an expired one is removed and closed).
+        Not marked used: only a request admitted to the session's partition does that (``LegacySession.touch``),
+        so a caller who merely presents the id cannot keep a session from being the longest idle."""
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None:
             return None
         if session.idle_for(self._clock()) >= self._idle:
             self.remove(session_id)
             return None
-        session.touch()
         return session
 
     def remove(self, session_id: str) -> bool:
