@@ -37,6 +37,8 @@ from soklet_core.mcp.server import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HEAD_BYTES,
     DEFAULT_TASK_TTL_MS,
+    MAX_STORED_TASK_BYTES_PER_PARTITION,
+    MAX_STORED_TASKS_PER_PARTITION,
     AdminApp,
     AdminTokenError,
     AdminTokens,
@@ -81,7 +83,15 @@ from soklet_core.protocol import (
     PROTOCOL_VERSION,
     PROTOCOL_VERSION_META_KEY,
 )
-from soklet_core.store import DurableStore, StoreError, StoreUrl, default_store_url, open_store, sqlite_url
+from soklet_core.store import (
+    MAX_QUOTA_VALUE,
+    DurableStore,
+    StoreError,
+    StoreUrl,
+    default_store_url,
+    open_store,
+    sqlite_url,
+)
 
 from ._common import (
     DEFAULT_LIFETIME,
@@ -125,6 +135,7 @@ DEV_STORE_NAME: Final = "store.db"
 EXAMPLE_START: Final = "# try it (bash): call catalog.continue, get input_required, then retry with the answer"
 EXAMPLE_END: Final = "# end of example"
 _MAX_TIMEOUT: Final = timedelta(seconds=MAX_TIMEOUT_SECONDS)
+_MIB: Final = 1024 * 1024
 _MAX_SESSION_IDLE: Final = timedelta(seconds=MAX_SESSION_IDLE_SECONDS)
 _MAX_INPUT_TIMEOUT: Final = timedelta(seconds=MAX_INPUT_TIMEOUT_SECONDS)
 _RELOAD_NOTE: Final = (
@@ -499,6 +510,26 @@ def serve(
             help=f"How long a task is kept from its creation (its ttlMs; {DURATION_HELP}); then it answers not-found.",
         ),
     ] = _default(DEFAULT_TASK_TTL_MS / 1000),
+    task_max_per_partition: Annotated[
+        int,
+        typer.Option(
+            "--task-max-per-partition",
+            metavar="N",
+            min=1,
+            max=MAX_QUOTA_VALUE,
+            help="Unexpired tasks one partition may keep in the store; past it a new task is refused (-32603).",
+        ),
+    ] = MAX_STORED_TASKS_PER_PARTITION,
+    task_max_mib_per_partition: Annotated[
+        int,
+        typer.Option(
+            "--task-max-mib-per-partition",
+            metavar="MIB",
+            min=1,
+            max=MAX_QUOTA_VALUE // _MIB,
+            help="MiB of task documents one partition may keep in the store; past it a new task is refused.",
+        ),
+    ] = MAX_STORED_TASK_BYTES_PER_PARTITION // _MIB,
     admin_port: Annotated[
         int | None,
         typer.Option(
@@ -694,7 +725,11 @@ def serve(
             fingerprint_version=fingerprint_version,
             allow_insecure_permissions=allow_insecure,
             store_url=store_url,
-            task_ttl_ms=int(parse_duration(task_ttl) / timedelta(milliseconds=1)),
+            tasks=_Tasks(
+                ttl_ms=int(parse_duration(task_ttl) / timedelta(milliseconds=1)),
+                max_per_partition=task_max_per_partition,
+                max_bytes_per_partition=task_max_mib_per_partition * _MIB,
+            ),
             sessions=_Sessions(
                 eras=protocol,
                 max_sessions=max_sessions,
@@ -737,6 +772,15 @@ class _Sessions:
     max_sessions: int
     idle_seconds: float
     input_timeout_seconds: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Tasks:
+    """What ``soklet serve`` tells its task manager: every new task's ttlMs and what one partition may keep."""
+
+    ttl_ms: int
+    max_per_partition: int
+    max_bytes_per_partition: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -841,7 +885,7 @@ def _serve(
     fingerprint_version: int,
     allow_insecure_permissions: bool,
     store_url: StoreUrl,
-    task_ttl_ms: int,
+    tasks: _Tasks,
     sessions: _Sessions,
     protocol_out: BinaryIO | None,
 ) -> None:
@@ -883,7 +927,9 @@ def _serve(
         metrics=metrics,
         mounts=mounts,
         store=durable,
-        task_ttl_ms=task_ttl_ms,
+        task_ttl_ms=tasks.ttl_ms,
+        task_max_per_partition=tasks.max_per_partition,
+        task_max_bytes_per_partition=tasks.max_bytes_per_partition,
         protocol_eras=sessions.eras,
         max_sessions=sessions.max_sessions,
         session_idle_seconds=sessions.idle_seconds,

@@ -17,6 +17,7 @@ __all__ = [
     "MAX_HANDLE_STATE_BYTES",
     "MAX_KEY_CHARS",
     "MAX_LIST_LIMIT",
+    "MAX_QUOTA_VALUE",
     "MAX_STATUS_MESSAGE_CHARS",
     "MAX_TASK_DOCUMENT_BYTES",
     "STORE_TIMEOUT_SECONDS",
@@ -35,6 +36,8 @@ MAX_TASK_DOCUMENT_BYTES: Final = 1024 * 1024
 MAX_HANDLE_STATE_BYTES: Final = 64 * 1024
 #: The most records one ``list_tasks`` call returns.
 MAX_LIST_LIMIT: Final = 1000
+#: The largest count or byte total a :class:`TaskQuota` may name (so a sum of two stays a 64-bit integer).
+MAX_QUOTA_VALUE: Final = 2**62
 #: The bound of every store call: connecting, waiting for a lock, one statement.
 STORE_TIMEOUT_SECONDS: Final = 5.0
 #: The longest id, handle, tool name, subject, tenant, partition or operation a record holds.
@@ -151,7 +154,7 @@ class TaskQuota:
 
     def __post_init__(self) -> None:
         for name, value in (("max_tasks", self.max_tasks), ("max_bytes", self.max_bytes)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 2**62:
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_QUOTA_VALUE:
                 raise _invalid(f"{name} must be a positive integer")
 
     def admits(self, count: int, size: int, document: str) -> bool:

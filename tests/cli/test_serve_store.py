@@ -13,8 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from soklet_core.store import MAX_QUOTA_VALUE
 from tests.cli.store_seed import PASSWORD
 from tests.cli.support_serve import CONFIRM, Served, shared_keyring
+from tests.server.support import TASK_CAPS
 from tests.server.support_admin import TOKEN
 
 pytestmark = pytest.mark.slow
@@ -173,3 +175,35 @@ def test_task_ttl_option_is_every_new_task_s_ttl(tmp_path: Path, instances: list
     )
     assert refused.returncode == 2
     assert "--task-ttl" in refused.stderr
+
+
+def test_task_bounds_per_partition_are_options(tmp_path: Path, instances: list[Served]) -> None:
+    served = _serve(
+        instances,
+        tmp_path,
+        "--fixtures",
+        "conformance",
+        "--task-max-per-partition",
+        "1",
+        "--task-max-mib-per-partition",
+        "1",
+    )
+    served.call_task("confirm_delete", {"filename": "report.txt"})
+    refused = served.client.call("confirm_delete", {"filename": "other.txt"}, capabilities=TASK_CAPS)
+    assert refused.error == {"code": -32603, "message": "Too many stored tasks"}
+    served.stop()
+    for option, value in (
+        ("--task-max-per-partition", "0"),
+        ("--task-max-per-partition", str(MAX_QUOTA_VALUE + 1)),
+        ("--task-max-mib-per-partition", "0"),
+        ("--task-max-mib-per-partition", str(MAX_QUOTA_VALUE // 2**20 + 1)),
+    ):
+        bad = subprocess.run(
+            [sys.executable, "-m", "soklet_cli", "serve", "--port", "0", option, value],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert bad.returncode == 2, (option, value)
+        assert option in bad.stderr
+        assert "Traceback" not in bad.stderr
