@@ -108,10 +108,10 @@ def test_seal_state_options_round_path_partition_lifetime(soklet) -> None:
     expected = bind_request(call.read_bytes(), path="/api/mcp", partition="tenant-7")
     assert contents.binding == expected.binding
     retry = bind_request((soklet.cwd / "retry.json").read_bytes(), path="/api/mcp/", partition="tenant-7")
-    # A 15-minute server refuses the longer life as expired; a server with the same lifetime opens it.
+    # A 15-minute server refuses the longer life (lifetime-exceeded); a server with the same lifetime opens it.
     with pytest.raises(RequestStateProtectionException) as caught:
         sealer.open(token, retry)
-    assert caught.value.reason is Reason.EXPIRED
+    assert caught.value.reason is Reason.LIFETIME_EXCEEDED
     keyring = read_keyring_file(soklet.cwd / RING).keyring()
     hour = ProtectionConfig(keyring=keyring, maximum_request_state_lifetime=timedelta(hours=1))
     assert RequestStateSealer(hour, clock=lambda: T0).open(token, retry).state.to_python() == {"n": 2}
