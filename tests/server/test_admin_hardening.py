@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import re
 import socket
 import subprocess
 import sys
@@ -79,9 +78,10 @@ class Listener:
 
     def metric(self, reason: str) -> float:
         text = self.metrics.render()[0].decode()
-        found = re.search(rf'^soklet_admin_auth_failures_total\{{reason="{reason}"\}} (\S+)$', text, re.M)
-        assert found, text
-        return float(found.group(1))
+        prefix = f'soklet_admin_auth_failures_total{{reason="{reason}"}} '
+        found = [line.removeprefix(prefix) for line in text.splitlines() if line.startswith(prefix)]
+        assert len(found) == 1, text
+        return float(found[0])
 
 
 @pytest.fixture
