@@ -41,6 +41,7 @@ from .material_shape import (
 )
 from .profile import PROTECTION_PROFILE
 from .snapshot import KeyCheckValue, KeyringSnapshot
+from .wrapping import KEK_BYTES, KeyWrapError, KeyWrapErrorReason, KeyWrapper, LocalKek, WrappedKey
 
 __all__ = [
     "CHECK_VALUE_LABEL",
@@ -48,6 +49,7 @@ __all__ = [
     "DEFAULT_KEY_MATERIAL_BYTES",
     "FINGERPRINT_VERSIONS",
     "GENERATED_ID_SUFFIX_CHARS",
+    "KEK_BYTES",
     "MATERIAL_HEX_RUN_CHARS",
     "MATERIAL_LONG_RUN_CHARS",
     "MATERIAL_RUN_CHARS",
@@ -59,14 +61,19 @@ __all__ = [
     "FingerprintComparison",
     "KeyCheckValue",
     "KeyInUse",
+    "KeyWrapError",
+    "KeyWrapErrorReason",
+    "KeyWrapper",
     "KeyringError",
     "KeyringErrorReason",
     "KeyringManager",
     "KeyringSnapshot",
+    "LocalKek",
     "ProtectionKey",
     "ProtectionKeyring",
     "RetiredTooRecently",
     "SealingReservation",
+    "WrappedKey",
     "check_key_id",
     "compare",
     "decode_base64url",

@@ -19,6 +19,7 @@ class StoreErrorReason(ErrorReason):
         "another user could read or change the store's file: it must be yours or root's, group and others may not"
         " access it (chmod 600), and no folder on its path may be writable by another user",
     )
+    LOCKED = "locked", "another holder has the lock (its detail names who and since when)"
     INVALID_ARGUMENT = "invalid-argument", "a record field or call argument is empty, of the wrong type or out of range"
 
 

@@ -1,14 +1,17 @@
-"""``DurableStore``: the one repository interface for tasks and durable handles that every backend implements."""
+"""The repository interfaces every backend implements: ``DurableStore`` (tasks and durable handles) and
+``KeyringRepository`` (a fleet's keyring, heartbeats and rotation record)."""
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Protocol
 
+from .keyring_records import Heartbeat, RotationRecord, StoredKeyring
 from .records import HandleBinding, HandleRecord, TaskQuota, TaskRecord, TaskStatus
 from .url import StoreUrl
 
-__all__ = ["DurableStore"]
+__all__ = ["DurableStore", "KeyringRepository"]
 
 
 class DurableStore(Protocol):
@@ -91,4 +94,65 @@ class DurableStore(Protocol):
 
     async def purge_expired_handles(self, now: datetime) -> int:
         """Delete the handles that expired at or before ``now``; how many went."""
+        ...
+
+
+class KeyringRepository(Protocol):
+    """A fleet's keyring, its instances' heartbeats and the rotation record, kept in a store (both backends).
+
+    Same rules as :class:`DurableStore`: async, off the event loop, bounded, every failure a ``StoreError``, a
+    write committed durably before its call returns. The store never sees key material in the clear: keys arrive
+    and leave wrapped (:class:`~soklet_core.keys.WrappedKey`).
+    """
+
+    async def read_keyring(self) -> StoredKeyring | None:
+        """The fleet keyring as of its latest committed generation, or ``None`` when none was ever written."""
+        ...
+
+    async def keyring_generation(self) -> int:
+        """The latest committed generation (0 when no keyring was written): the cheap read of a poll."""
+        ...
+
+    async def write_keyring(self, keyring: StoredKeyring, *, expected_generation: int) -> StoredKeyring | None:
+        """Compare-and-swap, one transaction: iff the committed generation is ``expected_generation`` (0: none
+        yet), replace every key row with ``keyring.keys`` and set the generation to ``expected_generation + 1``;
+        then wake the followers (PostgreSQL ``NOTIFY``). The stored keyring, or ``None`` when the generation
+        moved on (nothing written)."""
+        ...
+
+    async def wait_for_keyring_change(self, after_generation: int, timeout_seconds: float) -> int:
+        """Wait at most ``timeout_seconds`` for a generation newer than ``after_generation`` (PostgreSQL
+        ``LISTEN``, else a poll); the latest generation when it returns, which may still be ``after_generation``."""
+        ...
+
+    async def beat(self, heartbeat: Heartbeat) -> Heartbeat:
+        """Record ``heartbeat`` (one row per instance name, replaced), its ``seen_at`` set to the store's clock."""
+        ...
+
+    async def heartbeats(self) -> list[Heartbeat]:
+        """Every instance's last heartbeat (at most ``MAX_HEARTBEATS``), ordered by instance name."""
+        ...
+
+    async def forget_instance(self, instance: str) -> bool:
+        """Delete an instance's heartbeat row (an instance retired for good); True iff there was one."""
+        ...
+
+    async def read_rotation(self) -> RotationRecord | None:
+        """The rotation record, or ``None``."""
+        ...
+
+    async def write_rotation(self, record: RotationRecord, *, expected_version: int) -> RotationRecord | None:
+        """Compare-and-swap on the record's version (0: none yet); the stored record (version
+        ``expected_version + 1``) or ``None`` when another writer moved it on."""
+        ...
+
+    async def delete_rotation(self, *, expected_version: int) -> bool:
+        """Delete the rotation record iff its version is ``expected_version``; True iff it went."""
+        ...
+
+    def rotation_lock(self, owner: str) -> AbstractAsyncContextManager[None]:
+        """Hold the fleet's one rotation lock for the ``async with`` block (PostgreSQL: a session advisory lock on
+        a dedicated connection, released if the holder dies; SQLite: an exclusive lock the OS releases likewise).
+        A held lock is refused at once with ``StoreError(LOCKED)`` whose detail names the holder's ``owner`` and
+        since when."""
         ...

@@ -46,7 +46,7 @@ from soklet_core.store import DurableStore, StoreError
 
 from .admin_snapshot import AdminKey, AdminSnapshot, KeyRoleName, new_process_id
 from .http_runner import DEFAULT_BODY_TIMEOUT_SECONDS
-from .live_keyring import LiveKeyring, LiveKeyringError
+from .live_keyring import KeyringHolder, LiveKeyringError
 from .metrics import ServerMetrics
 
 __all__ = [
@@ -196,7 +196,7 @@ class AdminTokens:
 
 def keyring_document(
     snapshot: KeyringSnapshot,
-    live: LiveKeyring,
+    live: KeyringHolder,
     *,
     instance: str,
     lifetime_ms: int,
@@ -333,7 +333,8 @@ def _peer(scope: Scope) -> str:
 
 
 class AdminApp:
-    """The admin ASGI 3 app over one :class:`LiveKeyring`. Keyring changes run in a worker thread (file I/O)."""
+    """The admin ASGI 3 app over one live keyring (:class:`~.live_keyring.KeyringHolder`). Keyring changes run in a
+    worker thread (file or store I/O)."""
 
     __slots__ = (
         "_body_timeout",
@@ -350,7 +351,7 @@ class AdminApp:
 
     def __init__(
         self,
-        live: LiveKeyring,
+        live: KeyringHolder,
         tokens: AdminTokens,
         *,
         instance: str,

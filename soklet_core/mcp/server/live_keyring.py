@@ -23,7 +23,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from soklet_core.errors import ErrorReason, SokletError
 from soklet_core.files import (
@@ -51,6 +51,7 @@ from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION, FINGERPRIN
 __all__ = [
     "DEFAULT_POLL_INTERVAL_SECONDS",
     "KeyringFileWatcher",
+    "KeyringHolder",
     "LiveKeyring",
     "LiveKeyringError",
     "LiveKeyringRefusal",
@@ -88,6 +89,45 @@ class LiveKeyringError(SokletError):
         self.file_reason = file_reason
         suffix = "" if file_reason is None else f" ({file_reason.value})"
         super().__init__(reason, f"{reason.value}{suffix}")
+
+
+class KeyringHolder(Protocol):
+    """What the admin API and the metrics read and change: a server's live keyring, however it is persisted
+    (:class:`LiveKeyring` over a keyring file or memory; the store-backed keyring of a fleet). Changes block (file
+    or store I/O): call them in a worker thread."""
+
+    @property
+    def manager(self) -> KeyringManager:
+        """The live keyring manager the server seals and opens with."""
+        ...
+
+    def snapshot(self) -> KeyringSnapshot:
+        """The secret-free snapshot in the configured fingerprint version."""
+        ...
+
+    def created(self, key_id: str) -> str | None:
+        """When the key was created (RFC 3339 text), if recorded."""
+        ...
+
+    def retired(self, key_id: str) -> str | None:
+        """When the key stopped sealing (RFC 3339 text), if recorded."""
+        ...
+
+    def stage(self, key: ProtectionKey, *, actor: str) -> KeyringSnapshot:
+        """Stage a verification key (persisted first)."""
+        ...
+
+    def activate(self, key_id: str, *, actor: str) -> KeyringSnapshot:
+        """Make a staged key the active one (persisted first)."""
+        ...
+
+    def remove(self, key_id: str, *, actor: str) -> KeyringSnapshot:
+        """Remove a verification key (persisted first)."""
+        ...
+
+    def reload(self, *, actor: str) -> KeyringSnapshot:
+        """Load what is persisted now."""
+        ...
 
 
 class LiveKeyring:
