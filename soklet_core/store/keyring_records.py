@@ -103,6 +103,8 @@ class Heartbeat:
     admin_url: str | None
     #: The store's clock when it recorded the beat: ``clock - seen_at`` estimates the instance's clock offset.
     seen_at: datetime
+    #: The longest state lifetime the instance seals with (ms): what a rotation must wait before removing a key.
+    max_state_lifetime_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
