@@ -540,6 +540,13 @@ class SqliteStore:
             await self._release()
             raise
 
+    @property
+    def file_lost(self) -> bool:
+        """Whether the store's file was found removed or replaced while open (for good: only a restart opens the
+        new file). A readiness probe tells this from an outage: a lost file needs a restart, an outage does not."""
+        guard = self._guard
+        return guard is not None and guard.lost
+
     def _create_file(self) -> tuple[int, int]:
         self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         return _file_identity(self._path)
