@@ -1,12 +1,31 @@
-"""Durable stores: task records and durable application handles, kept in SQLite (embedded) or PostgreSQL (shared).
+"""Durable stores: task records, durable application handles and a fleet's keyring (wrapped keys, a generation,
+heartbeats, the rotation record), kept in SQLite (embedded) or PostgreSQL (shared).
 
-One repository interface (:class:`DurableStore`) with two backends; :func:`open_store` picks one by URL scheme.
+Two repository interfaces (:class:`DurableStore`, :class:`KeyringRepository`) with two backends that implement
+both; :func:`open_store` picks one by URL scheme.
 The PostgreSQL backend, ``soklet_core.store.postgres.PostgresStore``, is imported only when a URL asks for it.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .errors import StoreError, StoreErrorReason
+from .keyring_records import (
+    KEYRING_LISTEN_RECHECK_SECONDS,
+    KEYRING_POLL_SECONDS,
+    MAX_ADMIN_URL_CHARS,
+    MAX_CHECK_VALUE_CHARS,
+    MAX_FLEET_KEYS,
+    MAX_HEARTBEATS,
+    MAX_KEYRING_WAIT_SECONDS,
+    MAX_ROTATION_DOCUMENT_BYTES,
+    Heartbeat,
+    RotationRecord,
+    StoredKey,
+    StoredKeyring,
+    StoredKeyRole,
+)
 from .records import (
     MAX_HANDLE_STATE_BYTES,
     MAX_KEY_CHARS,
@@ -22,15 +41,26 @@ from .records import (
     TaskRecord,
     TaskStatus,
 )
-from .repository import DurableStore
+from .repository import DurableStore, KeyringRepository
 from .sqlite import SqliteStore
 from .url import MAX_STORE_URL_CHARS, StoreUrl, default_data_dir, default_store_url, sqlite_url
 
+if TYPE_CHECKING:
+    from .postgres import PostgresStore
+
 __all__ = [
+    "KEYRING_LISTEN_RECHECK_SECONDS",
+    "KEYRING_POLL_SECONDS",
+    "MAX_ADMIN_URL_CHARS",
+    "MAX_CHECK_VALUE_CHARS",
+    "MAX_FLEET_KEYS",
     "MAX_HANDLE_STATE_BYTES",
+    "MAX_HEARTBEATS",
+    "MAX_KEYRING_WAIT_SECONDS",
     "MAX_KEY_CHARS",
     "MAX_LIST_LIMIT",
     "MAX_QUOTA_VALUE",
+    "MAX_ROTATION_DOCUMENT_BYTES",
     "MAX_STATUS_MESSAGE_CHARS",
     "MAX_STORE_URL_CHARS",
     "MAX_TASK_DOCUMENT_BYTES",
@@ -39,10 +69,16 @@ __all__ = [
     "DurableStore",
     "HandleBinding",
     "HandleRecord",
+    "Heartbeat",
+    "KeyringRepository",
+    "RotationRecord",
     "SqliteStore",
     "StoreError",
     "StoreErrorReason",
     "StoreUrl",
+    "StoredKey",
+    "StoredKeyRole",
+    "StoredKeyring",
     "TaskQuota",
     "TaskRecord",
     "TaskStatus",
@@ -53,8 +89,9 @@ __all__ = [
 ]
 
 
-def open_store(url: StoreUrl | str) -> DurableStore:
-    """The store for ``url`` (a :class:`StoreUrl` or its text), constructed but not connected: await ``open()``."""
+def open_store(url: StoreUrl | str) -> SqliteStore | PostgresStore:
+    """The store for ``url`` (a :class:`StoreUrl` or its text), constructed but not connected: await ``open()``.
+    Either backend is both a :class:`DurableStore` and a :class:`KeyringRepository`."""
     parsed = url if isinstance(url, StoreUrl) else StoreUrl.parse(url)
     if parsed.backend == "sqlite":
         return SqliteStore(parsed)

@@ -26,8 +26,11 @@ __all__ = [
     "TaskQuota",
     "TaskRecord",
     "TaskStatus",
+    "check_json_text",
     "from_millis",
+    "stored_int",
     "to_millis",
+    "utc_moment",
 ]
 
 #: The largest task document (UTF-8 bytes of its JSON text) a store keeps.
@@ -66,8 +69,9 @@ def from_millis(millis: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=millis)
 
 
-def _moment(value: datetime, name: str) -> datetime:
-    """``value`` in UTC, truncated to milliseconds (what a round trip through a store gives back)."""
+def utc_moment(value: datetime, name: str) -> datetime:
+    """``value`` in UTC, truncated to milliseconds (what a round trip through a store gives back); refused
+    (``StoreError(INVALID_ARGUMENT)`` naming ``name``) unless it is a timezone-aware datetime."""
     if type(value) is datetime and value.tzinfo is UTC and not value.microsecond % 1000:
         return value  # already in that form (the common case: a time a store or a repository truncated)
     if not isinstance(value, datetime) or value.utcoffset() is None:
@@ -82,7 +86,8 @@ def _key(value: object, name: str, *, optional: bool = False) -> None:
         raise _invalid(f"{name} must be 1 to {MAX_KEY_CHARS} characters")
 
 
-def _json_text(value: object, name: str, limit: int) -> None:
+def check_json_text(value: object, name: str, limit: int) -> None:
+    """Refuse ``value`` unless it is non-empty text of at most ``limit`` UTF-8 bytes (``TOO_LARGE`` past it)."""
     if not isinstance(value, str) or not value:
         raise _invalid(f"{name} must be non-empty JSON text")
     # A character is 1 to 4 UTF-8 bytes: encode only when the length alone cannot decide.
@@ -134,11 +139,11 @@ class TaskRecord:
             not isinstance(self.status_message, str) or len(self.status_message) > MAX_STATUS_MESSAGE_CHARS
         ):
             raise _invalid(f"status_message must be at most {MAX_STATUS_MESSAGE_CHARS} characters")
-        object.__setattr__(self, "created_at", _moment(self.created_at, "created_at"))
-        object.__setattr__(self, "updated_at", _moment(self.updated_at, "updated_at"))
+        object.__setattr__(self, "created_at", utc_moment(self.created_at, "created_at"))
+        object.__setattr__(self, "updated_at", utc_moment(self.updated_at, "updated_at"))
         if self.expires_at is not None:
-            object.__setattr__(self, "expires_at", _moment(self.expires_at, "expires_at"))
-        _json_text(self.document, "document", MAX_TASK_DOCUMENT_BYTES)
+            object.__setattr__(self, "expires_at", utc_moment(self.expires_at, "expires_at"))
+        check_json_text(self.document, "document", MAX_TASK_DOCUMENT_BYTES)
         if isinstance(self.version, bool) or not isinstance(self.version, int) or not 0 <= self.version < 2**62:
             raise _invalid("version must be a non-negative integer")
 
@@ -194,9 +199,9 @@ class HandleRecord:
         _key(self.handle, "handle")
         if not isinstance(self.binding, HandleBinding):
             raise _invalid("binding must be a HandleBinding")
-        _json_text(self.state, "state", MAX_HANDLE_STATE_BYTES)
-        object.__setattr__(self, "created_at", _moment(self.created_at, "created_at"))
-        object.__setattr__(self, "expires_at", _moment(self.expires_at, "expires_at"))
+        check_json_text(self.state, "state", MAX_HANDLE_STATE_BYTES)
+        object.__setattr__(self, "created_at", utc_moment(self.created_at, "created_at"))
+        object.__setattr__(self, "expires_at", utc_moment(self.expires_at, "expires_at"))
 
 
 #: The schema version both backends write into ``soklet_schema``; a store refuses a newer one.
@@ -258,11 +263,11 @@ def task_from_row(row: tuple[object, ...]) -> TaskRecord:
         tool=str(tool),
         status=TaskStatus(str(status)),
         status_message=None if message is None else str(message),
-        created_at=from_millis(_int(created)),
-        updated_at=from_millis(_int(updated)),
-        expires_at=None if expires is None else from_millis(_int(expires)),
+        created_at=from_millis(stored_int(created)),
+        updated_at=from_millis(stored_int(updated)),
+        expires_at=None if expires is None else from_millis(stored_int(expires)),
         document=str(document),
-        version=_int(version),
+        version=stored_int(version),
     )
 
 
@@ -293,12 +298,13 @@ def handle_from_row(row: tuple[object, ...]) -> HandleRecord:
             operation=str(operation),
         ),
         state=str(state),
-        created_at=from_millis(_int(created)),
-        expires_at=from_millis(_int(expires)),
+        created_at=from_millis(stored_int(created)),
+        expires_at=from_millis(stored_int(expires)),
     )
 
 
-def _int(value: object) -> int:
+def stored_int(value: object) -> int:
+    """``value`` read back from a store as an integer; ``StoreError(SCHEMA)`` for anything else."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise StoreError(StoreErrorReason.SCHEMA, "a stored number is not an integer")
     return value

@@ -15,12 +15,20 @@ inode of the file it opened (:class:`_FileGuard`) and compares them with what th
 committed batch in the writer thread (before any caller hears of it) and before every read in a reader thread,
 one ``stat`` each. From the first mismatch on, the store is lost until the process restarts: every call fails
 ``StoreError(UNAVAILABLE)``, and one ERROR line names the file.
+
+The fleet keyring (:class:`~soklet_core.store.repository.KeyringRepository`): a change is one write of the writer
+(its compare-and-swap on the generation and the key rows in one ``BEGIN IMMEDIATE`` transaction); followers poll
+the generation every ``KEYRING_POLL_SECONDS`` (SQLite has no notifications). A heartbeat's ``seen_at`` is SQLite's
+clock, which is this process's clock: on one host every instance reads the same clock. The rotation lock is an
+exclusive ``flock`` on ``<file>.rotation-lock`` beside the database (0600), taken without waiting and released by
+the OS when its holder exits or dies, plus a row naming the holder and since when.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import queue
@@ -28,10 +36,10 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -39,6 +47,22 @@ from soklet_core.files import KeyringFileError
 from soklet_core.files.secret_file import check_folders, is_mode_secure, is_trusted_owner
 
 from .errors import StoreError, StoreErrorReason
+from .keyring_records import (
+    KEYRING_POLL_SECONDS,
+    MAX_FLEET_KEYS,
+    MAX_HEARTBEATS,
+    Heartbeat,
+    RotationRecord,
+    StoredKeyring,
+    check_owner,
+    check_wait,
+    describe_holder,
+    heartbeat_from_row,
+    heartbeat_values,
+    key_values,
+    keyring_from_rows,
+    rotation_from_row,
+)
 from .records import (
     SCHEMA_VERSION,
     STORE_TIMEOUT_SECONDS,
@@ -48,13 +72,14 @@ from .records import (
     TaskRecord,
     TaskStatus,
     check_limit,
+    from_millis,
     handle_from_row,
     handle_values,
     task_from_row,
     task_values,
     to_millis,
 )
-from .statements import SQLITE, Statements, bound_params, replace_task_params
+from .statements import SQLITE, Statements, bound_params, replace_task_params, rotation_update_params
 from .url import StoreUrl
 
 __all__ = ["SQLITE_MAX_BATCH", "SQLITE_MAX_QUEUED_WRITES", "SQLITE_READERS", "SQLITE_USAGE_ENTRIES", "SqliteStore"]
@@ -157,6 +182,8 @@ class _FileGuard:
         )
 
 
+#: The suffix of the rotation lock's file beside the database.
+_ROTATION_LOCK_SUFFIX: Final = ".rotation-lock"
 #: The files SQLite keeps beside the database (write-ahead log, shared memory): they hold its data too.
 _COMPANIONS: Final = ("-wal", "-shm")
 
@@ -711,6 +738,171 @@ class SqliteStore:
             return connection.execute(_SQL.purge_expired_handles, (millis,)).rowcount
 
         return await self._write("purge_expired_handles", work)
+
+    # -- the fleet keyring --------------------------------------------------------------------------------------
+
+    async def read_keyring(self) -> StoredKeyring | None:
+        """The fleet keyring as of its latest committed generation (one statement: one snapshot), or ``None``."""
+
+        def work(connection: sqlite3.Connection) -> StoredKeyring | None:
+            rows = connection.execute(_SQL.select_keyring, (MAX_FLEET_KEYS + 1,)).fetchall()
+            return keyring_from_rows(rows)
+
+        return await self._run("read_keyring", work)
+
+    async def keyring_generation(self) -> int:
+        """The latest committed generation, 0 when no keyring was written."""
+
+        def work(connection: sqlite3.Connection) -> int:
+            row = connection.execute(_SQL.select_generation).fetchone()
+            return 0 if row is None else int(row[0])
+
+        return await self._run("keyring_generation", work)
+
+    async def write_keyring(self, keyring: StoredKeyring, *, expected_generation: int) -> StoredKeyring | None:
+        """Compare-and-swap on the generation and every key row, in one ``BEGIN IMMEDIATE`` transaction of the
+        writer; the stored keyring, or ``None`` when the generation moved on."""
+        stored = replace(keyring, generation=expected_generation + 1)
+        changed = to_millis(stored.changed_at)
+        rows = [key_values(key) for key in stored.keys]
+
+        def work(connection: sqlite3.Connection) -> bool:
+            if expected_generation == 0:
+                cursor = connection.execute(_SQL.insert_generation, (stored.profile, changed))
+            else:
+                cursor = connection.execute(
+                    _SQL.update_generation, (stored.generation, stored.profile, changed, expected_generation)
+                )
+            if cursor.rowcount != 1:
+                return False
+            connection.execute(_SQL.delete_keys)
+            connection.executemany(_SQL.insert_key, rows)
+            return True
+
+        return stored if await self._write("write_keyring", work) else None
+
+    async def wait_for_keyring_change(self, after_generation: int, timeout_seconds: float) -> int:
+        """Poll the generation every ``KEYRING_POLL_SECONDS`` until it passes ``after_generation`` or
+        ``timeout_seconds`` passed; the latest generation read."""
+        check_wait(after_generation, timeout_seconds)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds
+        while True:
+            generation = await self.keyring_generation()
+            remaining = deadline - loop.time()
+            if generation > after_generation or remaining <= 0:
+                return generation
+            await asyncio.sleep(min(remaining, KEYRING_POLL_SECONDS))
+
+    async def beat(self, heartbeat: Heartbeat) -> Heartbeat:
+        """Record ``heartbeat`` (replacing the instance's row), ``seen_at`` from the store's clock (SQLite's, that
+        is this process's); ``StoreError(QUOTA)`` for a new instance when ``MAX_HEARTBEATS`` are kept."""
+        params = (*heartbeat_values(heartbeat), MAX_HEARTBEATS, heartbeat.instance)
+
+        def work(connection: sqlite3.Connection) -> int | None:
+            row = connection.execute(_SQL.beat, params).fetchone()
+            return None if row is None else int(row[0])
+
+        seen = await self._write("beat", work)
+        if seen is None:
+            raise StoreError(StoreErrorReason.QUOTA, f"beat: the store keeps at most {MAX_HEARTBEATS} instances")
+        return replace(heartbeat, seen_at=from_millis(seen))
+
+    async def heartbeats(self) -> list[Heartbeat]:
+        """Every instance's last heartbeat, ordered by instance name."""
+
+        def work(connection: sqlite3.Connection) -> list[Heartbeat]:
+            rows = connection.execute(_SQL.select_heartbeats, (MAX_HEARTBEATS,)).fetchall()
+            return [heartbeat_from_row(row) for row in rows]
+
+        return await self._run("heartbeats", work)
+
+    async def forget_instance(self, instance: str) -> bool:
+        """Delete an instance's heartbeat row; True iff there was one."""
+
+        def work(connection: sqlite3.Connection) -> bool:
+            return connection.execute(_SQL.delete_heartbeat, (instance,)).rowcount == 1
+
+        return await self._write("forget_instance", work)
+
+    async def read_rotation(self) -> RotationRecord | None:
+        """The rotation record, or ``None``."""
+
+        def work(connection: sqlite3.Connection) -> RotationRecord | None:
+            row = connection.execute(_SQL.select_rotation).fetchone()
+            return None if row is None else rotation_from_row(row)
+
+        return await self._run("read_rotation", work)
+
+    async def write_rotation(self, record: RotationRecord, *, expected_version: int) -> RotationRecord | None:
+        """Compare-and-swap on the record's version (0: none yet); the stored record or ``None``."""
+        stored, statement, params = rotation_update_params(_SQL, record, expected_version)
+
+        def work(connection: sqlite3.Connection) -> bool:
+            return connection.execute(statement, params).rowcount == 1
+
+        return stored if await self._write("write_rotation", work) else None
+
+    async def delete_rotation(self, *, expected_version: int) -> bool:
+        """Delete the rotation record iff its version is ``expected_version``."""
+
+        def work(connection: sqlite3.Connection) -> bool:
+            return connection.execute(_SQL.delete_rotation, (expected_version,)).rowcount == 1
+
+        return await self._write("delete_rotation", work)
+
+    @contextlib.asynccontextmanager
+    async def rotation_lock(self, owner: str) -> AsyncIterator[None]:
+        """Hold the rotation lock (an exclusive ``flock`` on the file beside the database) for the block; a held
+        lock is refused at once with ``StoreError(LOCKED)`` naming its holder and since when."""
+        check_owner(owner)
+        if self._writer is None or self._closed:
+            raise StoreError(StoreErrorReason.UNAVAILABLE, "rotation_lock: the store is not open")
+        descriptor = await asyncio.to_thread(self._take_rotation_lock)
+        if descriptor is None:
+            holder = await self._run("rotation_lock", _lock_holder)
+            raise StoreError(StoreErrorReason.LOCKED, describe_holder(holder))
+        try:
+            since = to_millis(datetime.now(UTC))
+
+            def take(connection: sqlite3.Connection) -> None:
+                connection.execute(_SQL.write_lock_holder, (owner, since))
+
+            def let_go(connection: sqlite3.Connection) -> None:
+                connection.execute(_SQL.delete_lock_holder, (owner, since))
+
+            await self._write("rotation_lock", take)
+            try:
+                yield
+            finally:
+                with contextlib.suppress(StoreError):  # the lock goes with the descriptor all the same
+                    await self._write("rotation_lock", let_go)
+        finally:
+            os.close(descriptor)
+
+    def _take_rotation_lock(self) -> int | None:
+        """The descriptor holding the lock file's exclusive lock, or ``None`` when another holder has it."""
+        path = Path(f"{self._path}{_ROTATION_LOCK_SUFFIX}")
+        try:
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as error:
+            raise StoreError(StoreErrorReason.UNAVAILABLE, f"rotation_lock: {type(error).__name__}") from None
+        try:
+            _check_secret(os.fstat(descriptor), str(path))
+            # flock, not fcntl's record locks: those are per process, and two holders in one process would both win.
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            return None
+        except BaseException:
+            os.close(descriptor)
+            raise
+        return descriptor
+
+
+def _lock_holder(connection: sqlite3.Connection) -> tuple[object, ...] | None:
+    row: tuple[object, ...] | None = connection.execute(_SQL.select_lock_holder).fetchone()
+    return row
 
 
 def _probe(connection: sqlite3.Connection) -> None:

@@ -35,7 +35,8 @@ def test_the_dialects_differ_only_in_markers_and_null_safe_equality() -> None:
     assert as_postgresql(lite.partition_usage).replace("LENGTH(CAST(document AS BLOB))", "OCTET_LENGTH(document)") == (
         postgres.partition_usage
     )
-    assert lite.tables == postgres.tables
+    # The wrapped keys' column is of each backend's byte-string type.
+    assert [text.replace(" BLOB ", " BYTEA ") for text in lite.tables] == list(postgres.tables)
     assert lite.indexes == postgres.indexes
     assert lite.shape_checks == postgres.shape_checks
     for status in (None, TaskStatus.WORKING):
