@@ -11,9 +11,12 @@ class StoreErrorReason(ErrorReason):
     BAD_URL = "bad-url", "a store URL is sqlite:///absolute/path or postgresql://user@host/database"
     UNAVAILABLE = "unavailable", "the store could not be reached or did not answer in time"
     SCHEMA = "schema", "the store's schema is newer than this soklet or not the one soklet writes"
-    TOO_LARGE = "too-large", "a task document or handle state is larger than the store keeps"
+    TOO_LARGE = "too-large", "a task document, handle state or rotation record is larger than the store keeps"
     CONFLICT = "conflict", "an entry with this id already exists"
-    QUOTA = "quota", "the caller's partition holds as many tasks or task bytes as the store keeps for one partition"
+    QUOTA = (
+        "quota",
+        "the store holds as many as it keeps: tasks or task bytes of the caller's partition, or instances' heartbeats",
+    )
     INSECURE = (
         "insecure",
         "another user could read or change the store's file: it must be yours or root's, group and others may not"

@@ -6,16 +6,27 @@ the whole call by a deadline. Every call but the schema's creation is ONE statem
 the statement is its own transaction and costs no ``BEGIN``/``COMMIT`` round trips. A handle's compare-and-swap is
 one ``WITH gone AS (DELETE ... RETURNING 1) INSERT ... SELECT ... FROM gone``: the replacement is inserted only if
 the entry was deleted, atomically, and of concurrent callers the row lock lets exactly one delete the entry.
+
+The fleet keyring (:class:`~soklet_core.store.repository.KeyringRepository`): a change is one transaction (a
+conditional insert or update of the generation row, whose row lock lets exactly one of concurrent writers pass,
+then the key rows, then ``pg_notify('soklet_keyring', generation)``, delivered when it commits). Followers wait on
+ONE listening connection per store, outside the pool (``LISTEN soklet_keyring``), reopened with a growing pause
+when lost and probed every ``_LISTEN_PROBE_SECONDS``; while it is down (or disabled: ``listen=False``, for a pooler
+in transaction mode such as PgBouncer, where ``LISTEN`` does not work) they poll every ``KEYRING_POLL_SECONDS``. A
+heartbeat's ``seen_at`` is the database's ``clock_timestamp()``: one clock for the whole fleet. The rotation lock is
+a session advisory lock (``pg_try_advisory_lock``) on a connection of its own held for the block: PostgreSQL
+releases it when that connection ends, so also when its holder is killed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -23,6 +34,23 @@ import psycopg.errors
 from psycopg_pool import AsyncConnectionPool
 
 from .errors import StoreError, StoreErrorReason
+from .keyring_records import (
+    KEYRING_LISTEN_RECHECK_SECONDS,
+    KEYRING_POLL_SECONDS,
+    MAX_FLEET_KEYS,
+    MAX_HEARTBEATS,
+    Heartbeat,
+    RotationRecord,
+    StoredKeyring,
+    check_owner,
+    check_wait,
+    describe_holder,
+    heartbeat_from_row,
+    heartbeat_values,
+    key_values,
+    keyring_from_rows,
+    rotation_from_row,
+)
 from .records import (
     SCHEMA_VERSION,
     STORE_TIMEOUT_SECONDS,
@@ -32,16 +60,17 @@ from .records import (
     TaskRecord,
     TaskStatus,
     check_limit,
+    from_millis,
     handle_from_row,
     handle_values,
     task_from_row,
     task_values,
     to_millis,
 )
-from .statements import POSTGRESQL, Statements, bound_params, replace_task_params
+from .statements import POSTGRESQL, Statements, bound_params, replace_task_params, rotation_update_params
 from .url import StoreUrl
 
-__all__ = ["POOL_MAX_SIZE", "POOL_MAX_WAITING", "PostgresStore"]
+__all__ = ["KEYRING_CHANNEL", "POOL_MAX_SIZE", "POOL_MAX_WAITING", "PostgresStore"]
 
 #: The most connections one store holds.
 POOL_MAX_SIZE: Final = 8
@@ -51,6 +80,18 @@ POOL_MAX_WAITING: Final = 1024
 _CALL_DEADLINE_SECONDS: Final = 2 * STORE_TIMEOUT_SECONDS
 #: Serializes schema creation between stores opening at once (CREATE ... IF NOT EXISTS alone races in PostgreSQL).
 _SCHEMA_LOCK_KEY: Final = 0x736F6B6C6574  # "soklet"
+#: The session advisory lock of the fleet's one rotation.
+_ROTATION_LOCK_KEY: Final = 0x736F6B6C6574_7274  # "soklet" "rt"
+#: Serializes the heartbeats' inserts, so that their count never passes ``MAX_HEARTBEATS``.
+_HEARTBEAT_LOCK_KEY: Final = 0x736F6B6C6574_6862  # "soklet" "hb"
+#: The channel a keyring change is notified on; the payload is the new generation.
+KEYRING_CHANNEL: Final = "soklet_keyring"
+#: How often the listening connection is probed (a ``SELECT 1``) when no notification came: a connection lost
+#: without a word (a network partition) is found within this and the statement timeout.
+_LISTEN_PROBE_SECONDS: Final = 10.0
+#: The first and the longest pause before the listening connection is opened again after a loss.
+_LISTEN_RETRY_SECONDS: Final = 1.0
+_LISTEN_RETRY_MAX_SECONDS: Final = 30.0
 
 _logger = logging.getLogger("soklet.store")
 _T = TypeVar("_T")
@@ -83,18 +124,58 @@ async def _configure(connection: _Connection) -> None:
     await connection.execute(f"SET lock_timeout = {_TIMEOUT_MS}")
 
 
+async def _dedicated(url: str, operation: str) -> _Connection:
+    """A connection of its own (outside the pool), autocommit, bounded like a pooled one."""
+    try:
+        async with asyncio.timeout(_CALL_DEADLINE_SECONDS):
+            connection = await psycopg.AsyncConnection.connect(
+                url, autocommit=True, connect_timeout=max(2, int(STORE_TIMEOUT_SECONDS))
+            )
+            try:
+                await _configure(connection)
+            except BaseException:
+                await connection.close()
+                raise
+            return connection
+    except (psycopg.Error, OSError, TimeoutError) as error:
+        raise _translate(error, operation) from None
+
+
+async def _execute(connection: _Connection, operation: str, statement: str, params: tuple[object, ...] = ()) -> Any:
+    """One statement on a dedicated connection, within the call deadline; its first row (or ``None``)."""
+    try:
+        async with asyncio.timeout(_CALL_DEADLINE_SECONDS):
+            cursor = await connection.execute(statement, params)
+            return await cursor.fetchone() if cursor.description is not None else None
+    except (psycopg.Error, OSError, TimeoutError) as error:
+        raise _translate(error, operation) from None
+
+
 class PostgresStore:
-    """The ``DurableStore`` over a PostgreSQL database (psycopg 3, a pool of 1 to 8 connections)."""
+    """The ``DurableStore`` and ``KeyringRepository`` over a PostgreSQL database (psycopg 3, a pool of 1 to 8
+    connections, plus one listening connection while a follower waits and one while the rotation lock is held).
+
+    ``listen=False`` never opens the listening connection: followers poll (a pooler in transaction mode)."""
 
     backend: Final = "postgresql"
 
-    def __init__(self, url: StoreUrl) -> None:
+    def __init__(self, url: StoreUrl, *, listen: bool = True) -> None:
         if url.backend != "postgresql":
             raise StoreError(StoreErrorReason.BAD_URL, "PostgresStore needs a postgresql URL")
         self.url = url
         self._pool: AsyncConnectionPool[_Connection] | None = None
         self._closed = False
         self._opening = asyncio.Lock()
+        self._listen = listen
+        self._listener: asyncio.Task[None] | None = None
+        self._listening = False
+        # Set (and replaced) on every notification and every change of the listener's state.
+        self._changed = asyncio.Event()
+
+    @property
+    def listening(self) -> bool:
+        """Whether the listening connection is up now (a change wakes followers at once); else they poll."""
+        return self._listening
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url.redacted!r})"
@@ -175,8 +256,13 @@ class PostgresStore:
         await self._call("check", work)
 
     async def close(self) -> None:
-        """Close the pool and its connections."""
+        """Stop the listener, close the pool and its connections."""
         self._closed = True
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
@@ -324,6 +410,197 @@ class PostgresStore:
             return cursor.rowcount
 
         return await self._call("purge_expired_handles", work)
+
+    # -- the fleet keyring --------------------------------------------------------------------------------------
+
+    async def read_keyring(self) -> StoredKeyring | None:
+        """The fleet keyring as of its latest committed generation (one statement: one snapshot), or ``None``."""
+
+        async def work(connection: _Connection) -> StoredKeyring | None:
+            cursor = await connection.execute(_SQL.select_keyring, (MAX_FLEET_KEYS + 1,))
+            return keyring_from_rows(await cursor.fetchall())
+
+        return await self._call("read_keyring", work)
+
+    async def keyring_generation(self) -> int:
+        """The latest committed generation, 0 when no keyring was written."""
+
+        async def work(connection: _Connection) -> int:
+            cursor = await connection.execute(_SQL.select_generation)
+            row = await cursor.fetchone()
+            return 0 if row is None else int(row[0])
+
+        return await self._call("keyring_generation", work)
+
+    async def write_keyring(self, keyring: StoredKeyring, *, expected_generation: int) -> StoredKeyring | None:
+        """Compare-and-swap on the generation and every key row in one transaction, which notifies
+        ``soklet_keyring`` when it commits; the stored keyring, or ``None`` when the generation moved on."""
+        stored = replace(keyring, generation=expected_generation + 1)
+        changed = to_millis(stored.changed_at)
+        rows = [key_values(key) for key in stored.keys]
+
+        async def work(connection: _Connection) -> bool:
+            if expected_generation == 0:
+                cursor = await connection.execute(_SQL.insert_generation, (stored.profile, changed))
+            else:
+                cursor = await connection.execute(
+                    _SQL.update_generation, (stored.generation, stored.profile, changed, expected_generation)
+                )
+            if cursor.rowcount != 1:
+                return False
+            await connection.execute(_SQL.delete_keys)
+            async with connection.cursor() as inserting:
+                await inserting.executemany(_SQL.insert_key, rows)
+            # Queued with the transaction: listeners hear it once it committed, never before.
+            await connection.execute("SELECT pg_notify(%s, %s)", (KEYRING_CHANNEL, str(stored.generation)))
+            return True
+
+        return stored if await self._call("write_keyring", work, transaction=True) else None
+
+    async def wait_for_keyring_change(self, after_generation: int, timeout_seconds: float) -> int:
+        """Wait for a generation newer than ``after_generation``: woken by a notification while the listening
+        connection is up (read again every ``KEYRING_LISTEN_RECHECK_SECONDS`` all the same), else polled every
+        ``KEYRING_POLL_SECONDS``; the latest generation read when it returns."""
+        check_wait(after_generation, timeout_seconds)
+        self._start_listener()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds
+        while True:
+            changed = self._changed  # taken before the read: whatever is notified after it sets this event
+            generation = await self.keyring_generation()
+            remaining = deadline - loop.time()
+            if generation > after_generation or remaining <= 0:
+                return generation
+            pause = KEYRING_LISTEN_RECHECK_SECONDS if self._listening else KEYRING_POLL_SECONDS
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(remaining, pause)):
+                    await changed.wait()
+
+    def _start_listener(self) -> None:
+        if self._listen and not self._closed and (self._listener is None or self._listener.done()):
+            self._listener = asyncio.get_running_loop().create_task(self._listen_forever(), name="soklet-listen")
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def _set_listening(self, listening: bool) -> None:
+        if listening != self._listening:
+            self._listening = listening
+            self._wake()  # followers read again (a change may have passed unheard) and change their pause
+
+    async def _listen_forever(self) -> None:
+        """Hold the listening connection: reopen it after a loss, with a pause that doubles up to a bound."""
+        pause = _LISTEN_RETRY_SECONDS
+        while not self._closed:
+            try:
+                connection = await _dedicated(self.url.text, "listen")
+                try:
+                    await _execute(connection, "listen", f"LISTEN {KEYRING_CHANNEL}")
+                    self._set_listening(True)
+                    pause = _LISTEN_RETRY_SECONDS
+                    while not self._closed:
+                        try:
+                            async for _ in connection.notifies(timeout=_LISTEN_PROBE_SECONDS):
+                                self._wake()
+                        except (psycopg.Error, OSError) as error:
+                            raise _translate(error, "listen") from None
+                        await _execute(connection, "listen", "SELECT 1")
+                finally:
+                    self._set_listening(False)
+                    await connection.close()
+            except StoreError:
+                _logger.warning("store listening connection lost: followers poll until it is back")
+            await asyncio.sleep(pause)
+            pause = min(2 * pause, _LISTEN_RETRY_MAX_SECONDS)
+
+    async def beat(self, heartbeat: Heartbeat) -> Heartbeat:
+        """Record ``heartbeat`` (replacing the instance's row), ``seen_at`` from the database's clock;
+        ``StoreError(QUOTA)`` for a new instance when ``MAX_HEARTBEATS`` are kept."""
+        params = (*heartbeat_values(heartbeat), MAX_HEARTBEATS, heartbeat.instance)
+
+        async def work(connection: _Connection) -> int | None:
+            # Beats take turns (a transaction-scoped advisory lock): two new instances cannot both pass the count.
+            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_HEARTBEAT_LOCK_KEY,))
+            cursor = await connection.execute(_SQL.beat, params)
+            row = await cursor.fetchone()
+            return None if row is None else int(row[0])
+
+        seen = await self._call("beat", work, transaction=True)
+        if seen is None:
+            raise StoreError(StoreErrorReason.QUOTA, f"beat: the store keeps at most {MAX_HEARTBEATS} instances")
+        return replace(heartbeat, seen_at=from_millis(seen))
+
+    async def heartbeats(self) -> list[Heartbeat]:
+        """Every instance's last heartbeat, ordered by instance name."""
+
+        async def work(connection: _Connection) -> list[Heartbeat]:
+            cursor = await connection.execute(_SQL.select_heartbeats, (MAX_HEARTBEATS,))
+            return [heartbeat_from_row(row) for row in await cursor.fetchall()]
+
+        return await self._call("heartbeats", work)
+
+    async def forget_instance(self, instance: str) -> bool:
+        """Delete an instance's heartbeat row; True iff there was one."""
+
+        async def work(connection: _Connection) -> bool:
+            return (await connection.execute(_SQL.delete_heartbeat, (instance,))).rowcount == 1
+
+        return await self._call("forget_instance", work)
+
+    async def read_rotation(self) -> RotationRecord | None:
+        """The rotation record, or ``None``."""
+
+        async def work(connection: _Connection) -> RotationRecord | None:
+            row = await (await connection.execute(_SQL.select_rotation)).fetchone()
+            return None if row is None else rotation_from_row(row)
+
+        return await self._call("read_rotation", work)
+
+    async def write_rotation(self, record: RotationRecord, *, expected_version: int) -> RotationRecord | None:
+        """Compare-and-swap on the record's version (0: none yet); the stored record or ``None``."""
+        stored, statement, params = rotation_update_params(_SQL, record, expected_version)
+
+        async def work(connection: _Connection) -> bool:
+            return (await connection.execute(statement, params)).rowcount == 1
+
+        return stored if await self._call("write_rotation", work) else None
+
+    async def delete_rotation(self, *, expected_version: int) -> bool:
+        """Delete the rotation record iff its version is ``expected_version``."""
+
+        async def work(connection: _Connection) -> bool:
+            return (await connection.execute(_SQL.delete_rotation, (expected_version,))).rowcount == 1
+
+        return await self._call("delete_rotation", work)
+
+    @contextlib.asynccontextmanager
+    async def rotation_lock(self, owner: str) -> AsyncIterator[None]:
+        """Hold the rotation lock (a session advisory lock on a connection of its own) for the block; a held lock
+        is refused at once with ``StoreError(LOCKED)`` naming its holder and since when."""
+        check_owner(owner)
+        if self._pool is None or self._closed:
+            raise StoreError(StoreErrorReason.UNAVAILABLE, "rotation_lock: the store is not open")
+        connection = await _dedicated(self.url.text, "rotation_lock")
+        try:
+            lock = (_ROTATION_LOCK_KEY,)
+            taken = await _execute(connection, "rotation_lock", "SELECT pg_try_advisory_lock(%s)", lock)
+            if taken is None or taken[0] is not True:
+
+                async def holder(pooled: _Connection) -> tuple[object, ...] | None:
+                    row: tuple[object, ...] | None = await (await pooled.execute(_SQL.select_lock_holder)).fetchone()
+                    return row
+
+                raise StoreError(StoreErrorReason.LOCKED, describe_holder(await self._call("rotation_lock", holder)))
+            mark = (owner, to_millis(datetime.now(UTC)))
+            await _execute(connection, "rotation_lock", _SQL.write_lock_holder, mark)
+            try:
+                yield
+            finally:
+                with contextlib.suppress(StoreError):  # the lock goes with the connection all the same
+                    await _execute(connection, "rotation_lock", _SQL.delete_lock_holder, mark)
+        finally:
+            await connection.close()  # ends the session: PostgreSQL releases its advisory lock
 
 
 async def _create_schema(connection: _Connection) -> None:
