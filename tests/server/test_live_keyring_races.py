@@ -132,9 +132,10 @@ def test_the_change_test_sees_an_in_place_edit_that_keeps_inode_size_and_mtime(
     assert not admin.live.file_changed()
     before = os.stat(admin.path)
     # Another key of the same id length and material size: the file keeps its size. Written in place (an
-    # editor that rewrites the file it opened), then the times put back as they were.
+    # editor that rewrites the file it opened), then the times put back as they were. (Under a new id: other
+    # bytes under the id k2 would be refused as diverged.)
     document = read_keyring_file(admin.path)
-    replacement = ProtectionKey.generate("k2")
+    replacement = ProtectionKey.generate("k5")
     soklet.remember(replacement)
     staged = document.keyring().without("k2").with_staged(replacement)
     text = render_keyring_document(document.with_keyring(staged)).encode()
@@ -147,9 +148,10 @@ def test_the_change_test_sees_an_in_place_edit_that_keeps_inode_size_and_mtime(
     assert admin.live.file_changed()
     with caplog.at_level(logging.INFO, logger="soklet.admin.audit"):
         admin.live.reload(actor="file-watch")
-    current = admin.live.manager.current().key("k2")
+    current = admin.live.manager.current().key("k5")
     assert current is not None
     assert current.same_material(replacement)
+    assert "k2" not in admin.live.manager.current()
     assert not admin.live.file_changed()
 
 

@@ -1179,7 +1179,7 @@ class Dispatcher:
             opened = self._sealer.open(token, bound)
         except RequestStateProtectionException as error:
             if self._metrics is not None:
-                self._metrics.open("refused", error.reason.value)
+                self._metrics.open("refused", error.reason.value, token=token)
             raise state_refusal(error) from None
         if self._metrics is not None:
             self._metrics.open("opened")

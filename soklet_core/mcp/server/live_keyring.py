@@ -13,6 +13,14 @@ they were. Without a file (a keyring built in code) a change alters memory only.
 :class:`~soklet_core.files.FileSignature` (inode, size, times and a content digest) differs from the one taken
 before the last read or under the lock of the last write, so no change between two polls is missed.
 
+A reload (file watch, SIGHUP, the admin API's reload) is refused exactly as a change is: a file that gives an id
+the live keyring holds other bytes (``keyring-file-diverged``, a WARNING line naming the id, never material), a
+file that cannot be read, parsed or trusted (``keyring-file-refused``), a file that drops a key still reserved for
+sealing. The live keyring is kept and goes on serving; while the file on disk is refused the instance is held not
+ready (:attr:`~soklet_core.mcp.server.readiness.NotReady.KEYRING_FILE_REFUSED`, when a
+:class:`~soklet_core.mcp.server.readiness.Readiness` is given) and :attr:`LiveKeyring.file_refused` is true (the
+``soklet_keyring_file_refused`` metric); the next reload or change that succeeds clears both.
+
 Each applied change writes one line to the ``soklet.admin.audit`` logger: who, what, key id, generation and the
 new fingerprint, never material; each refused one a line to ``soklet.admin``.
 """
@@ -47,6 +55,8 @@ from soklet_core.keys import (
     printable_name,
 )
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION, FINGERPRINT_VERSIONS
+
+from .readiness import NotReady, Readiness
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL_SECONDS",
@@ -140,11 +150,13 @@ class LiveKeyring:
     __slots__ = (
         "_allow_insecure",
         "_created",
+        "_file_refused",
         "_fingerprint_version",
         "_lock",
         "_manager",
         "_observers",
         "_path",
+        "_readiness",
         "_retired",
         "_signature",
     )
@@ -157,6 +169,7 @@ class LiveKeyring:
         document: KeyringDocument | None = None,
         allow_insecure_permissions: bool = False,
         fingerprint_version: int = CURRENT_FINGERPRINT_VERSION,
+        readiness: Readiness | None = None,
     ) -> None:
         if fingerprint_version not in FINGERPRINT_VERSIONS:
             raise ValueError(f"fingerprint_version must be one of {FINGERPRINT_VERSIONS}")
@@ -169,6 +182,8 @@ class LiveKeyring:
         self._created: dict[str, str] = {}
         self._retired: dict[str, str] = {}
         self._signature: FileSignature | None = None if path is None else file_signature(path)
+        self._readiness = readiness
+        self._file_refused = False
         if document is not None:
             self._remember(document)
         if path is not None:
@@ -187,6 +202,12 @@ class LiveKeyring:
     def manager(self) -> KeyringManager:
         """The live manager the server seals and opens with."""
         return self._manager
+
+    @property
+    def file_refused(self) -> bool:
+        """True while the keyring file on disk is refused (the last reload, or a change, found it diverged,
+        unreadable, invalid or insecure): the live keyring is the last one accepted."""
+        return self._file_refused
 
     def add_observer(self, observer: Callable[[KeyringSnapshot], None]) -> None:
         """Call ``observer(snapshot)`` now and after every applied change or reload (e.g. metrics)."""
@@ -221,8 +242,10 @@ class LiveKeyring:
     def reload(self, *, actor: str) -> KeyringSnapshot:
         """Re-read the keyring file and make it the live keyring; a refused file changes nothing.
 
-        Refuses with ``LiveKeyringError`` (no file, file unreadable or invalid) or ``KeyInUse`` (the file drops
-        a key that still holds a sealing reservation).
+        Refuses with ``LiveKeyringError`` (no file; file unreadable, invalid or insecure: ``keyring-file-refused``;
+        an id the live keyring holds given other bytes: ``keyring-file-diverged``, logged as a WARNING naming the
+        id) or ``KeyInUse`` (the file drops a key that still holds a sealing reservation). While the file is
+        refused the instance is held not ready; a reload that succeeds (even of an unchanged file) clears it.
         """
         if self._path is None:
             raise LiveKeyringError(LiveKeyringRefusal.NO_KEYRING_FILE)
@@ -232,10 +255,29 @@ class LiveKeyring:
             try:
                 document = read_keyring_file(self._path, allow_insecure_permissions=self._allow_insecure)
             except KeyringFileError as error:
+                self._refuse_file()
                 raise LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, error.reason) from None
+            on_disk = document.keyring()
+            diverged = _diverged_ids(on_disk, self._manager.current())
+            if diverged:
+                self._refuse_file()
+                shown = ", ".join(printable_name(key_id, what="a key id") for key_id in diverged)
+                _logger.warning(
+                    "keyring reload (%s) refused: the keyring file gives key id %s other bytes than the live "
+                    "keyring holds (%s); the live keyring stays",
+                    actor,
+                    shown,
+                    LiveKeyringRefusal.FILE_DIVERGED.value,
+                )
+                raise LiveKeyringError(LiveKeyringRefusal.FILE_DIVERGED)
             before = self._manager.generation
-            snapshot = self._manager.replace_keyring(document.keyring())
+            try:
+                snapshot = self._manager.replace_keyring(on_disk)
+            except KeyInUse:
+                self._refuse_file()
+                raise
             self._remember(document)
+            self._accept_file()
         if snapshot.generation != before:
             self._applied("reload", None, actor)
         else:
@@ -255,7 +297,13 @@ class LiveKeyring:
             before = self._manager.generation
             try:
                 adopted = self._apply_in_memory(change) if self._path is None else self._apply_to_file(change)
-            except (KeyringError, LiveKeyringError) as error:
+            except LiveKeyringError as error:
+                if error.reason is LiveKeyringRefusal.FILE_DIVERGED or error.file_reason is not None:
+                    self._refuse_file()  # what is on disk now is refused, as a reload of it would be
+                shown = printable_name(key_id, what="a key id")
+                _logger.warning("keyring %s of %s by %s refused: %s", action, shown, actor, error.reason.value)
+                raise
+            except KeyringError as error:
                 shown = printable_name(key_id, what="a key id")
                 _logger.warning("keyring %s of %s by %s refused: %s", action, shown, actor, error.reason.value)
                 raise
@@ -306,12 +354,23 @@ class LiveKeyring:
             self._manager.replace_keyring(update.after.keyring())
             self._remember(update.after)
             self._signature = file_signature(path)
+            self._accept_file()
 
         try:
             update_keyring_file(path, changed, allow_insecure_permissions=self._allow_insecure, commit=commit)
         except KeyringFileError as error:
             raise LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, error.reason) from None
         return bool(adopted) and adopted[-1]
+
+    def _refuse_file(self) -> None:
+        self._file_refused = True
+        if self._readiness is not None:
+            self._readiness.set(NotReady.KEYRING_FILE_REFUSED)
+
+    def _accept_file(self) -> None:
+        self._file_refused = False
+        if self._readiness is not None:
+            self._readiness.clear(NotReady.KEYRING_FILE_REFUSED)
 
     def _check_reservations(self, keyring: ProtectionKeyring) -> None:
         for reserved_id in sorted(self._manager.outstanding_reservations()):
@@ -351,11 +410,17 @@ class LiveKeyring:
 
 def _diverged(on_disk: ProtectionKeyring, live: ProtectionKeyring) -> bool:
     """Whether an id both hold names other material in each (compared in constant time)."""
-    diverged = False
+    return bool(_diverged_ids(on_disk, live))
+
+
+def _diverged_ids(on_disk: ProtectionKeyring, live: ProtectionKeyring) -> tuple[str, ...]:
+    """The ids both hold with other material in each (every key compared, each in constant time)."""
+    diverged: list[str] = []
     for key in on_disk.keys:
         mine = live.key(key.id)
-        diverged = (mine is not None and not mine.same_material(key)) or diverged
-    return diverged
+        if mine is not None and not mine.same_material(key):
+            diverged.append(key.id)
+    return tuple(diverged)
 
 
 def _temp_files(count: int) -> str:
@@ -406,6 +471,8 @@ class KeyringFileWatcher:
         try:
             self._live.reload(actor=actor)
         except LiveKeyringError as error:
+            if error.reason is LiveKeyringRefusal.FILE_DIVERGED:
+                return  # already logged by the reload, naming the id
             _logger.warning("keyring reload (%s) refused: %s; the running keyring stays", actor, error)
         except KeyringError as error:
             _logger.warning("keyring reload (%s) refused: %s; the running keyring stays", actor, error.reason.value)

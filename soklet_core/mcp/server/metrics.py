@@ -2,10 +2,18 @@
 
 Every label value comes from a bounded set, never from client input: method labels are the known MCP method
 names or ``other``; request outcomes are a closed set derived from the status class and the access-log reason;
-seal and open refusal reasons are :class:`~soklet_core.protection.RequestStateProtectionReason` values; key ids
-come from the keyring (RFC 9110 tokens of at most 64 characters, as many as the keyring holds); task statuses are
-:class:`~soklet_core.store.TaskStatus` values. Anything outside a set is counted as ``other``, so a weird method
-string or an unregistered tool name can never become a series.
+seal and open refusal reasons are :class:`~soklet_core.protection.RequestStateProtectionReason` values, plus
+``retired-key`` (:data:`RETIRED_KEY_REASON`) for an ``unknown-key`` refusal whose key id this instance held and
+removed; key ids come from the keyring (RFC 9110 tokens of at most 64 characters, as many as the keyring holds) and
+key roles from :class:`~soklet_core.files.KeyRole`; readiness reasons are
+:class:`~soklet_core.mcp.server.readiness.NotReady` values; task statuses are :class:`~soklet_core.store.TaskStatus`
+values. Anything outside a set is counted as ``other``, so a weird method string or an unregistered tool name can
+never become a series.
+
+Readiness (``soklet_ready``, ``soklet_not_ready{reason}``, ``soklet_keyring_file_refused``) is read from the watched
+:class:`~soklet_core.mcp.server.readiness.Readiness` at scrape time (:meth:`ServerMetrics.watch_readiness`);
+``soklet_fleet_generation`` is exposed only once a store-mode server has set it
+(:meth:`ServerMetrics.fleet_generation`).
 
 The store figures (tasks by status, live handles) are read from the durable store at scrape time
 (:meth:`ServerMetrics.refresh_store`), bounded by :data:`STORE_SCRAPE_TIMEOUT_SECONDS`; a store that fails or
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
@@ -29,22 +38,26 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 from prometheus_client.registry import Collector
 
 from soklet_core import __version__
-from soklet_core.protection import RequestStateProtectionReason
+from soklet_core.files import KeyRole
+from soklet_core.protection import EnvelopeHeader, RequestStateProtectionException, RequestStateProtectionReason
 from soklet_core.store import DurableStore, StoreError, TaskStatus
 
 from .dispatcher import _KNOWN_METHODS
 from .handles import HANDLE_REJECTED_REASON
+from .readiness import NotReady, Readiness
 
 if TYPE_CHECKING:
     from soklet_core.keys import KeyringSnapshot
 
 __all__ = [
     "ADMIN_AUTH_FAILURE_REASONS",
+    "MAX_REMEMBERED_REMOVED_KEYS",
     "METRICS_CONTENT_TYPE",
     "METRIC_METHODS",
     "OPEN_OUTCOMES",
     "OTHER",
     "REQUEST_OUTCOMES",
+    "RETIRED_KEY_REASON",
     "SEAL_OUTCOMES",
     "STORE_SCRAPE_TIMEOUT_SECONDS",
     "ServerMetrics",
@@ -77,7 +90,13 @@ SEAL_OUTCOMES: Final = frozenset({"sealed", "refused"})
 #: Why the admin listener refused an authentication: no ``Authorization`` header, or one that names no token.
 ADMIN_AUTH_FAILURE_REASONS: Final = frozenset({"missing", "invalid"})
 OPEN_OUTCOMES: Final = frozenset({"opened", "refused"})
-_REASONS: Final = frozenset(reason.value for reason in RequestStateProtectionReason)
+#: The open refusal reason of a token whose key id this instance held and removed (an ``unknown-key`` refusal
+#: otherwise): a forged or very late token under a key the fleet retired, told apart from an id never seen.
+RETIRED_KEY_REASON: Final = "retired-key"
+_REASONS: Final = frozenset(reason.value for reason in RequestStateProtectionReason) | {RETIRED_KEY_REASON}
+#: How many removed key ids an instance remembers to tell ``retired-key`` from ``unknown-key`` (the oldest removal
+#: is forgotten first). A fleet rotating monthly keeps years of ids; the memory stays a few KiB whatever happens.
+MAX_REMEMBERED_REMOVED_KEYS: Final = 64
 #: How long one scrape waits for the store's figures before it reports ``soklet_store_up 0``: well inside a
 #: Prometheus scrape timeout (10 s by default).
 STORE_SCRAPE_TIMEOUT_SECONDS: Final = 2.0
@@ -128,14 +147,20 @@ class ServerMetrics:
         "_admin_auth_failures",
         "_children",
         "_fingerprint",
+        "_fleet_generation",
         "_generation",
+        "_held_key_ids",
         "_input_required",
+        "_key_info",
         "_keyring_lock",
         "_keyring_source",
         "_last_opened",
         "_last_sealed",
         "_opens",
+        "_readiness",
         "_registry",
+        "_removed_key_ids",
+        "_removed_order",
         "_requests",
         "_seals",
         "_store",
@@ -202,6 +227,20 @@ class ServerMetrics:
             ["key_id"],
             registry=registry,
         )
+        self._key_info = Gauge(
+            "soklet_key_info",
+            "Each key the live keyring holds, by id and role (active or verification; always 1).",
+            ["key_id", "role"],
+            registry=registry,
+        )
+        self._readiness: Readiness | None = None
+        self._fleet_generation: int | None = None
+        # Key ids of the last observed keyring, and those since removed (oldest first, bounded): what tells a
+        # retired-key refusal from an unknown-key one. Read on the request path as one attribute load.
+        self._held_key_ids: frozenset[str] = frozenset()
+        self._removed_order: OrderedDict[str, None] = OrderedDict()
+        self._removed_key_ids: frozenset[str] = frozenset()
+        registry.register(_StateCollector(self))
         self._store: DurableStore | None = None
         self._store_reading: asyncio.Lock | None = None
         # The last reading: tasks by status and live handles, or None when the store failed (or is not read yet).
@@ -219,6 +258,59 @@ class ServerMetrics:
         """Read ``source()`` (e.g. the live keyring's ``snapshot``) at every :meth:`render`, through
         :meth:`observe_keyring`: generation, fingerprint and last use are then never staler than the scrape."""
         self._keyring_source = source
+
+    def watch_readiness(self, readiness: Readiness) -> None:
+        """Publish ``readiness`` at every scrape: ``soklet_ready`` (1 ready, 0 not), ``soklet_not_ready{reason}``
+        (1 for each :class:`NotReady` reason set, 0 for the others) and ``soklet_keyring_file_refused``. Without
+        a watched readiness none of them is exposed."""
+        self._readiness = readiness
+
+    def fleet_generation(self, generation: int) -> None:
+        """Publish the newest fleet generation this store-mode instance has seen (``soklet_fleet_generation``;
+        absent until first set, so a file-mode server never exposes it)."""
+        if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
+            raise ValueError("generation must be a whole number of at least 0")
+        self._fleet_generation = generation
+
+    def state_metrics(self) -> list[Metric]:
+        """Readiness and fleet-generation families as of now (what the registry's state collector yields)."""
+        families: list[Metric] = []
+        readiness = self._readiness
+        if readiness is not None:
+            reasons = readiness.reasons
+            families.append(
+                GaugeMetricFamily(
+                    "soklet_ready",
+                    "1 while this instance takes MCP traffic, 0 while it is held back (see soklet_not_ready).",
+                    value=0 if reasons else 1,
+                )
+            )
+            held = GaugeMetricFamily(
+                "soklet_not_ready",
+                "1 for each reason holding this instance back from MCP traffic, 0 for the others.",
+                labels=["reason"],
+            )
+            for reason in NotReady:
+                held.add_metric([reason.value], 1 if reason in reasons else 0)
+            families.append(held)
+            families.append(
+                GaugeMetricFamily(
+                    "soklet_keyring_file_refused",
+                    "1 while the keyring file on disk is refused (diverged, unreadable, invalid or insecure): the "
+                    "last keyring accepted keeps serving.",
+                    value=1 if NotReady.KEYRING_FILE_REFUSED in reasons else 0,
+                )
+            )
+        generation = self._fleet_generation
+        if generation is not None:
+            families.append(
+                GaugeMetricFamily(
+                    "soklet_fleet_generation",
+                    "The newest fleet keyring generation this instance has seen in the store (store mode).",
+                    value=generation,
+                )
+            )
+        return families
 
     def watch_store(self, store: DurableStore) -> None:
         """Publish the store's figures (``soklet_store_up``, ``soklet_tasks{status}``, ``soklet_handles_live``),
@@ -298,21 +390,49 @@ class ServerMetrics:
         Entries for ids the snapshot does not hold are ignored, so the key-id label set stays bounded by the keyring.
         """
         key_ids = [entry.key_id for entry in snapshot.check_values]
+        held = frozenset(key_ids)
         if last_sealed_ms is None:
             last_sealed_ms = {use.key_id: use.last_sealed_ms for use in snapshot.key_use}
         if last_opened_ms is None:
             last_opened_ms = {use.key_id: use.last_opened_ms for use in snapshot.key_use}
         fingerprint = snapshot.fingerprint
         with self._keyring_lock:
+            self._remember_removed(held)
             self._generation.set(snapshot.generation)
             self._fingerprint.clear()
             self._fingerprint.labels(str(fingerprint.version), fingerprint.profile, fingerprint.value).set(1)
+            self._key_info.clear()
+            for key_id in key_ids:
+                role = KeyRole.ACTIVE if key_id == snapshot.active_key_id else KeyRole.VERIFICATION
+                self._key_info.labels(key_id, role.value).set(1)
             for gauge, times in ((self._last_sealed, last_sealed_ms), (self._last_opened, last_opened_ms)):
                 gauge.clear()
                 for key_id in key_ids:
                     seconds = _seconds(times.get(key_id))
                     if seconds is not None:
                         gauge.labels(key_id).set(seconds)
+
+    def _remember_removed(self, held: frozenset[str]) -> None:
+        """Note the ids the last observed keyring held and this one does not (under the keyring lock)."""
+        removed = self._removed_order
+        changed = False
+        for key_id in sorted(self._held_key_ids - held):
+            removed.pop(key_id, None)
+            removed[key_id] = None
+            changed = True
+        for key_id in held & self._removed_key_ids:  # held again (re-staged): not retired any more
+            removed.pop(key_id, None)
+            changed = True
+        while len(removed) > MAX_REMEMBERED_REMOVED_KEYS:
+            removed.popitem(last=False)
+        self._held_key_ids = held
+        if changed:
+            self._removed_key_ids = frozenset(removed)
+
+    @property
+    def removed_key_ids(self) -> frozenset[str]:
+        """The key ids this instance held and removed (at most :data:`MAX_REMEMBERED_REMOVED_KEYS`, newest kept)."""
+        return self._removed_key_ids
 
     def request(self, method: str | None, outcome: str) -> None:
         """Count one answered POST: ``method`` outside :data:`METRIC_METHODS` and unknown outcomes count as other."""
@@ -326,9 +446,23 @@ class ServerMetrics:
         """Count one seal: ``sealed``, or ``refused`` with a :class:`RequestStateProtectionReason` value."""
         self._inc(self._seals, "s", *self._state_labels(outcome, SEAL_OUTCOMES, reason))
 
-    def open(self, outcome: str, reason: str | None = None) -> None:
-        """Count one open: ``opened``, or ``refused`` with a :class:`RequestStateProtectionReason` value."""
+    def open(self, outcome: str, reason: str | None = None, *, token: str | None = None) -> None:
+        """Count one open: ``opened``, or ``refused`` with a :class:`RequestStateProtectionReason` value.
+
+        An ``unknown-key`` refusal given the refused ``token`` is counted as :data:`RETIRED_KEY_REASON` when the
+        token's key id is one this instance held and removed. The token's header is read only then (bounded work:
+        the opener refused it after its size check); the id itself never becomes a label."""
+        if reason == RequestStateProtectionReason.UNKNOWN_KEY.value and token is not None and self._removed_key_ids:
+            reason = self._unknown_key_reason(token)
         self._inc(self._opens, "o", *self._state_labels(outcome, OPEN_OUTCOMES, reason))
+
+    def _unknown_key_reason(self, token: str) -> str:
+        unknown: str = RequestStateProtectionReason.UNKNOWN_KEY.value
+        try:
+            key_id = EnvelopeHeader.read(token).key_id
+        except RequestStateProtectionException:
+            return unknown
+        return RETIRED_KEY_REASON if key_id in self._removed_key_ids else unknown
 
     def admin_auth_failure(self, reason: str) -> None:
         """Count one admin request refused for its token: a :data:`ADMIN_AUTH_FAILURE_REASONS` value, else other."""
@@ -348,6 +482,21 @@ class ServerMetrics:
 
     def __repr__(self) -> str:
         return "ServerMetrics()"
+
+
+class _StateCollector(Collector):
+    """Yields a server's readiness and fleet generation as they are at the scrape."""
+
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        """Nothing to describe ahead: these families appear only once watched or set (never a stale 0)."""
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        """The readiness and fleet-generation families."""
+        return self._metrics.state_metrics()
 
 
 class _StoreCollector(Collector):
