@@ -24,6 +24,7 @@ from .document import (
     MaterialEnv,
     MaterialFile,
     MaterialSource,
+    WrappedMaterial,
     check_removal,
     utc_now,
 )
@@ -50,6 +51,16 @@ from .fleet_file import (
     read_fleet_file,
 )
 from .git_ignore import GIT_CHECK_TIMEOUT_SECONDS, MAX_WORK_TREE_DEPTH, UnignoredSecret, unignored_secret
+from .kek_source import (
+    KEK_FILE_MODE,
+    MAX_KEK_COMMAND_CHARS,
+    MAX_KEK_COMMAND_WORDS,
+    MAX_KEK_FILE_BYTES,
+    MAX_KEK_TEXT_CHARS,
+    KekSource,
+    load_kek,
+    write_kek_file,
+)
 from .keyring_file import (
     KEYRING_FILE_MODE,
     KeyringUpdate,
@@ -73,6 +84,7 @@ from .signature import MAX_SIGNED_FILE_BYTES, FileSignature, file_signature
 __all__ = [
     "DEFAULT_FLEET_TIMEOUT_SECONDS",
     "GIT_CHECK_TIMEOUT_SECONDS",
+    "KEK_FILE_MODE",
     "KEYRING_FILE_MODE",
     "KEYRING_FORMAT",
     "LOCK_SUFFIX",
@@ -82,6 +94,10 @@ __all__ = [
     "MAX_FLEET_TIMEOUT_SECONDS",
     "MAX_INSTANCE_NAME_CHARS",
     "MAX_INSTANCE_URL_CHARS",
+    "MAX_KEK_COMMAND_CHARS",
+    "MAX_KEK_COMMAND_WORDS",
+    "MAX_KEK_FILE_BYTES",
+    "MAX_KEK_TEXT_CHARS",
     "MAX_KEYRING_FILE_BYTES",
     "MAX_MATERIAL_FILE_BYTES",
     "MAX_SIGNED_FILE_BYTES",
@@ -98,6 +114,7 @@ __all__ = [
     "FleetFileError",
     "FleetInstance",
     "InlineMaterial",
+    "KekSource",
     "KeyEntry",
     "KeyRole",
     "KeyringDocument",
@@ -108,6 +125,7 @@ __all__ = [
     "MaterialFile",
     "MaterialSource",
     "UnignoredSecret",
+    "WrappedMaterial",
     "atomic_write",
     "check_admin_url",
     "check_folders",
@@ -122,6 +140,7 @@ __all__ = [
     "is_mode_secure",
     "is_temp_name",
     "is_trusted_owner",
+    "load_kek",
     "lock_path_for",
     "parse_fleet_file",
     "parse_keyring_document",
@@ -134,5 +153,6 @@ __all__ = [
     "unignored_secret",
     "update_keyring_file",
     "utc_now",
+    "write_kek_file",
     "write_keyring_file",
 ]

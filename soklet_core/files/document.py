@@ -5,6 +5,12 @@ A document is what a keyring file says; :meth:`KeyringDocument.keyring` turns it
 ``with_activated``, ...) and fold the result back with :meth:`KeyringDocument.with_keyring`, which keeps each
 surviving key's creation time and material source (a key read from ``material_file`` is written back as that
 reference, never inlined).
+
+A key read from ``wrapped_material`` is held unwrapped in memory, beside its :class:`WrappedMaterial` (the KEK id
+and ciphertext written back unchanged). :meth:`KeyringDocument.wrapped` wraps every inline key under a KEK (what
+``soklet keys encrypt`` and every later change of an encrypted file do), :meth:`KeyringDocument.unwrapped` the
+reverse; keys read from ``material_file`` or ``material_env`` stay references either way (their material is not in
+the file).
 """
 
 from __future__ import annotations
@@ -13,7 +19,14 @@ import enum
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from soklet_core.keys import PROTECTION_PROFILE, ProtectionKey, ProtectionKeyring, RetiredTooRecently
+from soklet_core.keys import (
+    PROTECTION_PROFILE,
+    KeyWrapper,
+    ProtectionKey,
+    ProtectionKeyring,
+    RetiredTooRecently,
+    WrappedKey,
+)
 
 __all__ = [
     "InlineMaterial",
@@ -23,6 +36,7 @@ __all__ = [
     "MaterialEnv",
     "MaterialFile",
     "MaterialSource",
+    "WrappedMaterial",
     "check_removal",
     "utc_now",
 ]
@@ -69,8 +83,35 @@ class MaterialEnv:
         return "env"
 
 
-#: Where a key's material comes from. Each holds base64url text without padding.
-MaterialSource = InlineMaterial | MaterialFile | MaterialEnv
+@dataclass(frozen=True, slots=True)
+class WrappedMaterial:
+    """The material is written in the file wrapped under a key-encryption key (``wrapped_material = "..."`` and
+    ``kek = "<KEK id>"``): what ``soklet keys encrypt`` writes. Reading it takes that KEK."""
+
+    kek_id: str
+    ciphertext: bytes
+
+    @classmethod
+    def of(cls, wrapped: WrappedKey) -> WrappedMaterial:
+        """The source that keeps ``wrapped``."""
+        return cls(kek_id=wrapped.kek_id, ciphertext=wrapped.ciphertext)
+
+    def wrapped_key(self, key_id: str) -> WrappedKey:
+        """This material as the wrapped key ``key_id`` (validated: KEK id and ciphertext length)."""
+        return WrappedKey(key_id=key_id, kek_id=self.kek_id, ciphertext=self.ciphertext)
+
+    @property
+    def kind(self) -> str:
+        """``wrapped``."""
+        return "wrapped"
+
+    def __repr__(self) -> str:
+        return f"WrappedMaterial(kek_id={self.kek_id!r}, ciphertext=<{len(self.ciphertext)} bytes>)"
+
+
+#: Where a key's material comes from. The first three hold base64url text without padding; the last, the key
+#: wrapped under a KEK.
+MaterialSource = InlineMaterial | MaterialFile | MaterialEnv | WrappedMaterial
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +169,40 @@ class KeyringDocument:
     def active_entry(self) -> KeyEntry:
         """The entry of the active key."""
         return next(entry for entry in self.entries if entry.role is KeyRole.ACTIVE)
+
+    @property
+    def is_wrapped(self) -> bool:
+        """Whether any key's material is wrapped under a KEK (the file is encrypted)."""
+        return any(isinstance(entry.source, WrappedMaterial) for entry in self.entries)
+
+    def wrapped(self, kek: KeyWrapper) -> KeyringDocument:
+        """This document with every inline key wrapped under ``kek``, and every key wrapped under another KEK
+        wrapped again under ``kek``; keys wrapped under ``kek`` already keep their ciphertext, and keys read from
+        ``material_file`` or ``material_env`` stay references. Returns ``self`` when nothing changes.
+
+        Raises ``KeyWrapError`` when ``kek`` cannot wrap (an external KEK that is unavailable)."""
+        changed = False
+        entries: list[KeyEntry] = []
+        for entry in self.entries:
+            source = entry.source
+            if isinstance(source, InlineMaterial) or (
+                isinstance(source, WrappedMaterial) and source.kek_id != kek.kek_id
+            ):
+                entry = replace(entry, source=WrappedMaterial.of(kek.wrap(entry.key, self.profile)))
+                changed = True
+            entries.append(entry)
+        return KeyringDocument(tuple(entries), self.profile) if changed else self
+
+    def unwrapped(self) -> KeyringDocument:
+        """This document with every wrapped key written inline again (``soklet keys encrypt --decrypt``).
+        Returns ``self`` when no key is wrapped."""
+        if not self.is_wrapped:
+            return self
+        entries = tuple(
+            replace(entry, source=InlineMaterial()) if isinstance(entry.source, WrappedMaterial) else entry
+            for entry in self.entries
+        )
+        return KeyringDocument(entries, self.profile)
 
     def with_keyring(self, keyring: ProtectionKeyring, *, now: datetime | None = None) -> KeyringDocument:
         """This document changed to hold exactly ``keyring``'s keys and roles.

@@ -32,10 +32,13 @@ class KeyringFileErrorReason(ErrorReason):
         "invalid-created",
         "created and retired must be TOML offset date-times such as 2026-08-01T00:00:00Z",
     )
-    MISSING_MATERIAL = "missing-material", "a key needs one of material, material_file or material_env"
+    MISSING_MATERIAL = (
+        "missing-material",
+        "a key needs one of material, material_file, material_env or wrapped_material",
+    )
     CONFLICTING_MATERIAL_SOURCES = (
         "conflicting-material-sources",
-        "a key takes only one of material, material_file or material_env",
+        "a key takes only one of material, material_file, material_env or wrapped_material",
     )
     INVALID_BASE64 = "invalid-base64", "key material must be base64url text without padding"
     MATERIAL_TOO_SHORT = "material-too-short", "key material must be at least 32 bytes"
@@ -47,6 +50,16 @@ class KeyringFileErrorReason(ErrorReason):
         "group or others may access the referenced material file; chmod 600 it",
     )
     MATERIAL_ENV_MISSING = "material-env-missing", "the referenced environment variable is not set"
+    KEK_REQUIRED = (
+        "kek-required",
+        "the file holds wrapped keys: give the key-encryption key (--kek-file, --kek-env or --kek-command)",
+    )
+    WRONG_KEK = "wrong-kek", "the key was wrapped under another key-encryption key than the one given"
+    UNWRAP_FAILED = (
+        "unwrap-failed",
+        "the wrapped key did not authenticate under the key-encryption key (tampered, or moved to another id)",
+    )
+    KEK_UNAVAILABLE = "kek-unavailable", "the key-encryption key could not be reached"
     DUPLICATE_KEY_ID = "duplicate-key-id", "two keys share this id"
     NO_ACTIVE_KEY = "no-active-key", 'no key has role = "active"; exactly one must'
     MULTIPLE_ACTIVE_KEYS = "multiple-active-keys", 'more than one key has role = "active"; exactly one must'

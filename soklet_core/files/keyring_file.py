@@ -1,4 +1,9 @@
-"""Reading, writing and updating a keyring file on disk."""
+"""Reading, writing and updating a keyring file on disk.
+
+A file holding wrapped keys (``soklet keys encrypt``) is read given its key-encryption key (``kek=``); changing it
+through :func:`update_keyring_file` wraps every new key under that KEK too, so an encrypted file never gains a
+key in clear.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from soklet_core.keys import KeyWrapError, KeyWrapper
 
 from .atomic import atomic_write
 from .document import KeyringDocument
@@ -44,10 +51,13 @@ def read_keyring_file(
     *,
     allow_insecure_permissions: bool = False,
     environ: Mapping[str, str] | None = None,
+    kek: KeyWrapper | None = None,
 ) -> KeyringDocument:
-    """Read and validate the keyring file at ``path``; ``material_file`` paths are relative to its folder.
+    """Read and validate the keyring file at ``path``; ``material_file`` paths are relative to its folder;
+    ``kek`` unwraps ``wrapped_material`` (in memory only).
 
-    Refuses a file that group or others may access unless ``allow_insecure_permissions``. Raises
+    Refuses a file that group or others may access unless ``allow_insecure_permissions``, and a file holding
+    wrapped keys without ``kek`` (``kek-required``) or under another KEK (``wrong-kek``, naming the key). Raises
     ``KeyringFileError``.
     """
     data = read_secret_file(path, limit=MAX_KEYRING_FILE_BYTES, allow_insecure_permissions=allow_insecure_permissions)
@@ -57,6 +67,7 @@ def read_keyring_file(
         base_dir=Path(path).parent,
         environ=environ,
         allow_insecure_permissions=allow_insecure_permissions,
+        kek=kek,
     )
 
 
@@ -97,6 +108,7 @@ def update_keyring_file(
     allow_insecure_permissions: bool = False,
     environ: Mapping[str, str] | None = None,
     commit: Callable[[KeyringUpdate], None] | None = None,
+    kek: KeyWrapper | None = None,
 ) -> KeyringUpdate:
     """Read, change and write the keyring file at ``path`` under its exclusive lock.
 
@@ -110,6 +122,11 @@ def update_keyring_file(
     deciding there is nothing to write): whoever mirrors the file (a live keyring) takes the new state there, so
     no other writer's change can slip in between. If ``commit`` raises, the file's former bytes are put back
     (still under the lock) and the error propagates.
+
+    ``kek`` unwraps a file holding wrapped keys. When the file held wrapped keys, or did not exist, and ``kek`` is
+    given, every key the change adds in clear is wrapped under ``kek`` before the write (``after`` holds the
+    wrapped form), so an encrypted file never mixes clear and wrapped material; a clear file stays clear. A KEK
+    that cannot wrap (``KeyWrapError``) is ``kek-unavailable`` with the file untouched.
     """
     target = _real(path)
     if not allow_insecure_permissions:
@@ -123,9 +140,14 @@ def update_keyring_file(
             if error.reason is not Reason.NOT_FOUND:
                 raise
             raw = None
-        before = None if raw is None else _parsed(raw, path, target, allow_insecure_permissions, environ)
+        before = None if raw is None else _parsed(raw, path, target, allow_insecure_permissions, environ, kek)
         after = change(before)
         written = after is not before
+        if written and kek is not None and (before is None or before.is_wrapped):
+            try:
+                after = after.wrapped(kek)
+            except KeyWrapError as error:
+                raise KeyringFileError(Reason.KEK_UNAVAILABLE, path=str(path), detail=error.detail) from None
         if written:
             atomic_write(target, _rendered(after, str(path)), mode=KEYRING_FILE_MODE)
         update = KeyringUpdate(before, after, written=written)
@@ -145,6 +167,7 @@ def _parsed(
     target: Path,
     allow_insecure_permissions: bool,
     environ: Mapping[str, str] | None,
+    kek: KeyWrapper | None,
 ) -> KeyringDocument:
     return parse_keyring_document(
         raw,
@@ -152,6 +175,7 @@ def _parsed(
         base_dir=target.parent,
         environ=environ,
         allow_insecure_permissions=allow_insecure_permissions,
+        kek=kek,
     )
 
 

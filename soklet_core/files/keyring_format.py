@@ -8,7 +8,8 @@
     [[keys]]
     id = "2026-08"
     role = "active"                          # or "verification"
-    material = "<base64url, no padding>"     # or material_file = "/run/secrets/k", or material_env = "VAR"
+    material = "<base64url, no padding>"     # or material_file = "/run/secrets/k", or material_env = "VAR",
+                                             # or wrapped_material = "<base64url>" with kek = "<KEK id>"
     created = 2026-08-01T00:00:00Z
     retired = 2026-09-01T00:00:00Z           # optional, verification keys only: when it stopped sealing
 
@@ -16,6 +17,11 @@ Parsing is strict: unknown fields, a second material source, a bad id, bad base6
 missing reference, duplicate ids, an id that looks like key material (``key_id_problem``) and anything but
 exactly one active key are refused, each naming the key and
 field. Nothing here touches the file system except to resolve ``material_file`` references.
+
+``wrapped_material`` is the key wrapped under a key-encryption key (``soklet keys encrypt``), ``kek`` that KEK's
+id. Parsing unwraps it with the ``kek`` given (``kek-required`` without one, ``wrong-kek`` under another,
+``unwrap-failed`` when the ciphertext does not authenticate), so a document always holds every key's material, in
+memory only; rendering writes the wrapped form back.
 """
 
 from __future__ import annotations
@@ -33,7 +39,11 @@ from soklet_core.keys import (
     MAX_KEY_MATERIAL_BYTES,
     MIN_KEY_MATERIAL_BYTES,
     PROTECTION_PROFILE,
+    KeyringError,
     KeyringErrorReason,
+    KeyWrapError,
+    KeyWrapErrorReason,
+    KeyWrapper,
     ProtectionKey,
     decode_base64url,
     encode_base64url,
@@ -51,6 +61,7 @@ from .document import (
     MaterialEnv,
     MaterialFile,
     MaterialSource,
+    WrappedMaterial,
 )
 from .errors import KeyringFileError
 from .errors import KeyringFileErrorReason as Reason
@@ -74,8 +85,18 @@ MAX_KEYRING_FILE_BYTES: Final = 1024 * 1024
 MAX_MATERIAL_FILE_BYTES: Final = 64 * 1024
 
 _TOP_FIELDS: Final = frozenset({"format", "profile", "keys"})
-_KEY_FIELDS: Final = frozenset({"id", "role", "material", "material_file", "material_env", "created", "retired"})
-_MATERIAL_FIELDS: Final = ("material", "material_file", "material_env")
+_KEY_FIELDS: Final = frozenset(
+    {"id", "role", "material", "material_file", "material_env", "wrapped_material", "kek", "created", "retired"}
+)
+_MATERIAL_FIELDS: Final = ("material", "material_file", "material_env", "wrapped_material")
+#: How a refused unwrap is reported by the files layer.
+_WRAP_REASONS: Final = {
+    KeyWrapErrorReason.WRONG_KEK: Reason.WRONG_KEK,
+    KeyWrapErrorReason.UNWRAP_FAILED: Reason.UNWRAP_FAILED,
+    KeyWrapErrorReason.MALFORMED_WRAPPED_KEY: Reason.INVALID_FIELD,
+    KeyWrapErrorReason.KEK_UNAVAILABLE: Reason.KEK_UNAVAILABLE,
+    KeyWrapErrorReason.INVALID_KEK: Reason.KEK_UNAVAILABLE,
+}
 
 
 def parse_keyring_document(
@@ -85,13 +106,15 @@ def parse_keyring_document(
     base_dir: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
     allow_insecure_permissions: bool = False,
+    kek: KeyWrapper | None = None,
 ) -> KeyringDocument:
     """Parse keyring file content. ``path`` labels errors; ``base_dir`` anchors relative ``material_file``
-    paths (default: the current folder); ``environ`` resolves ``material_env`` (default: ``os.environ``).
+    paths (default: the current folder); ``environ`` resolves ``material_env`` (default: ``os.environ``); ``kek``
+    unwraps ``wrapped_material`` (a file holding wrapped keys is refused, ``kek-required``, without one).
 
     Raises ``KeyringFileError``; its message names the key and field and never repeats file content.
     """
-    parser = _Parser(path, Path(base_dir) if base_dir is not None else Path(), environ, allow_insecure_permissions)
+    parser = _Parser(path, Path(base_dir) if base_dir is not None else Path(), environ, allow_insecure_permissions, kek)
     return parser.document(text)
 
 
@@ -108,6 +131,9 @@ def render_keyring_document(document: KeyringDocument) -> str:
             fields["material_file"] = source.path
         elif isinstance(source, MaterialEnv):
             fields["material_env"] = source.name
+        elif isinstance(source, WrappedMaterial):
+            fields["wrapped_material"] = encode_base64url(source.ciphertext)
+            fields["kek"] = source.kek_id
         else:
             fields["material"] = encode_base64url(entry.key.material)
         # tomli-w spells an offset date-time "2026-08-01 00:00:00+00:00"; the documented form ends in Z.
@@ -118,15 +144,21 @@ def render_keyring_document(document: KeyringDocument) -> str:
 
 
 class _Parser:
-    __slots__ = ("_allow_insecure", "_base_dir", "_environ", "_path")
+    __slots__ = ("_allow_insecure", "_base_dir", "_environ", "_kek", "_path")
 
     def __init__(
-        self, path: str | None, base_dir: Path, environ: Mapping[str, str] | None, allow_insecure: bool
+        self,
+        path: str | None,
+        base_dir: Path,
+        environ: Mapping[str, str] | None,
+        allow_insecure: bool,
+        kek: KeyWrapper | None,
     ) -> None:
         self._path = path
         self._base_dir = base_dir
         self._environ = environ if environ is not None else os.environ
         self._allow_insecure = allow_insecure
+        self._kek = kek
 
     def _error(
         self,
@@ -209,6 +241,11 @@ class _Parser:
         retired_utc = None if table.get("retired") is None else self._moment(label, table, "retired")
         if retired_utc is not None and role is KeyRole.ACTIVE:
             raise self._error(Reason.INVALID_FIELD, key=label, field="retired", detail="only a verification key")
+        if "kek" in table and "wrapped_material" not in table:
+            raise self._error(Reason.UNKNOWN_FIELD, key=label, field="kek", detail="only with wrapped_material")
+        if "wrapped_material" in table and not any(name in table for name in _MATERIAL_FIELDS[:-1]):
+            unwrapped, wrapped = self._unwrapped(label, key_id, table)
+            return KeyEntry(unwrapped, role, created_utc, wrapped, retired_utc)
         source, field, text = self._material_text(label, table)
         try:
             material = decode_base64url(text)
@@ -220,6 +257,38 @@ class _Parser:
             raise self._error(Reason.MATERIAL_TOO_LONG, key=label, field=field, detail=f"{len(material)} bytes")
         key = ProtectionKey.from_id_and_bytes(key_id, material)
         return KeyEntry(key, role, created_utc, source, retired_utc)
+
+    def _unwrapped(self, label: str, key_id: str, table: dict[str, Any]) -> tuple[ProtectionKey, WrappedMaterial]:
+        field = "wrapped_material"
+        text = table[field]
+        if not isinstance(text, str):
+            raise self._error(Reason.INVALID_FIELD, key=label, field=field, detail="a string")
+        kek_id = table.get("kek")
+        if kek_id is None:
+            raise self._error(Reason.MISSING_FIELD, key=label, field="kek")
+        if not isinstance(kek_id, str):
+            raise self._error(Reason.INVALID_FIELD, key=label, field="kek", detail="a string")
+        try:
+            ciphertext = decode_base64url(text)
+        except ValueError:
+            raise self._error(Reason.INVALID_BASE64, key=label, field=field) from None
+        try:
+            wrapped = WrappedMaterial(kek_id=kek_id, ciphertext=ciphertext)
+            unwrapped = wrapped.wrapped_key(key_id)
+        except KeyWrapError:
+            detail = "a KEK id of 1 to 64 printable characters and 1 to 4,096 bytes of ciphertext"
+            raise self._error(Reason.INVALID_FIELD, key=label, field=f"{field} and kek", detail=detail) from None
+        if self._kek is None:
+            raise self._error(Reason.KEK_REQUIRED, key=label, field=field)
+        try:
+            key = self._kek.unwrap(unwrapped, PROTECTION_PROFILE)
+        except KeyWrapError as error:
+            reason = _WRAP_REASONS.get(error.reason, Reason.UNWRAP_FAILED)
+            raise self._error(reason, key=label, field=field, detail=error.detail) from None
+        except KeyringError:
+            # Authenticated, yet not a data key's length: only a KEK program out of its protocol can answer that.
+            raise self._error(Reason.UNWRAP_FAILED, key=label, field=field) from None
+        return key, wrapped
 
     def _moment(self, label: str, table: dict[str, Any], field: str) -> datetime:
         value = table[field]

@@ -73,12 +73,14 @@ class KeyWrapError(SokletError):
     """A key that could not be wrapped or unwrapped. The message names the key id (public) and the reason, never
     material, a KEK, or what an external command printed."""
 
-    __slots__ = ("key_id",)
+    __slots__ = ("detail", "key_id")
 
     reason: KeyWrapErrorReason
 
     def __init__(self, reason: KeyWrapErrorReason, key_id: str | None = None, detail: str | None = None) -> None:
         self.key_id = key_id
+        # Fixed text or a count, never input: another layer may repeat it in its own message.
+        self.detail = detail
         subject = "" if key_id is None else f" (key {key_id!r})"
         more = "" if detail is None else f"; {detail}"
         super().__init__(reason, f"{reason.value}{subject}: {reason.description}{more}")
