@@ -81,6 +81,7 @@ from .live_keyring import (
     LiveKeyringError,
     LiveKeyringRefusal,
 )
+from .readiness import NotReady, Readiness
 from .sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_SECONDS,
@@ -165,8 +166,10 @@ __all__ = [
     "McpAsgiApp",
     "McpError",
     "McpServer",
+    "NotReady",
     "ProgressChannel",
     "ProtocolEras",
+    "Readiness",
     "SessionLimitReason",
     "SessionTable",
     "SessionsFull",

@@ -1,15 +1,22 @@
 """The admin API of ``soklet serve``: an ASGI app for a listener of its own, never the MCP port.
 
 Every request needs ``Authorization: Bearer <token>`` (compared in constant time with every configured token),
-else ``401`` with ``WWW-Authenticate: Bearer`` and nothing happens. Endpoints (see docs/fleet.md):
+else ``401`` with ``WWW-Authenticate: Bearer`` and nothing happens, except the two probes. Endpoints (see
+docs/fleet.md):
 
-* ``GET /v1/keyring`` — the secret-free snapshot; ``GET /v1/health``; ``GET /metrics`` (Prometheus text);
-* ``GET /v1/ready`` — the readiness probe, the one endpoint that takes no token (it reveals only a status and a
-  bounded reason): ``200 {"status": "ready"}``, or ``503 {"status": "not-ready", "reason": "store-unavailable"}``
-  with ``Retry-After`` while the durable store does not answer (:data:`READY_STORE_TIMEOUT_SECONDS`) or its file
-  was removed or replaced;
+* ``GET /v1/ready`` and ``GET /v1/health`` — the probes, which take no token (a Kubernetes probe carries no secret)
+  and reveal only a status and a bounded reason (:class:`~.readiness.NotReady`), never the instance, the
+  generation or a key. ``/v1/ready``: ``200 {"status": "ready"}``, or ``503 {"status": "not-ready", "reason":
+  "generation-behind"}`` with ``Retry-After`` while the instance's :class:`~.readiness.Readiness` holds it back
+  (the MCP endpoint then answers 503 too). A store outage alone is not a reason (the keyring held keeps serving;
+  ``soklet_store_up`` says 0); a SQLite file removed or replaced is (``store-file-lost``: only a restart mends it).
+  ``/v1/health`` (liveness): ``200 {"status": "ok"}`` while the process serves, ``503 {"status": "failing",
+  "reason": "store-file-lost"}`` when only a restart can mend it;
+* ``GET /v1/keyring`` — the secret-free snapshot (instance and generation included); ``GET /metrics``
+  (Prometheus text);
 * ``POST /v1/keyring/stage`` ``{"id", "material"}``, ``/activate`` ``{"id"}``, ``/remove`` ``{"id"}``,
-  ``/reload`` — applied through :class:`~.live_keyring.LiveKeyring`, answered with the new snapshot.
+  ``/reload`` — applied through the live keyring (:class:`~.live_keyring.KeyringHolder`: the keyring file, or the
+  store's fleet keyring), answered with the new snapshot.
 
 Refusals: ``400`` malformed body, ``404`` unknown key or path, ``405`` wrong method, ``408`` slow body (one
 deadline for the whole body, the MCP port's, so a trickle cannot renew it; the connection closes), ``409``
@@ -25,6 +32,7 @@ keyring files' rules to it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
@@ -42,12 +50,13 @@ from soklet_core.json import JsonError, JsonObject, JsonString, parse
 from soklet_core.keys import KeyringError, KeyringErrorReason, KeyringSnapshot, ProtectionKey, key_id_problem
 from soklet_core.keys.base64url import decode_base64url
 from soklet_core.keys.profile import PROTECTION_PROFILE
-from soklet_core.store import DurableStore, StoreError
+from soklet_core.store import DurableStore, SqliteStore, StoreError
 
 from .admin_snapshot import AdminKey, AdminSnapshot, KeyRoleName, new_process_id
 from .http_runner import DEFAULT_BODY_TIMEOUT_SECONDS
 from .live_keyring import KeyringHolder, LiveKeyringError
 from .metrics import ServerMetrics
+from .readiness import RETRY_AFTER_SECONDS, NotReady, Readiness
 
 __all__ = [
     "ADMIN_DEFAULT_LABEL",
@@ -77,8 +86,8 @@ MIN_ADMIN_TOKEN_CHARS: Final = 16
 MAX_ADMIN_TOKEN_CHARS: Final = 512
 #: Most tokens one file may hold.
 MAX_ADMIN_TOKENS: Final = 64
-#: How long ``/v1/ready`` waits for the durable store to answer before it says not ready: well inside a probe's
-#: usual timeout.
+#: How long ``/v1/ready`` and ``/v1/health`` wait for a SQLite store's check (is its file still the one opened?)
+#: before they answer from what is known: well inside a probe's usual timeout.
 READY_STORE_TIMEOUT_SECONDS: Final = 2.0
 #: The label of a bare token (a file or variable holding one token and no ``label:``).
 ADMIN_DEFAULT_LABEL: Final = "admin"
@@ -265,6 +274,12 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
+#: The probes: answered without a token, with a status and a bounded reason only.
+_PROBES: Final = frozenset({"/v1/ready", "/v1/health"})
+#: The one reason a liveness probe fails: a store file lost is mended by a restart alone.
+_FAILING: Final = frozenset({NotReady.STORE_FILE_LOST})
+_RETRY_AFTER: Final = [(b"retry-after", str(RETRY_AFTER_SECONDS).encode("ascii"))]
+
 _ROUTES: Final[dict[str, str]] = {
     "/v1/keyring": "GET",
     "/v1/health": "GET",
@@ -344,6 +359,7 @@ class AdminApp:
         "_live",
         "_metrics",
         "_process_id",
+        "_readiness",
         "_rounds",
         "_store",
         "_tokens",
@@ -361,6 +377,8 @@ class AdminApp:
         body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
         store: DurableStore | None = None,
         auth_failure_log_interval_seconds: float = AUTH_FAILURE_LOG_INTERVAL_SECONDS,
+        readiness: Readiness | None = None,
+        process_id: str | None = None,
     ) -> None:
         self._live = live
         self._tokens = tokens
@@ -370,9 +388,12 @@ class AdminApp:
         self._metrics = metrics
         self._body_timeout = body_timeout_seconds
         self._failed_logins = _FailedLogins(auth_failure_log_interval_seconds)
-        self._store = store  # what /v1/ready asks (None: ready whenever the listener answers)
-        # Made once, when the process starts serving: what tells this instance from another reporting its name.
-        self._process_id = new_process_id()
+        self._store = store  # a SQLite store's file is checked by the probes (an outage alone is not a reason)
+        # Shared with the MCP endpoint, which answers 503 while it holds the instance back.
+        self._readiness = readiness if readiness is not None else Readiness()
+        # Made once, when the process starts serving: what tells this instance from another reporting its name
+        # (given when the process also names itself elsewhere, as in its store heartbeats).
+        self._process_id = process_id if process_id is not None else new_process_id()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -388,8 +409,8 @@ class AdminApp:
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
-        if scope["path"] == "/v1/ready" and scope["method"] == "GET":
-            await self._send_ready(send)
+        if scope["path"] in _PROBES and scope["method"] == "GET":
+            await self._send_probe(scope["path"], send)
             return
         authorization = headers.get(b"authorization")
         actor = self._tokens.label_for(authorization)
@@ -406,10 +427,6 @@ class AdminApp:
             raise _Refused(405, "method-not-allowed", [(b"allow", allowed.encode("ascii"))])
         if path == "/metrics":
             await self._send_metrics(send)
-            return
-        if path == "/v1/health":
-            generation = self._live.manager.generation
-            await _answer(send, 200, {"status": "ok", "instance": self._instance, "generation": generation})
             return
         if method == "GET":
             await _answer(send, 200, self._document(self._live.snapshot()))
@@ -460,18 +477,31 @@ class AdminApp:
             process_id=self._process_id,
         )
 
-    async def _send_ready(self, send: Send) -> None:
-        """``/v1/ready``: whether this instance can serve its durable work now (a probe: no token, no detail)."""
+    async def _send_probe(self, path: str, send: Send) -> None:
+        """``/v1/ready`` and ``/v1/health``: a status and a bounded reason (no token, no other detail)."""
+        await self._check_store_file()
+        reason = self._readiness.reason
+        if path == "/v1/health":
+            failing = next((held for held in NotReady if held in _FAILING and held in self._readiness.reasons), None)
+            if failing is None:
+                await _answer(send, 200, {"status": "ok"})
+            else:
+                await _answer(send, 503, {"status": "failing", "reason": failing.value})
+        elif reason is None:
+            await _answer(send, 200, {"status": "ready"})
+        else:
+            await _answer(send, 503, {"status": "not-ready", "reason": reason.value}, _RETRY_AFTER)
+
+    async def _check_store_file(self) -> None:
+        """A SQLite store's file removed or replaced holds the instance back (``store-file-lost``); the check is
+        what finds it (bounded). Any other failure of the store is an outage: not a reason."""
         store = self._store
-        if store is not None:
-            try:
-                async with asyncio.timeout(READY_STORE_TIMEOUT_SECONDS):
-                    await store.check()
-            except (StoreError, TimeoutError):
-                refusal = {"status": "not-ready", "reason": "store-unavailable"}
-                await _answer(send, 503, refusal, [(b"retry-after", b"1")])
-                return
-        await _answer(send, 200, {"status": "ready"})
+        if not isinstance(store, SqliteStore):
+            return
+        with contextlib.suppress(StoreError, TimeoutError):
+            async with asyncio.timeout(READY_STORE_TIMEOUT_SECONDS):
+                await store.check()
+        self._readiness.set(NotReady.STORE_FILE_LOST, store.file_lost)
 
     async def _send_metrics(self, send: Send) -> None:
         if self._metrics is None:

@@ -38,6 +38,7 @@ from .dispatcher import (
 from .http_runner import HttpLimits
 from .legacy import DEFAULT_INPUT_TIMEOUT_SECONDS, LegacyProtocol, ProtocolEras
 from .metrics import ServerMetrics
+from .readiness import Readiness
 from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_SECONDS, SessionTable
 from .tasks import (
     DEFAULT_POLL_INTERVAL_MS,
@@ -97,6 +98,8 @@ class McpServer:
     * ``mounts`` — path prefix (``"/link/"``: starts and ends with ``/``, outside the endpoint path) → a plain
       ASGI 3 app that answers every request under that prefix, after the ``Host``/``Origin`` checks and the
       shutdown drain check (the scope is passed unchanged, full path included; mounts get no lifespan events).
+    * ``readiness`` — a :class:`~.readiness.Readiness`: while it says not ready, the endpoint answers every request
+      503 with ``Retry-After`` (JSON-RPC -32603) before reading its body (default: always ready).
     * ``store`` — the durable store (:func:`soklet_core.store.open_store`) tasks live in: with it the server offers
       the tasks extension (:attr:`task_manager`, advertised in ``server/discover``); tools with task support need
       it (``ValueError`` otherwise). The store is opened on first use; its owner closes it (after
@@ -140,6 +143,7 @@ class McpServer:
         task_poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
         task_max_per_partition: int = MAX_STORED_TASKS_PER_PARTITION,
         task_max_bytes_per_partition: int = MAX_STORED_TASK_BYTES_PER_PARTITION,
+        readiness: Readiness | None = None,
     ) -> None:
         if not isinstance(registry, Registry):
             raise TypeError("McpServer takes a Registry")
@@ -202,6 +206,7 @@ class McpServer:
             http_limits=http_limits if http_limits is not None else HttpLimits(),
             legacy=self._legacy,
             mounts=mounts,
+            readiness=readiness,
         )
         self._sealer = sealer
         manager = None if sealer is None else sealer.keyring_manager
@@ -252,6 +257,11 @@ class McpServer:
     def metrics(self) -> ServerMetrics | None:
         """Where this server counts requests, seals and opens (rendered by the admin ``GET /metrics``)."""
         return self._dispatcher.metrics
+
+    @property
+    def readiness(self) -> Readiness | None:
+        """What holds the endpoint back while the instance is not ready (``None``: always ready)."""
+        return self._app.readiness
 
     @property
     def path(self) -> str:

@@ -11,10 +11,22 @@ instance keeps serving with the keyring it holds.
 from __future__ import annotations
 
 import enum
+import logging
 import threading
 from collections.abc import Callable
+from typing import Final
 
-__all__ = ["NotReady", "Readiness"]
+from soklet_core.keys import Fingerprint, FingerprintComparison, ProtectionKeyring
+from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION
+
+__all__ = ["RETRY_AFTER_SECONDS", "ExpectedFingerprint", "NotReady", "Readiness"]
+
+_logger = logging.getLogger("soklet.ready")
+
+#: The ``Retry-After`` (seconds) of a not-ready answer, on the MCP endpoint and on ``/v1/ready``: a reason clears
+#: within about this long once its cause is gone (a follower's next load, a reload), and a client that honours it
+#: costs the instance one refused request per second at most.
+RETRY_AFTER_SECONDS: Final = 1
 
 
 class NotReady(enum.Enum):
@@ -56,7 +68,8 @@ class Readiness:
 
     def set(self, reason: NotReady, held: bool = True) -> None:
         """Hold the instance back for ``reason`` (``held=False`` clears it). Observers hear of a changed first
-        reason, on the caller's thread."""
+        reason, on the caller's thread, and one line on ``soklet.ready`` tells the operator (WARNING when held
+        back, INFO when ready again)."""
         with self._lock:
             reasons = self._reasons | {reason} if held else self._reasons - {reason}
             if reasons == self._reasons:
@@ -65,7 +78,13 @@ class Readiness:
             self._reasons = reasons
             self._first = _first(reasons)
             after = self._first
-            observers = list(self._observers) if after is not before else []
+            changed = after is not before
+            observers = list(self._observers) if changed else []
+        if changed:
+            if after is None:
+                _logger.info("ready: the MCP endpoint serves requests again")
+            else:
+                _logger.warning("not ready (%s): the MCP endpoint answers 503 until it clears", after.value)
         for observer in observers:
             observer(after)
 
@@ -88,3 +107,30 @@ def _first(reasons: frozenset[NotReady]) -> NotReady | None:
         if reason in reasons:
             return reason
     return None
+
+
+class ExpectedFingerprint:
+    """``soklet serve --expect-fingerprint``: holds the instance back (:attr:`NotReady.FINGERPRINT_MISMATCH`) while
+    the live keyring's fingerprint differs from the one the operator expects. :meth:`check` runs at start and after
+    every change of the keyring (a reload, an admin change); the keyring is compared in the expectation's version,
+    which must be the current one (a v1 fingerprint names ids only and would call other bytes equal)."""
+
+    __slots__ = ("_expected", "_readiness")
+
+    def __init__(self, readiness: Readiness, expected: Fingerprint) -> None:
+        if not isinstance(expected, Fingerprint) or expected.version != CURRENT_FINGERPRINT_VERSION:
+            raise ValueError(f"the expected fingerprint must be a v{CURRENT_FINGERPRINT_VERSION} fingerprint")
+        self._readiness = readiness
+        self._expected = expected
+
+    @property
+    def expected(self) -> Fingerprint:
+        """The fingerprint the operator expects."""
+        return self._expected
+
+    def check(self, keyring: ProtectionKeyring) -> bool:
+        """Whether ``keyring`` has the expected fingerprint; sets or clears the reason accordingly."""
+        fingerprint = keyring.fingerprint(version=self._expected.version)
+        matches = fingerprint.compare(self._expected) is FingerprintComparison.EQUAL
+        self._readiness.set(NotReady.FINGERPRINT_MISMATCH, not matches)
+        return matches

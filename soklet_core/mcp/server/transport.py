@@ -29,6 +29,11 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
   capability holds the response uncommitted;
 * 202 for notifications;
 * client disconnect cancels the handler cooperatively (task cancellation plus ``InvocationFeatures.cancelled``);
+* readiness: while the :class:`~.readiness.Readiness` it is given says not ready (the keyring not loaded, a newer
+  fleet generation seen than applied, ...), every request to the endpoint, of either era, is answered 503 with
+  ``Retry-After`` (JSON-RPC ``-32603``) once its path, method, ``Host`` and ``Origin`` are checked, before its body
+  is read, so a load balancer routes around the instance and nothing is sealed or opened with a stale keyring
+  (mounted pages are served as before);
 * graceful shutdown: :meth:`McpAsgiApp.begin_drain` (called by the uvicorn server of :mod:`.http_server` when a
   stop is requested, or at the ASGI lifespan shutdown) answers new requests 503 (JSON-RPC ``-32603``); requests
   still running after the grace period are cancelled and answered 503 the same way;
@@ -85,6 +90,7 @@ from .legacy import (
     ProtocolEras,
     era_from_headers,
 )
+from .readiness import RETRY_AFTER_SECONDS, Readiness
 from .sessions import LegacySession
 
 _DEFAULT_LIMITS: Final = HttpLimits()
@@ -275,6 +281,7 @@ class McpAsgiApp:
         http_limits: HttpLimits = _DEFAULT_LIMITS,
         legacy: LegacyProtocol | None = None,
         mounts: Mapping[str, ASGIApp] = _NO_MOUNTS,
+        readiness: Readiness | None = None,
     ) -> None:
         if not 0 < max_request_body_bytes <= MAX_REQUEST_BODY_BYTES:
             raise ValueError(f"the request body limit must be between 1 and {MAX_REQUEST_BODY_BYTES} bytes")
@@ -308,6 +315,14 @@ class McpAsgiApp:
         self._sessions = legacy.sessions if legacy is not None and eras.legacy else None
         self._allow = b"POST" if self._sessions is None else b"POST, DELETE"
         self._mounts = _checked_mounts(mounts, self._path)
+        if readiness is not None and not isinstance(readiness, Readiness):
+            raise TypeError("readiness takes a Readiness")
+        self._readiness = readiness
+
+    @property
+    def readiness(self) -> Readiness | None:
+        """What decides whether requests are served now (``None``: always, as long as the app is not draining)."""
+        return self._readiness
 
     @property
     def path(self) -> str:
@@ -492,6 +507,10 @@ class McpAsgiApp:
         if mount is not None:
             await self._mounted(mount, scope, receive, send)
             return None  # logged by _mounted; not an MCP request for the metrics
+        readiness = self._readiness
+        if readiness is not None and not readiness.ready:
+            # Before the body: a request that cannot be served now costs no read, no parse and no key.
+            return await self._plain(send, 503, "not-ready", _RETRY_AFTER, text=_NOT_READY_TEXT)
         if scope["method"] == "DELETE":
             return await self._end_session(scope["path"], headers, send)
         body = await self._read_body(headers, receive)
@@ -795,6 +814,8 @@ _STATUS_TEXT: Final = {
 }
 
 _CANCELLED_TEXT: Final = "Server shutting down: request cancelled"
+_NOT_READY_TEXT: Final = "Service unavailable: not ready"
+_RETRY_AFTER: Final = [(b"retry-after", str(RETRY_AFTER_SECONDS).encode("ascii"))]
 _NO_SESSION_TEXT: Final = "Bad Request: Mcp-Session-Id header required"
 #: How many distinct ``Host`` values the app remembers the answer for.
 _HOSTS_REMEMBERED: Final = 64
