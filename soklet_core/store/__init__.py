@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import StoreError, StoreErrorReason
+from .fleet_keyring import MAX_KEYRING_WRITE_ATTEMPTS, FleetKeyring, LoadedFleetKeyring
 from .keyring_records import (
     KEYRING_LISTEN_RECHECK_SECONDS,
     KEYRING_POLL_SECONDS,
@@ -57,6 +58,7 @@ __all__ = [
     "MAX_HANDLE_STATE_BYTES",
     "MAX_HEARTBEATS",
     "MAX_KEYRING_WAIT_SECONDS",
+    "MAX_KEYRING_WRITE_ATTEMPTS",
     "MAX_KEY_CHARS",
     "MAX_LIST_LIMIT",
     "MAX_QUOTA_VALUE",
@@ -67,10 +69,12 @@ __all__ = [
     "SCHEMA_VERSION",
     "STORE_TIMEOUT_SECONDS",
     "DurableStore",
+    "FleetKeyring",
     "HandleBinding",
     "HandleRecord",
     "Heartbeat",
     "KeyringRepository",
+    "LoadedFleetKeyring",
     "RotationRecord",
     "SqliteStore",
     "StoreError",

@@ -12,7 +12,7 @@ class StoreErrorReason(ErrorReason):
     UNAVAILABLE = "unavailable", "the store could not be reached or did not answer in time"
     SCHEMA = "schema", "the store's schema is newer than this soklet or not the one soklet writes"
     TOO_LARGE = "too-large", "a task document, handle state or rotation record is larger than the store keeps"
-    CONFLICT = "conflict", "an entry with this id already exists"
+    CONFLICT = "conflict", "an entry with this id already exists, or another writer changed it first"
     QUOTA = (
         "quota",
         "the store holds as many as it keeps: tasks or task bytes of the caller's partition, or instances' heartbeats",
@@ -23,6 +23,7 @@ class StoreErrorReason(ErrorReason):
         " access it (chmod 600), and no folder on its path may be writable by another user",
     )
     LOCKED = "locked", "another holder has the lock (its detail names who and since when)"
+    NO_KEYRING = "no-keyring", "the store holds no fleet keyring yet: write the first one"
     INVALID_ARGUMENT = "invalid-argument", "a record field or call argument is empty, of the wrong type or out of range"
 
 

@@ -124,7 +124,7 @@ class StoredKey:
 @dataclass(frozen=True, slots=True)
 class StoredKeyring:
     """A fleet keyring: its generation (≥ 1 once written), profile, keys (1 to :data:`MAX_FLEET_KEYS`, exactly
-    one active) and when it last changed."""
+    one active, kept ordered by id) and when it last changed."""
 
     generation: int
     profile: str
@@ -138,6 +138,8 @@ class StoredKeyring:
             raise _invalid("keys must be a tuple of StoredKey")
         if not 1 <= len(self.keys) <= MAX_FLEET_KEYS:
             raise _invalid(f"a fleet keyring holds 1 to {MAX_FLEET_KEYS} keys")
+        # Kept ordered by id, as a store reads them back: a keyring compares equal to its round trip.
+        object.__setattr__(self, "keys", tuple(sorted(self.keys, key=lambda key: key.key_id)))
         ids = [key.key_id for key in self.keys]
         if len(set(ids)) != len(ids):
             raise _invalid("two keys share an id")

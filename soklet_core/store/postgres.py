@@ -70,7 +70,14 @@ from .records import (
 from .statements import POSTGRESQL, Statements, bound_params, replace_task_params, rotation_update_params
 from .url import StoreUrl
 
-__all__ = ["KEYRING_CHANNEL", "POOL_MAX_SIZE", "POOL_MAX_WAITING", "PostgresStore"]
+__all__ = [
+    "KEYRING_CHANNEL",
+    "LISTENER_NAME",
+    "POOL_MAX_SIZE",
+    "POOL_MAX_WAITING",
+    "ROTATION_LOCK_NAME",
+    "PostgresStore",
+]
 
 #: The most connections one store holds.
 POOL_MAX_SIZE: Final = 8
@@ -86,6 +93,9 @@ _ROTATION_LOCK_KEY: Final = 0x736F6B6C6574_7274  # "soklet" "rt"
 _HEARTBEAT_LOCK_KEY: Final = 0x736F6B6C6574_6862  # "soklet" "hb"
 #: The channel a keyring change is notified on; the payload is the new generation.
 KEYRING_CHANNEL: Final = "soklet_keyring"
+#: The ``application_name`` of a store's listening connection and of its rotation lock's connection.
+LISTENER_NAME: Final = "soklet-keyring-listener"
+ROTATION_LOCK_NAME: Final = "soklet-rotation-lock"
 #: How often the listening connection is probed (a ``SELECT 1``) when no notification came: a connection lost
 #: without a word (a network partition) is found within this and the statement timeout.
 _LISTEN_PROBE_SECONDS: Final = 10.0
@@ -124,12 +134,13 @@ async def _configure(connection: _Connection) -> None:
     await connection.execute(f"SET lock_timeout = {_TIMEOUT_MS}")
 
 
-async def _dedicated(url: str, operation: str) -> _Connection:
-    """A connection of its own (outside the pool), autocommit, bounded like a pooled one."""
+async def _dedicated(url: str, operation: str, name: str) -> _Connection:
+    """A connection of its own (outside the pool), autocommit, bounded like a pooled one, named ``name`` (its
+    ``application_name``: what ``pg_stat_activity`` shows an operator)."""
     try:
         async with asyncio.timeout(_CALL_DEADLINE_SECONDS):
             connection = await psycopg.AsyncConnection.connect(
-                url, autocommit=True, connect_timeout=max(2, int(STORE_TIMEOUT_SECONDS))
+                url, autocommit=True, connect_timeout=max(2, int(STORE_TIMEOUT_SECONDS)), application_name=name
             )
             try:
                 await _configure(connection)
@@ -494,7 +505,7 @@ class PostgresStore:
         pause = _LISTEN_RETRY_SECONDS
         while not self._closed:
             try:
-                connection = await _dedicated(self.url.text, "listen")
+                connection = await _dedicated(self.url.text, "listen", LISTENER_NAME)
                 try:
                     await _execute(connection, "listen", f"LISTEN {KEYRING_CHANNEL}")
                     self._set_listening(True)
@@ -581,7 +592,7 @@ class PostgresStore:
         check_owner(owner)
         if self._pool is None or self._closed:
             raise StoreError(StoreErrorReason.UNAVAILABLE, "rotation_lock: the store is not open")
-        connection = await _dedicated(self.url.text, "rotation_lock")
+        connection = await _dedicated(self.url.text, "rotation_lock", ROTATION_LOCK_NAME)
         try:
             lock = (_ROTATION_LOCK_KEY,)
             taken = await _execute(connection, "rotation_lock", "SELECT pg_try_advisory_lock(%s)", lock)
