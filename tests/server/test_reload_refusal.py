@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from soklet_core.files import atomic_write, read_keyring_file, render_keyring_document
-from soklet_core.keys import KeyInUse, KeyringManager, ProtectionKey
+from soklet_core.keys import KeyInUse, KeyringManager, LocalKek, ProtectionKey
 from soklet_core.mcp.server import LiveKeyring
 from soklet_core.mcp.server.live_keyring import LiveKeyringError, LiveKeyringRefusal
 from soklet_core.mcp.server.readiness import NotReady, Readiness
@@ -240,3 +240,28 @@ def test_the_file_watch_of_a_real_server_refuses_a_hand_edit(tmp_path: Path) -> 
     finally:
         http.close()
         served.stop()
+
+
+def test_a_wrapped_keyring_file_is_read_with_the_kek_and_refused_without_it(tmp_path: Path) -> None:
+    path = tmp_path / "keys.toml"
+    k1, k2 = ProtectionKey.generate("k1"), ProtectionKey.generate("k2")
+    write_keyring(path, k1)
+    kek, _ = LocalKek.generate()
+    document = read_keyring_file(path).wrapped(kek)
+    atomic_write(path, render_keyring_document(document).encode())
+    assert k1.material.hex() not in path.read_text()
+    readiness = Readiness()
+    read = read_keyring_file(path, kek=kek)
+    live = LiveKeyring(KeyringManager(read.keyring()), path, document=read, readiness=readiness, kek=kek)
+    # A change is written wrapped and read back with the KEK.
+    live.stage(k2, actor="ops")
+    assert urlsafe_b64encode(k2.material).decode().rstrip("=") not in path.read_text()
+    live.reload(actor="file-watch")
+    assert readiness.ready
+    assert "k2" in live.manager.current()
+    # Without the KEK the same file is refused: the live keyring stays, the instance is held back.
+    blind = LiveKeyring(KeyringManager(read.keyring()), path, document=read, readiness=Readiness())
+    with pytest.raises(LiveKeyringError) as refused:
+        blind.reload(actor="file-watch")
+    assert refused.value.reason is LiveKeyringRefusal.FILE_REFUSED
+    assert blind.file_refused

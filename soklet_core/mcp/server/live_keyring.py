@@ -50,6 +50,7 @@ from soklet_core.keys import (
     KeyringError,
     KeyringManager,
     KeyringSnapshot,
+    KeyWrapper,
     ProtectionKey,
     ProtectionKeyring,
     printable_name,
@@ -143,6 +144,9 @@ class KeyringHolder(Protocol):
 class LiveKeyring:
     """The live keyring of one server and its keyring file (``None``: memory only). Thread-safe.
 
+    ``kek`` reads a keyring file holding wrapped keys (``soklet keys encrypt``) and wraps the keys a change adds to
+    it; ``readiness`` is held back (:attr:`NotReady.KEYRING_FILE_REFUSED`) while the file on disk is refused.
+
     Changes are serialized on a lock of their own; change the manager through this object while it is attached,
     or a direct change may be overwritten by the next one made here.
     """
@@ -152,6 +156,7 @@ class LiveKeyring:
         "_created",
         "_file_refused",
         "_fingerprint_version",
+        "_kek",
         "_lock",
         "_manager",
         "_observers",
@@ -170,6 +175,7 @@ class LiveKeyring:
         allow_insecure_permissions: bool = False,
         fingerprint_version: int = CURRENT_FINGERPRINT_VERSION,
         readiness: Readiness | None = None,
+        kek: KeyWrapper | None = None,
     ) -> None:
         if fingerprint_version not in FINGERPRINT_VERSIONS:
             raise ValueError(f"fingerprint_version must be one of {FINGERPRINT_VERSIONS}")
@@ -184,6 +190,8 @@ class LiveKeyring:
         self._signature: FileSignature | None = None if path is None else file_signature(path)
         self._readiness = readiness
         self._file_refused = False
+        # Unwraps a keyring file holding wrapped keys (and wraps what a change adds to it); in memory only.
+        self._kek = kek
         if document is not None:
             self._remember(document)
         if path is not None:
@@ -253,7 +261,7 @@ class LiveKeyring:
             # Taken before the read: a change landing after it is seen by the next poll, never missed.
             self._signature = file_signature(self._path)
             try:
-                document = read_keyring_file(self._path, allow_insecure_permissions=self._allow_insecure)
+                document = read_keyring_file(self._path, allow_insecure_permissions=self._allow_insecure, kek=self._kek)
             except KeyringFileError as error:
                 self._refuse_file()
                 raise LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, error.reason) from None
@@ -357,7 +365,9 @@ class LiveKeyring:
             self._accept_file()
 
         try:
-            update_keyring_file(path, changed, allow_insecure_permissions=self._allow_insecure, commit=commit)
+            update_keyring_file(
+                path, changed, allow_insecure_permissions=self._allow_insecure, commit=commit, kek=self._kek
+            )
         except KeyringFileError as error:
             raise LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, error.reason) from None
         return bool(adopted) and adopted[-1]
