@@ -121,12 +121,15 @@ class KeyringRepository(Protocol):
         ...
 
     async def wait_for_keyring_change(self, after_generation: int, timeout_seconds: float) -> int:
-        """Wait at most ``timeout_seconds`` for a generation newer than ``after_generation`` (PostgreSQL
-        ``LISTEN``, else a poll); the latest generation when it returns, which may still be ``after_generation``."""
+        """Wait at most ``timeout_seconds`` (0 to ``MAX_KEYRING_WAIT_SECONDS``) for a generation newer than
+        ``after_generation`` (PostgreSQL ``LISTEN``, else a poll every ``KEYRING_POLL_SECONDS``); the latest
+        generation when it returns, which may still be ``after_generation``."""
         ...
 
     async def beat(self, heartbeat: Heartbeat) -> Heartbeat:
-        """Record ``heartbeat`` (one row per instance name, replaced), its ``seen_at`` set to the store's clock."""
+        """Record ``heartbeat`` (one row per instance name, replaced), its ``seen_at`` set to the store's clock
+        (PostgreSQL's; SQLite's is the process clock); ``StoreError(QUOTA)`` for a new instance when the store keeps
+        ``MAX_HEARTBEATS`` already."""
         ...
 
     async def heartbeats(self) -> list[Heartbeat]:
@@ -154,5 +157,5 @@ class KeyringRepository(Protocol):
         """Hold the fleet's one rotation lock for the ``async with`` block (PostgreSQL: a session advisory lock on
         a dedicated connection, released if the holder dies; SQLite: an exclusive lock the OS releases likewise).
         A held lock is refused at once with ``StoreError(LOCKED)`` whose detail names the holder's ``owner`` and
-        since when."""
+        since when. ``owner`` is 1 to ``MAX_KEY_CHARS`` printable characters (it is printed in that refusal)."""
         ...

@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -394,6 +395,15 @@ def test_a_lock_owner_is_printable_and_bounded(store_url: str) -> None:
             assert refused.value.reason is StoreErrorReason.INVALID_ARGUMENT
 
     run(store_url, steps)
+
+
+def test_the_sqlite_rotation_lock_is_a_private_file_beside_the_database(sqlite_store_url: str) -> None:
+    async def steps(store: Store) -> None:
+        async with store.rotation_lock("alice"):
+            lock = Path(f"{StoreUrl.parse(sqlite_store_url).sqlite_path}.rotation-lock")
+            assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+    run(sqlite_store_url, steps)
 
 
 _HOLDER = """
