@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, Final
+from typing import Annotated, Any, BinaryIO, Final, cast
 
 import typer
 
@@ -29,8 +29,10 @@ from soklet_apps import conformance, demo
 from soklet_apps.link_page import LINK_PAGE_PREFIX, LinkPage, LinkStore
 from soklet_core.files import KeyringDocument, KeyringFileError, KeyringFileErrorReason, write_keyring_file
 from soklet_core.files.fleet_file import check_instance_name, is_environment_name
+from soklet_core.files.kek_source import KekSource
+from soklet_core.fleet import parse_expected_fingerprint
 from soklet_core.json import encode_wire
-from soklet_core.keys import ProtectionKey
+from soklet_core.keys import Fingerprint, KeyWrapError, KeyWrapper, ProtectionKey
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION
 from soklet_core.mcp import HttpLimits, McpServer, Registry
 from soklet_core.mcp.server import (
@@ -50,6 +52,7 @@ from soklet_core.mcp.server import (
     uvicorn_server_class,
 )
 from soklet_core.mcp.server.admin import check_admin_tls_key
+from soklet_core.mcp.server.admin_snapshot import new_process_id
 from soklet_core.mcp.server.http_runner import (
     DEFAULT_BODY_TIMEOUT_SECONDS,
     DEFAULT_HEADER_TIMEOUT_SECONDS,
@@ -68,6 +71,7 @@ from soklet_core.mcp.server.legacy import (
 )
 from soklet_core.mcp.server.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
 from soklet_core.mcp.server.metrics import ServerMetrics
+from soklet_core.mcp.server.readiness import ExpectedFingerprint, Readiness
 from soklet_core.mcp.server.sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_SECONDS,
@@ -75,6 +79,7 @@ from soklet_core.mcp.server.sessions import (
     MAX_SESSIONS_LIMIT,
 )
 from soklet_core.mcp.server.stdio import StdioTransport, open_pipe_streams
+from soklet_core.mcp.server.store_keyring import HEARTBEAT_SECONDS, PROPAGATION_BOUND_SECONDS, StoreKeyring
 from soklet_core.protection import ProtectionConfig
 from soklet_core.protocol import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -86,6 +91,9 @@ from soklet_core.protocol import (
 from soklet_core.store import (
     MAX_QUOTA_VALUE,
     DurableStore,
+    FleetKeyring,
+    KeyringRepository,
+    LoadedFleetKeyring,
     StoreError,
     StoreUrl,
     default_store_url,
@@ -105,6 +113,7 @@ from ._common import (
     parse_rounds,
 )
 from .exit_codes import ExitCode
+from .kek_option import KekCommandOption, KekEnvOption, KekFileOption, kek_failure, kek_source, load_kek_or_exit
 from .keyring_path import InsecureOption, load_document
 from .log_lines import NonBlockingStderr
 from .output import emit_json, fail, file_error_text, shown_path
@@ -140,6 +149,10 @@ _MAX_SESSION_IDLE: Final = timedelta(seconds=MAX_SESSION_IDLE_SECONDS)
 _MAX_INPUT_TIMEOUT: Final = timedelta(seconds=MAX_INPUT_TIMEOUT_SECONDS)
 _RELOAD_NOTE: Final = (
     f"reloaded on SIGHUP and when the file changes (checked every {DEFAULT_POLL_INTERVAL_SECONDS:g} s)"
+)
+_FOLLOW_NOTE: Final = (
+    f"followed: a change in the store applies within {PROPAGATION_BOUND_SECONDS:g} s; "
+    f"heartbeat every {HEARTBEAT_SECONDS:g} s"
 )
 #: The instance name when --instance is not given.
 DEFAULT_INSTANCE: Final = "soklet"
@@ -304,6 +317,20 @@ def _check_env_name(value: str | None) -> str | None:
     return value
 
 
+def _parse_expected(text: str | Fingerprint | None) -> Fingerprint | None:
+    """``--expect-fingerprint``: ``VALUE``, ``v2:VALUE`` or ``v2:PROFILE:VALUE`` (as soklet prints it); a v2 one
+    only (a v1 fingerprint names ids, never bytes)."""
+    if text is None or isinstance(text, Fingerprint):
+        return text
+    try:
+        expected = parse_expected_fingerprint(text)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    if expected.version != CURRENT_FINGERPRINT_VERSION:
+        raise typer.BadParameter(f"the expected fingerprint is a v{CURRENT_FINGERPRINT_VERSION} one")
+    return expected
+
+
 def _check_session_idle(value: str) -> str:
     """A Typer callback: a duration with a unit, at most the session table's bound (``MAX_SESSION_IDLE_SECONDS``)."""
     parse_duration(value, maximum=_MAX_SESSION_IDLE)
@@ -385,6 +412,19 @@ def serve(
         bool, typer.Option("--dev-key", help="Use an ephemeral key (the default without --keyring).")
     ] = False,
     store: StoreOption = None,
+    keyring_from_store: Annotated[
+        bool,
+        typer.Option(
+            "--keyring-from-store",
+            help=(
+                "Take the keyring from the fleet keyring in --store (wrapped under the KEK of --kek-file, --kek-env "
+                "or --kek-command) instead of a file: follow its changes and heartbeat into the store."
+            ),
+        ),
+    ] = False,
+    kek_file: KekFileOption = None,
+    kek_env: KekEnvOption = None,
+    kek_command: KekCommandOption = None,
     app: Annotated[
         str | None, typer.Option("--app", metavar="MODULE:OBJECT", help="Serve this Registry instead of the demo.")
     ] = None,
@@ -590,6 +630,18 @@ def serve(
             help="Fingerprint version the admin API reports (1: as an older build; never proof of convergence).",
         ),
     ] = CURRENT_FINGERPRINT_VERSION,
+    expect_fingerprint: Annotated[
+        Fingerprint | None,
+        typer.Option(
+            "--expect-fingerprint",
+            metavar="FINGERPRINT",
+            parser=_parse_expected,
+            help=(
+                "Not ready (the MCP endpoint answers 503, /v1/ready says fingerprint-mismatch) while the keyring's "
+                "v2 fingerprint differs from this one; checked at start and after every reload or change."
+            ),
+        ),
+    ] = None,
     log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log level.")] = LogLevel.info,
     allow_insecure: InsecureOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the start-up facts as one JSON document.")] = False,
@@ -671,6 +723,19 @@ def serve(
     """
     if keyring is not None and dev_key:
         fail("usage: --keyring and --dev-key exclude each other", ExitCode.USAGE)
+    kek = kek_source(kek_file, kek_env, kek_command)
+    if keyring_from_store:
+        _check_store_mode(
+            keyring=keyring, dev_key=dev_key, store=store, kek=kek, stdio=stdio, expect=expect_fingerprint
+        )
+    elif kek is not None:
+        fail("usage: a KEK option (--kek-file, --kek-env, --kek-command) needs --keyring-from-store", ExitCode.USAGE)
+    if stdio and expect_fingerprint is not None:
+        fail(
+            "usage: --expect-fingerprint cannot be used with --stdio (readiness is an HTTP answer; serve over HTTP "
+            "to use it)",
+            ExitCode.USAGE,
+        )
     if stdio and admin_port is not None:
         fail(
             "usage: --admin-port cannot be used with --stdio (the admin API is an HTTP listener; serve over HTTP "
@@ -697,20 +762,30 @@ def serve(
         shutdown_grace_seconds=_seconds(shutdown_grace),
     )
     with contextlib.ExitStack() as stack:
-        if keyring is None:
-            document, keyring_file = stack.enter_context(_dev_keyring())
+        document: KeyringDocument | None = None
+        keyring_file: Path | None = None
+        fleet: _Fleet | None = None
+        if keyring_from_store:
+            assert store is not None
+            assert kek is not None
+            store_url = store
+            fleet = _load_fleet(store_url, kek, allow_insecure=allow_insecure)
         else:
-            keyring_file = Path(keyring)
-            document = load_document(keyring_file, allow_insecure_permissions=allow_insecure)
-        store_url = _store_url(store, keyring_file if keyring is None else None)
-        # Opened once before anything listens: an unreachable store or a foreign schema stops the start with one
-        # line, not the first request. The server opens its own connections on its own event loop.
-        run_on_store(store_url, _opened, must_exist=False)
+            if keyring is None:
+                document, keyring_file = stack.enter_context(_dev_keyring())
+            else:
+                keyring_file = Path(keyring)
+                document = load_document(keyring_file, allow_insecure_permissions=allow_insecure)
+            store_url = _store_url(store, keyring_file if keyring is None else None)
+            # Opened once before anything listens: an unreachable store or a foreign schema stops the start with
+            # one line, not the first request. The server opens its own connections on its own event loop.
+            run_on_store(store_url, _opened, must_exist=False)
         protocol_out = stack.enter_context(_protocol_stdout()) if stdio else None
         _serve(
             document,
             keyring_file,
-            development=keyring is None,
+            fleet=fleet,
+            development=keyring is None and not keyring_from_store,
             limits=limits,
             host=host,
             port=port,
@@ -723,6 +798,7 @@ def serve(
             admin=admin,
             instance=instance,
             fingerprint_version=fingerprint_version,
+            expect_fingerprint=expect_fingerprint,
             allow_insecure_permissions=allow_insecure,
             store_url=store_url,
             tasks=_Tasks(
@@ -762,6 +838,72 @@ def _store_url(option: StoreUrl | None, dev_keyring_file: Path | None) -> StoreU
 
 async def _opened(_store: DurableStore) -> None:
     """Nothing: opening the store (and creating its schema) is the check."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class _Fleet:
+    """Store mode: the fleet keyring as loaded before serving, and the KEK that unwrapped it."""
+
+    loaded: LoadedFleetKeyring
+    wrapper: KeyWrapper
+
+
+def _check_store_mode(
+    *,
+    keyring: str | None,
+    dev_key: bool,
+    store: StoreUrl | None,
+    kek: KekSource | None,
+    stdio: bool,
+    expect: Fingerprint | None,
+) -> None:
+    """What ``--keyring-from-store`` needs and excludes (usage errors, exit 2, before anything is read)."""
+    if keyring is not None or dev_key:
+        fail(
+            "usage: --keyring-from-store excludes --keyring and --dev-key (the keyring is the store's)", ExitCode.USAGE
+        )
+    if store is None:
+        fail(
+            "usage: --keyring-from-store needs --store URL (or $SOKLET_STORE): the store that holds it", ExitCode.USAGE
+        )
+    if kek is None:
+        fail(
+            "usage: --keyring-from-store needs the key-encryption key: --kek-file FILE, --kek-env VAR or "
+            "--kek-command CMD",
+            ExitCode.USAGE,
+        )
+    if stdio:
+        fail("usage: --keyring-from-store cannot be used with --stdio (readiness is an HTTP answer)", ExitCode.USAGE)
+    if expect is not None:
+        fail(
+            "usage: --expect-fingerprint is for a keyring file; with --keyring-from-store every member follows the "
+            "store's generation",
+            ExitCode.USAGE,
+        )
+
+
+def _load_fleet(url: StoreUrl, source: KekSource, *, allow_insecure: bool) -> _Fleet:
+    """Load the KEK and the store's fleet keyring before anything listens, or end the start with one line: exit 1
+    for a KEK that cannot be used or does not unwrap the keyring (nothing is written) and for a store without a
+    fleet keyring; the store's own refusals as :func:`run_on_store` ends them."""
+    wrapper = load_kek_or_exit(source, allow_insecure=allow_insecure)
+    assert wrapper is not None
+
+    async def load(store: DurableStore) -> LoadedFleetKeyring | None:
+        # open_store's backends are both a DurableStore and a KeyringRepository.
+        return await FleetKeyring(cast(KeyringRepository, store), wrapper).load()
+
+    try:
+        loaded = run_on_store(url, load)
+    except KeyWrapError as error:
+        kek_failure(source, error)
+    if loaded is None:
+        fail(
+            f"store {shown_store(url)} holds no fleet keyring yet: create it first with soklet keys generate "
+            "--store URL --kek-file FILE",
+            ExitCode.REFUSED,
+        )
+    return _Fleet(loaded, wrapper)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -867,9 +1009,10 @@ def _admin_settings(
 
 
 def _serve(
-    document: KeyringDocument,
-    keyring_file: Path,
+    document: KeyringDocument | None,
+    keyring_file: Path | None,
     *,
+    fleet: _Fleet | None,
     development: bool,
     limits: HttpLimits,
     host: str,
@@ -883,6 +1026,7 @@ def _serve(
     admin: _AdminSettings | None,
     instance: str,
     fingerprint_version: int,
+    expect_fingerprint: Fingerprint | None,
     allow_insecure_permissions: bool,
     store_url: StoreUrl,
     tasks: _Tasks,
@@ -891,7 +1035,11 @@ def _serve(
 ) -> None:
     # The app first: a module that cannot be imported stops the start before anything listens or is opened.
     app_registry = None if app is None else _load_app(app)
-    ring = document.keyring()
+    if fleet is not None:
+        ring = fleet.loaded.keyring
+    else:
+        assert document is not None
+        ring = document.keyring()
     config = ProtectionConfig(
         keyring=ring, maximum_request_state_lifetime=state_lifetime, maximum_request_state_rounds=state_rounds
     )
@@ -903,7 +1051,7 @@ def _serve(
     bound_port = 0 if sock is None else sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
     durable = open_store(store_url)
-    development_store = development and store_url == _store_url(None, keyring_file)
+    development_store = development and keyring_file is not None and store_url == _store_url(None, keyring_file)
     registries: list[Registry] = []
     mounts: dict[str, LinkPage] = {}
     if Fixtures.conformance in fixtures:
@@ -920,6 +1068,9 @@ def _serve(
         )
         mounts[LINK_PAGE_PREFIX] = LinkPage(links)
     metrics = ServerMetrics(instance=instance)
+    # One readiness for the whole instance: the MCP endpoint answers 503 while it holds the instance back, the
+    # admin probes report it, and each part that can hold it back sets its own reason.
+    readiness = Readiness()
     server = McpServer(
         Registry.merge(*registries),
         protection=config,
@@ -934,23 +1085,15 @@ def _serve(
         max_sessions=sessions.max_sessions,
         session_idle_seconds=sessions.idle_seconds,
         input_timeout_seconds=sessions.input_timeout_seconds,
+        readiness=readiness,
     )
     url = "stdio" if sock is None else f"http://{url_host}:{bound_port}{server.path}"
     manager = server.protection_keyring_manager
     assert manager is not None
-    live = LiveKeyring(
-        manager,
-        keyring_file,
-        document=document,
-        allow_insecure_permissions=allow_insecure_permissions,
-        fingerprint_version=fingerprint_version,
-    )
-    # Scrapes read the keyring as this instance reports it (the fingerprint version included).
-    metrics.watch_keyring(live.snapshot)
-    metrics.watch_store(durable)
-    # Installed before the start-up facts are printed: whoever reads them may send SIGHUP at once.
-    watcher = KeyringFileWatcher(live)
-    signal.signal(signal.SIGHUP, lambda _number, _frame: watcher.request_reload())
+    # What holds this instance back (a refused keyring file, ...): published as metrics at every scrape.
+    metrics.watch_readiness(readiness)
+    # This process's identity: what its admin snapshot and its store heartbeats report.
+    process_id = new_process_id()
     admin_server: Any = None
     admin_sock: socket.socket | None = None
     admin_url: str | None = None
@@ -959,6 +1102,42 @@ def _serve(
         admin_host = f"[{admin.host}]" if ":" in admin.host else admin.host
         scheme = "https" if admin.tls_cert is not None else "http"
         admin_url = f"{scheme}://{admin_host}:{admin_sock.getsockname()[1]}"
+    live: LiveKeyring | StoreKeyring
+    watcher: KeyringFileWatcher | None = None
+    if fleet is not None:
+        follower = StoreKeyring(
+            manager,
+            FleetKeyring(durable, fleet.wrapper),
+            fleet.loaded,
+            readiness=readiness,
+            instance=instance,
+            process_id=process_id,
+            max_state_lifetime=state_lifetime,
+            admin_url=admin_url,
+            metrics=metrics,
+            fingerprint_version=fingerprint_version,
+        )
+        live = follower
+        # SIGHUP loads the store's keyring now (it is followed anyway); installed before the facts are printed.
+        signal.signal(signal.SIGHUP, lambda _number, _frame: follower.request_reload())
+    else:
+        live = LiveKeyring(
+            manager,
+            keyring_file,
+            document=document,
+            allow_insecure_permissions=allow_insecure_permissions,
+            fingerprint_version=fingerprint_version,
+            readiness=readiness,
+        )
+        # Installed before the start-up facts are printed: whoever reads them may send SIGHUP at once.
+        file_watcher = watcher = KeyringFileWatcher(live)
+        signal.signal(signal.SIGHUP, lambda _number, _frame: file_watcher.request_reload())
+    # Scrapes read the keyring as this instance reports it (the fingerprint version included); every change is
+    # seen at once too (the removed key ids that tell a retired-key refusal from an unknown-key one).
+    metrics.watch_keyring(live.snapshot)
+    live.add_observer(metrics.observe_keyring)
+    metrics.watch_store(durable)
+    if admin is not None:
         admin_app = AdminApp(
             live,
             admin.tokens,
@@ -968,6 +1147,8 @@ def _serve(
             metrics=metrics,
             body_timeout_seconds=limits.body_timeout_seconds,
             store=durable,
+            readiness=readiness,
+            process_id=process_id,
         )
         tls: dict[str, Any] = {}
         if admin.tls_cert is not None:
@@ -983,10 +1164,13 @@ def _serve(
     active = reported.active_key_id
     # The example calls the demo's catalog.continue: printed only when the demo is what is served.
     commands = example_commands(url) if sock is not None and app_registry is None else []
-    # A path that cannot be shown as it is (material-shaped, control characters) is named FILE in the hint.
-    shown_file = shown_path(keyring_file, limit=None)
-    shown_argument = shlex.quote(str(keyring_file)) if shown_file == str(keyring_file) else "FILE"
-    inspect_hint = f"soklet inspect-state --keyring {shown_argument} TOKEN"
+    inspect_hint: str | None = None
+    if keyring_file is not None:
+        # A path that cannot be shown as it is (material-shaped, control characters) is named FILE in the hint.
+        shown_file = shown_path(keyring_file, limit=None)
+        shown_argument = shlex.quote(str(keyring_file)) if shown_file == str(keyring_file) else "FILE"
+        inspect_hint = f"soklet inspect-state --keyring {shown_argument} TOKEN"
+    keyring_note = _RELOAD_NOTE if fleet is None else _FOLLOW_NOTE
     if as_json:
         emit_json(
             {
@@ -994,13 +1178,16 @@ def _serve(
                 "port": None if sock is None else bound_port,
                 "protocol": sessions.eras.value,
                 "development_key": development,
-                "keyring_file": str(keyring_file),
+                "keyring_file": None if keyring_file is None else str(keyring_file),
+                "keyring_from_store": fleet is not None,
+                "fleet_generation": None if fleet is None else fleet.loaded.generation,
                 "store": store_url.redacted,
                 "store_backend": store_url.backend,
                 "development_store": development_store,
                 "active_key_id": active,
                 "fingerprint": fingerprint.to_json(),
                 "instance": instance,
+                "expect_fingerprint": None if expect_fingerprint is None else expect_fingerprint.to_json(),
                 "admin_url": admin_url,
                 "admin_port": None if admin_sock is None else admin_sock.getsockname()[1],
                 "inspect": inspect_hint,
@@ -1012,18 +1199,25 @@ def _serve(
         # The headline names the newest version served: with --protocol legacy that is a 2025 one.
         lines = [f"soklet serve: MCP {_served_versions(sessions.eras)[0]} {where or 'at ' + url}"]
         lines.append(f"protocol: {_eras_text(sessions.eras)}")
-        if development:
+        if keyring_file is None:
+            assert fleet is not None
+            lines.append(f"keyring: the store's fleet keyring, generation {fleet.loaded.generation} ({keyring_note})")
+        elif development:
             lines.append("keyring: EPHEMERAL development key (--dev-key): states die with this process")
             lines.append(f"dev keyring file (deleted on exit): {shown_path(keyring_file)}")
         else:
-            lines.append(f"keyring: {shown_path(keyring_file)} ({_RELOAD_NOTE})")
+            lines.append(f"keyring: {shown_path(keyring_file)} ({keyring_note})")
         if development_store:
             lines.append(f"store: EPHEMERAL development store (sqlite, deleted on exit): {shown_store(store_url)}")
         else:
             lines.append(f"store: {shown_store(store_url)} ({store_url.backend})")
         lines.append(f"sealing key: {active}")
         lines.append(f"fingerprint: v{fingerprint.version} {fingerprint.profile} {fingerprint.value}")
-        lines.append(f"inspect a token: {inspect_hint}")
+        if expect_fingerprint is not None:
+            expected = f"v{expect_fingerprint.version} {expect_fingerprint.value}"
+            lines.append(f"expected fingerprint: {expected} (not ready while the keyring's differs)")
+        if inspect_hint is not None:
+            lines.append(f"inspect a token: {inspect_hint}")
         if admin_url is not None:
             lines.append(f"admin API: {admin_url} (instance {instance}; Authorization: Bearer TOKEN)")
         if commands:
@@ -1038,14 +1232,24 @@ def _serve(
         active,
         fingerprint.version,
         fingerprint.value,
-        _RELOAD_NOTE,
+        keyring_note,
     )
-    watcher.start()
+    if expect_fingerprint is not None:
+        # Checked now and after every reload or admin change; a mismatch holds the instance back (logged).
+        expectation = ExpectedFingerprint(readiness, expect_fingerprint)
+
+        def check_expected(_snapshot: object) -> None:
+            expectation.check(live.manager.current())
+
+        live.add_observer(check_expected)
+    if watcher is not None:
+        watcher.start()
     if protocol_out is not None:
         try:
             asyncio.run(_serve_stdio(server, protocol_out, early_stop))
         finally:
-            watcher.stop()
+            if watcher is not None:
+                watcher.stop()
         return
     assert sock is not None
     settings = uvicorn_config(server, log_level=log_level.value)
@@ -1054,24 +1258,37 @@ def _serve(
     try:
         # One event loop for the listeners and the store: a PostgreSQL pool belongs to the loop it was opened on.
         with asyncio.Runner(loop_factory=primary.config.get_loop_factory()) as runner:
-            runner.run(_serve_http(server, primary, sock, others))
+            runner.run(_serve_http(server, primary, sock, others, live if isinstance(live, StoreKeyring) else None))
     finally:
-        watcher.stop()
+        if watcher is not None:
+            watcher.stop()
 
 
 async def _serve_http(
-    server: McpServer, primary: Any, sock: socket.socket, others: list[tuple[Any, list[Any]]]
+    server: McpServer,
+    primary: Any,
+    sock: socket.socket,
+    others: list[tuple[Any, list[Any]]],
+    follower: StoreKeyring | None,
 ) -> None:
-    """Open the store on the serving loop, serve until stopped, then stop the task steps and close the store."""
+    """Open the store on the serving loop, follow the store's keyring (store mode), serve until stopped, then stop
+    following, stop the task steps and close the store."""
     store = server.store
+    following: asyncio.Task[None] | None = None
     try:
         if store is not None:
             try:
                 await store.open()
             except StoreError as error:
                 store_failure(store.url, error)
+        if follower is not None:
+            following = asyncio.get_running_loop().create_task(follower.run(), name="soklet-store-keyring")
         await serve_together(primary, [sock], others)
     finally:
+        if following is not None:
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
         await _close_store(server)
 
 

@@ -1,6 +1,7 @@
 """A store that goes away under a running ``soklet serve``: a SQLite file unlinked or replaced stops every write
-(503 with ``Retry-After``, one ERROR line, ``soklet_store_up 0``, ``/v1/ready`` not ready), and a store that cannot
-be reached answers durable handle requests 503 as it answers task requests. Real subprocesses, real files."""
+(503 with ``Retry-After``, one ERROR line, ``soklet_store_up 0``, ``/v1/ready`` not ready: ``store-file-lost``, which
+only a restart mends), and a store that cannot be reached answers durable handle requests 503 as it answers task
+requests while the instance stays ready (an outage alone keeps it in traffic). Real subprocesses, real files."""
 
 from __future__ import annotations
 
@@ -84,7 +85,11 @@ def test_a_store_file_removed_while_serving_refuses_writes(tmp_path: Path, insta
     assert _store_up(served) == "0.0"
     not_ready = _ready(served)
     assert not_ready.status_code == 503
-    assert not_ready.json() == {"status": "not-ready", "reason": "store-unavailable"}
+    assert not_ready.json() == {"status": "not-ready", "reason": "store-file-lost"}
+    # Held back, the MCP endpoint refuses every request before its body, with the same documented answer.
+    _unavailable(served.client.call("catalog.continue", {}, capabilities=FORM))
+    health = httpx.get(served.facts["admin_url"] + "/v1/health")
+    assert (health.status_code, health.json()) == (503, {"status": "failing", "reason": "store-file-lost"})
     log = served.stop()
     errors = [line for line in log.splitlines() if "ERROR" in line and "store file" in line]
     assert len(errors) == 1, log[-3000:]
@@ -104,5 +109,9 @@ def test_a_stopped_postgresql_answers_handle_requests_503(tmp_path: Path, instan
         _unavailable(served.client.call("order.checkout", {}, capabilities=FORM))
         _unavailable(served.client.call("confirm_delete", {"filename": "b.txt"}, capabilities=TASK_CAPS))
         assert wait_until(lambda: {"up": _store_up(served)}, lambda seen: seen["up"] == "0.0", 30)
-        assert _ready(served).status_code == 503
+        # An outage alone keeps the instance in traffic: what needs no store is served.
+        assert _ready(served).status_code == 200
+        assert _ready(served).json() == {"status": "ready"}
+        flow = served.client.call("catalog.continue", {}, capabilities=FORM)
+        assert flow.result["resultType"] == "input_required"
         served.stop()
