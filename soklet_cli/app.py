@@ -19,7 +19,9 @@ from .fingerprint import fingerprint
 from .fleet import fleet_app
 from .handles import handles_app
 from .inspect_state import inspect_state
+from .kek import kek_app
 from .keys import keys_app
+from .keys_encrypt import encrypt
 from .output import SokletCommand, SokletGroup
 from .seal_state import seal_state
 from .serve import serve
@@ -54,7 +56,9 @@ def _root(
 
 app.command("canonicalize", cls=SokletCommand)(canonicalize)
 app.command("fingerprint", cls=SokletCommand)(fingerprint)
+keys_app.command("encrypt", cls=SokletCommand)(encrypt)
 app.add_typer(keys_app, name="keys")
+app.add_typer(kek_app, name="kek")
 app.add_typer(fleet_app, name="fleet")
 app.command("inspect-state", cls=SokletCommand)(inspect_state)
 app.command("seal-state", cls=SokletCommand)(seal_state)

@@ -175,18 +175,23 @@ class KeyringDocument:
         """Whether any key's material is wrapped under a KEK (the file is encrypted)."""
         return any(isinstance(entry.source, WrappedMaterial) for entry in self.entries)
 
-    def wrapped(self, kek: KeyWrapper) -> KeyringDocument:
+    def wrapped(self, kek: KeyWrapper, *, added_since: KeyringDocument | None = None) -> KeyringDocument:
         """This document with every inline key wrapped under ``kek``, and every key wrapped under another KEK
         wrapped again under ``kek``; keys wrapped under ``kek`` already keep their ciphertext, and keys read from
-        ``material_file`` or ``material_env`` stay references. Returns ``self`` when nothing changes.
+        ``material_file`` or ``material_env`` stay references. With ``added_since``, only the keys that document
+        does not hold (by id and material) are touched: what a change added. Returns ``self`` when nothing
+        changes.
 
         Raises ``KeyWrapError`` when ``kek`` cannot wrap (an external KEK that is unavailable)."""
         changed = False
         entries: list[KeyEntry] = []
         for entry in self.entries:
             source = entry.source
-            if isinstance(source, InlineMaterial) or (
-                isinstance(source, WrappedMaterial) and source.kek_id != kek.kek_id
+            earlier = None if added_since is None else added_since.entry(entry.key.id)
+            kept = earlier is not None and earlier.key.same_material(entry.key)
+            if not kept and (
+                isinstance(source, InlineMaterial)
+                or (isinstance(source, WrappedMaterial) and source.kek_id != kek.kek_id)
             ):
                 entry = replace(entry, source=WrappedMaterial.of(kek.wrap(entry.key, self.profile)))
                 changed = True

@@ -125,8 +125,9 @@ def update_keyring_file(
 
     ``kek`` unwraps a file holding wrapped keys. When the file held wrapped keys, or did not exist, and ``kek`` is
     given, every key the change adds in clear is wrapped under ``kek`` before the write (``after`` holds the
-    wrapped form), so an encrypted file never mixes clear and wrapped material; a clear file stays clear. A KEK
-    that cannot wrap (``KeyWrapError``) is ``kek-unavailable`` with the file untouched.
+    wrapped form), so an encrypted file never gains a key in clear; a clear file stays clear, and the keys the
+    file already held keep the form the change gave them (``unwrapped()`` decrypts). A KEK that cannot wrap
+    (``KeyWrapError``) is ``kek-unavailable`` with the file untouched.
     """
     target = _real(path)
     if not allow_insecure_permissions:
@@ -145,7 +146,7 @@ def update_keyring_file(
         written = after is not before
         if written and kek is not None and (before is None or before.is_wrapped):
             try:
-                after = after.wrapped(kek)
+                after = after.wrapped(kek, added_since=before)
             except KeyWrapError as error:
                 raise KeyringFileError(Reason.KEK_UNAVAILABLE, path=str(path), detail=error.detail) from None
         if written:
