@@ -47,6 +47,14 @@ class FleetStore:
 
         return asyncio.run(session())
 
+    def create(self) -> None:
+        """Open the store once (its schema made), with no fleet keyring in it."""
+
+        async def nothing(_fleet: FleetKeyring) -> None:
+            return None
+
+        self._run(nothing)
+
     def initialize(self, key: ProtectionKey) -> LoadedFleetKeyring:
         """The fleet's first keyring (generation 1): ``key`` active."""
         return self._run(lambda fleet: fleet.initialize(ProtectionKeyring(key)))
