@@ -35,8 +35,17 @@ from soklet_core.fleet import (
     parse_admin_snapshot,
     read_record,
 )
+from soklet_core.fleet.store_rotation import StoreRotationAbort
 from soklet_core.json import JsonError, JsonErrorReason, JsonString, parse
-from soklet_core.keys import KeyInUse, KeyringError, KeyringErrorReason, ProtectionKey, RetiredTooRecently
+from soklet_core.keys import (
+    KeyInUse,
+    KeyringError,
+    KeyringErrorReason,
+    KeyWrapError,
+    KeyWrapErrorReason,
+    ProtectionKey,
+    RetiredTooRecently,
+)
 from soklet_core.mcp.model import (
     ArgumentsError,
     CapabilitiesError,
@@ -188,6 +197,7 @@ EXAMPLES: list[SokletError] = [
     KeyringError(KeyringErrorReason.UNKNOWN_KEY, "k-2026"),
     KeyInUse("k-2026"),
     RetiredTooRecently("k-2026", datetime(2026, 8, 1, tzinfo=UTC), recorded=False),
+    KeyWrapError(KeyWrapErrorReason.WRONG_KEK, "k-2026", "wrapped under kek-AAAA"),
     KeyringFileError(
         KeyringFileErrorReason.INVALID_FIELD, path="/etc/keys.toml", key="k-2026", field="created", detail="line 3"
     ),
@@ -222,6 +232,7 @@ EXAMPLES: list[SokletError] = [
     StoreError(StoreErrorReason.UNAVAILABLE, "insert_task: sqlite3.OperationalError"),
     RecordError("not JSON"),
     RotationAbort(FleetStatus.DIVERGED, "stage: refused on a, b; nothing was activated"),
+    StoreRotationAbort(StoreRotationAbort.Kind.LOCKED, "the rotation lock is held by 'ops@host pid 7' since now"),
     RecordMismatch(FleetStatus.DIVERGED, "the record does not match the fleet: it says activate is done, but a"),
 ]
 
