@@ -196,7 +196,9 @@ def test_sighup_refuses_a_bad_file_then_applies_a_good_one(
     instance.wait_for(lambda: "keyring reload (sighup) refused" in instance.log_text())
     snapshot = instance.snapshot()
     assert (snapshot["generation"], snapshot["active"]) == (0, "k1")
-    assert _sealing_key_id(instance) == "k1"
+    # The running keyring stays, and the instance is held out of traffic while its file is refused.
+    ready = instance.request("GET", "/v1/ready", token=None)
+    assert (ready.status_code, ready.json()) == (503, {"status": "not-ready", "reason": "keyring-file-refused"})
     refusals = instance.log_text().count("refused")
     time.sleep(2 * DEFAULT_POLL_INTERVAL_SECONDS + 0.5)
     assert instance.log_text().count("refused") == refusals  # logged once per bad file, not once per poll
@@ -205,6 +207,7 @@ def test_sighup_refuses_a_bad_file_then_applies_a_good_one(
     instance.hangup()
     instance.wait_for(lambda: instance.snapshot()["active"] == "k2")
     assert instance.snapshot()["generation"] == 1
+    assert instance.request("GET", "/v1/ready", token=None).json() == {"status": "ready"}
     assert _sealing_key_id(instance) == "k2"
     assert "actor=sighup action=reload" in instance.log_text() or "actor=file-watch action=reload" in (
         instance.log_text()
