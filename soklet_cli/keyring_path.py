@@ -8,7 +8,7 @@ from typing import Annotated, Final, NoReturn
 import typer
 
 from soklet_core.files import KeyringDocument, KeyringFileError, KeyringFileErrorReason, read_keyring_file
-from soklet_core.keys import KeyringError, ProtectionKeyring
+from soklet_core.keys import KeyringError, KeyWrapper, ProtectionKeyring
 
 from ._common import parse_keyring
 from .exit_codes import ExitCode
@@ -78,14 +78,14 @@ def fail_for(error: KeyringFileError | KeyringError) -> NoReturn:
     fail(f"refused: {error}", ExitCode.REFUSED)
 
 
-def load_document(path: Path, *, allow_insecure_permissions: bool) -> KeyringDocument:
-    """Read the keyring file at ``path`` or exit with its error."""
+def load_document(path: Path, *, allow_insecure_permissions: bool, kek: KeyWrapper | None = None) -> KeyringDocument:
+    """Read the keyring file at ``path`` (its wrapped keys unwrapped with ``kek``) or exit with its error."""
     try:
-        return read_keyring_file(path, allow_insecure_permissions=allow_insecure_permissions)
+        return read_keyring_file(path, allow_insecure_permissions=allow_insecure_permissions, kek=kek)
     except (KeyringFileError, KeyringError) as error:
         fail_for(error)
 
 
-def load_keyring(path: Path, *, allow_insecure: bool) -> ProtectionKeyring:
+def load_keyring(path: Path, *, allow_insecure: bool, kek: KeyWrapper | None = None) -> ProtectionKeyring:
     """The keyring of the keyring file at ``path``, or exit 3 (I/O) / 1 (refused) with the file's error."""
-    return load_document(path, allow_insecure_permissions=allow_insecure).keyring()
+    return load_document(path, allow_insecure_permissions=allow_insecure, kek=kek).keyring()
