@@ -47,6 +47,7 @@ from ._common import (
     parse_keyring,
 )
 from .exit_codes import ExitCode
+from .kek_option import KekCommandOption, KekEnvOption, KekFileOption, kek_from_options
 from .keyring_path import KEYRING_ENV, InsecureOption, JsonOption, load_keyring
 from .output import console, emit_exact_json, error_console, fail, read_input
 
@@ -118,6 +119,9 @@ def inspect_state(
     lifetime: LifetimeOption = DEFAULT_LIFETIME,
     max_rounds: MaxRoundsOption = DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     allow_insecure: InsecureOption = False,
+    kek_file: KekFileOption = None,
+    kek_env: KekEnvOption = None,
+    kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show what a sealed requestState holds, and whether (and why not) a retry would open it.
@@ -130,6 +134,7 @@ def inspect_state(
     does not run with the defaults. Key material is never printed. A durable application handle (the opaque
     requestState of an APPLICATION_PROTECTED tool, its state kept in the server's store) is recognised and named,
     not decrypted (exit 1). Without TOKEN on a terminal, it says that it waits for the token on standard input.
+    An encrypted keyring file is read given its key-encryption key (--kek-file, --kek-env or --kek-command).
 
     **Examples**
 
@@ -182,7 +187,8 @@ def inspect_state(
         _no_key_view(document, header, header_refusal, encoded_size, as_json)
         return
 
-    ring = load_keyring(Path(keyring), allow_insecure=allow_insecure)
+    kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
+    ring = load_keyring(Path(keyring), allow_insecure=allow_insecure, kek=kek)
     clock_ms = now_ms(at)
     config = ProtectionConfig(
         keyring=ring, maximum_request_state_lifetime=parse_duration(lifetime), maximum_request_state_rounds=max_rounds
