@@ -55,6 +55,7 @@ from soklet_core.keys import (
     MIN_KEY_MATERIAL_BYTES,
     KeyringError,
     KeyringErrorReason,
+    KeyWrapper,
     ProtectionKey,
     ProtectionKeyring,
     RetiredTooRecently,
@@ -75,6 +76,7 @@ from ._common import (
     parse_file,
 )
 from .exit_codes import ExitCode
+from .kek_option import KekCommandOption, KekEnvOption, KekFileOption, kek_from_options
 from .keyring_path import (
     DEFAULT_KEYRING_FILE,
     InsecureOption,
@@ -170,10 +172,13 @@ def _say(text: str) -> None:
 
 
 def _update(
-    path: Path, change: Callable[[KeyringDocument | None], KeyringDocument], allow_insecure: bool
+    path: Path,
+    change: Callable[[KeyringDocument | None], KeyringDocument],
+    allow_insecure: bool,
+    kek: KeyWrapper | None = None,
 ) -> tuple[KeyringDocument | None, KeyringDocument, bool]:
     try:
-        result = update_keyring_file(path, change, allow_insecure_permissions=allow_insecure)
+        result = update_keyring_file(path, change, allow_insecure_permissions=allow_insecure, kek=kek)
     except RetiredTooRecently:
         raise
     except (KeyringFileError, KeyringError) as error:
@@ -223,6 +228,9 @@ def generate(
     ] = None,
     keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
+    kek_file: KekFileOption = None,
+    kek_env: KekEnvOption = None,
+    kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Generate a key from the system's CSPRNG and add it to the keyring file.
@@ -261,7 +269,8 @@ def generate(
             changed = changed.with_activated(key.id)
         return document.with_keyring(changed, now=now)
 
-    before, after, _written = _update(path, change, allow_insecure)
+    kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
+    before, after, _written = _update(path, change, allow_insecure, kek)
     warn_if_unignored(path)
     new_id = created[-1]
     entry = after.entry(new_id)
@@ -290,6 +299,9 @@ def generate(
 def list_keys(
     keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
+    kek_file: KekFileOption = None,
+    kek_env: KekEnvOption = None,
+    kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List the keys of the keyring file: id, role, created, check value, material source; never material.
@@ -307,7 +319,8 @@ def list_keys(
     readable by group/others.
     """
     path = resolve_keyring_path(keyring)
-    document = load_document(path, allow_insecure_permissions=allow_insecure)
+    kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
+    document = load_document(path, allow_insecure_permissions=allow_insecure, kek=kek)
     fingerprint = document.keyring().fingerprint()
     if as_json:
         emit_json(
@@ -383,6 +396,9 @@ def stage(
     size: BytesOption = DEFAULT_KEY_MATERIAL_BYTES,
     keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
+    kek_file: KekFileOption = None,
+    kek_env: KekEnvOption = None,
+    kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Stage a key for verification: it opens state but does not seal until **keys activate**.
@@ -424,7 +440,8 @@ def stage(
         staged.append(key)
         return document.with_keyring(current.with_staged(key), now=now)
 
-    _before, after, written = _update(path, change, allow_insecure)
+    kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
+    _before, after, written = _update(path, change, allow_insecure, kek)
     if written:
         warn_if_unignored(path)
     key = staged[-1]
@@ -453,6 +470,9 @@ def activate(
     key_id: KeyIdArgument,
     keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
+    kek_file: KekFileOption = None,
+    kek_env: KekEnvOption = None,
+    kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Make a staged key the active key; the former active key stays, for verification only.
@@ -474,7 +494,8 @@ def activate(
         document = _existing(document, path)
         return document.with_keyring(document.keyring().with_activated(key_id))
 
-    before, after, written = _update(path, change, allow_insecure)
+    kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
+    before, after, written = _update(path, change, allow_insecure, kek)
     former = before.active_entry.key.id if before is not None else None
     if as_json:
         emit_json(
@@ -515,6 +536,9 @@ def remove(
     ] = False,
     keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
+    kek_file: KekFileOption = None,
+    kek_env: KekEnvOption = None,
+    kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Remove a verification key. The active key cannot be removed.
@@ -546,7 +570,8 @@ def remove(
         return document.with_keyring(document.keyring().without(key_id))
 
     try:
-        _before, after, _written = _update(path, change, allow_insecure)
+        kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
+        _before, after, _written = _update(path, change, allow_insecure, kek)
     except RetiredTooRecently as early:
         fail(_too_early(early, state_lifetime), ExitCode.REFUSED)
     if as_json:
@@ -577,6 +602,9 @@ def rotate(
     state_lifetime: StateLifetimeOption = DEFAULT_STATE_LIFETIME,
     keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
+    kek_file: KekFileOption = None,
+    kek_env: KekEnvOption = None,
+    kek_command: KekCommandOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON document (with --fleet: one JSON event per line).")
     ] = False,
@@ -668,7 +696,8 @@ def rotate(
         rotated.append(key)
         return document.with_keyring(current.with_rotated(key), now=now)
 
-    before, after, _written = _update(path, change, allow_insecure)
+    kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
+    before, after, _written = _update(path, change, allow_insecure, kek)
     assert before is not None
     warn_if_unignored(path)
     key = rotated[-1]
@@ -715,6 +744,9 @@ def export(
     force: Annotated[bool, typer.Option("--force", help="With --output: replace an existing file.")] = False,
     keyring: KeyringOption = DEFAULT_KEYRING_FILE,
     allow_insecure: InsecureOption = False,
+    kek_file: KekFileOption = None,
+    kek_env: KekEnvOption = None,
+    kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Print one key's material (base64url, no padding), or write it to a new 0600 file: the only command that
@@ -741,7 +773,8 @@ def export(
         fail("usage: --force only goes with --output", ExitCode.USAGE)
     if output is not None and not str(output):
         fail("usage: --output: the path is empty", ExitCode.USAGE)
-    document = load_document(path, allow_insecure_permissions=allow_insecure)
+    kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
+    document = load_document(path, allow_insecure_permissions=allow_insecure, kek=kek)
     entry = document.entry(key_id)
     if entry is None:
         fail_for(KeyringError(KeyringErrorReason.UNKNOWN_KEY, key_id if is_valid_key_id(key_id) else None))
