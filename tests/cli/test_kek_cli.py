@@ -13,6 +13,7 @@ import pytest
 
 from soklet_core.files import WrappedMaterial, read_keyring_file
 from soklet_core.keys import LocalKek, decode_base64url, encode_base64url
+from tests.cli.test_inspect_state_cli import LATER, sealed, write_request
 from tests.conftest import Soklet, secret_forms
 
 RING = "soklet-keyring.toml"
@@ -106,6 +107,10 @@ def test_an_encrypted_file_without_its_kek_or_under_another_is_refused_in_one_li
     encrypt = _one_line_refusal(soklet.run("keys", "encrypt", "--kek-file", "other"), 1)
     assert "wrong-kek" in encrypt
     assert "'k1'" in encrypt
+    listed = _one_line_refusal(soklet.run("keys", "list", "--kek-file", "other"), 1)
+    assert "wrong-kek" in listed
+    stage = soklet.run("keys", "stage", "--generate", "--id", "k3", "--kek-file", "other")
+    assert "wrong-kek" in _one_line_refusal(stage, 1)
     assert ring.read_bytes() == raw
 
 
@@ -192,3 +197,58 @@ def test_a_kek_command_encrypts_and_reads_and_a_failing_one_is_one_line(soklet: 
     assert "this is not JSON" not in _one_line_refusal(garbage, 1)
     bad = soklet.run("keys", "encrypt", "--kek-command", "kms 'open")
     assert "unbalanced" in _one_line_refusal(bad, 2)
+
+
+def test_every_keys_command_reads_and_changes_an_encrypted_file_given_its_kek(soklet: Soklet) -> None:
+    ring = _keyring(soklet)
+    _, kek = _kek(soklet)
+    assert soklet.run("keys", "encrypt", "--kek-file", "kek").returncode == 0
+    fingerprint = _fingerprint(soklet, "--kek-file", "kek")
+    assert "kek-required" in _one_line_refusal(soklet.run("keys", "list"), 1)
+    assert "kek-required" in _one_line_refusal(soklet.run("fingerprint"), 1)
+    printed = soklet.run("fingerprint", "--json", "--kek-file", "kek")
+    assert printed.returncode == 0, printed.stderr
+    assert json.loads(printed.stdout)["value"] == fingerprint
+    exported = soklet.run("keys", "export", "k1", "--kek-file", "kek")
+    assert exported.returncode == 0, exported.stderr
+    material = read_keyring_file(ring, kek=kek).entry("k1")
+    assert material is not None
+    assert exported.stdout.strip() == encode_base64url(material.key.material)
+    for arguments in (
+        ("keys", "generate", "--id", "k3"),
+        ("keys", "stage", "--generate", "--id", "k4"),
+        ("keys", "activate", "k3"),
+        ("keys", "rotate", "--id", "k5"),
+        ("keys", "remove", "k4", "--force"),
+    ):
+        result = soklet.run(*arguments, "--kek-file", "kek")
+        assert result.returncode == 0, (arguments, result.stderr)
+        for entry in read_keyring_file(ring, kek=kek).entries:
+            soklet.remember(entry.key)
+            assert isinstance(entry.source, WrappedMaterial), (arguments, entry)
+        _assert_no_material(ring, soklet)
+    assert [entry.key.id for entry in read_keyring_file(ring, kek=kek).entries] == ["k1", "k2", "k3", "k5"]
+    assert "kek-required" in _one_line_refusal(soklet.run("keys", "stage", "--generate", "--id", "k6"), 1)
+
+
+def test_a_new_keyring_made_with_a_kek_is_encrypted_from_its_first_key(soklet: Soklet) -> None:
+    _, kek = _kek(soklet)
+    result = soklet.run("keys", "generate", "--id", "k1", "--kek-file", "kek")
+    assert result.returncode == 0, result.stderr
+    ring = soklet.cwd / RING
+    entries = read_keyring_file(ring, kek=kek).entries
+    soklet.remember(entries[0].key)
+    assert isinstance(entries[0].source, WrappedMaterial)
+    _assert_no_material(ring, soklet)
+
+
+def test_inspect_state_opens_with_an_encrypted_keyring(soklet: Soklet) -> None:
+    soklet.run("keys", "generate", "--id", "k1")
+    write_request(soklet.cwd, "call.json", 1)
+    token = sealed(soklet)
+    _kek(soklet)
+    assert soklet.run("keys", "encrypt", "--kek-file", "kek").returncode == 0
+    without = soklet.run("inspect-state", "--keyring", RING, "--at", LATER, token)
+    assert "kek-required" in _one_line_refusal(without, 1)
+    opened = soklet.run("inspect-state", "--keyring", RING, "--at", LATER, "--kek-file", "kek", token)
+    assert opened.returncode == 0, opened.stderr
