@@ -5,7 +5,8 @@ A keyring file hand-edited to other bytes under an id the live keyring holds (th
 is held not ready (``NotReady.KEYRING_FILE_REFUSED``) until a reload succeeds. A file that cannot be parsed or is
 open to other users is refused the same way. In process (``LiveKeyring`` with a ``Readiness``), then through a
 real ``soklet serve``: the watcher's WARNING, the unchanged fingerprint, ``soklet_keyring_file_refused`` and a flow
-sealed before the edit that still completes.
+sealed before the edit that still completes once the file is put back (while it is refused the instance is not
+ready: its MCP endpoint answers 503).
 """
 
 from __future__ import annotations
@@ -227,6 +228,10 @@ def test_the_file_watch_of_a_real_server_refuses_a_hand_edit(tmp_path: Path) -> 
             assert not any(form in log for form in _forms(key))
         served.wait_for(lambda: _metric(served, "soklet_keyring_file_refused") == "1.0")
         assert served.snapshot()["fingerprint"] == fingerprint
+        # Held out of traffic while the file is refused: the probe says why, the gauge says not ready.
+        ready = served.request("GET", "/v1/ready", token=None)
+        assert (ready.status_code, ready.json()) == (503, {"status": "not-ready", "reason": "keyring-file-refused"})
+        assert _metric(served, "soklet_ready") == "0.0"
         # The admin API's reload of the same file is refused the same way (409), and changes nothing.
         reload = served.request("POST", "/v1/keyring/reload", {})
         assert (reload.status_code, reload.json()["error"]) == (409, "keyring-file-diverged")
@@ -235,6 +240,7 @@ def test_the_file_watch_of_a_real_server_refuses_a_hand_edit(tmp_path: Path) -> 
         atomic_write(keyring, original)
         served.wait_for(lambda: _metric(served, "soklet_keyring_file_refused") == "0.0")
         assert served.snapshot()["fingerprint"] == fingerprint
+        assert served.request("GET", "/v1/ready", token=None).json() == {"status": "ready"}
         assert _completes(http, url, sealed_before, 2)
         assert _completes(http, url, _first_round(http, url), 4)
     finally:
