@@ -306,8 +306,10 @@ class LiveKeyring:
             try:
                 adopted = self._apply_in_memory(change) if self._path is None else self._apply_to_file(change)
             except LiveKeyringError as error:
-                if error.reason is LiveKeyringRefusal.FILE_DIVERGED or error.file_reason is not None:
-                    self._refuse_file()  # what is on disk now is refused, as a reload of it would be
+                if error.reason is LiveKeyringRefusal.FILE_DIVERGED:
+                    # What is on disk now is refused, as a reload of it is. (A file that fails to read is the
+                    # watcher's to judge: a failed write or a busy lock says nothing of what the file holds.)
+                    self._refuse_file()
                 shown = printable_name(key_id, what="a key id")
                 _logger.warning("keyring %s of %s by %s refused: %s", action, shown, actor, error.reason.value)
                 raise
