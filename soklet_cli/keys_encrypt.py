@@ -28,9 +28,13 @@ from .keyring_path import (
     fail_for,
     resolve_keyring_path,
 )
-from .output import console, emit_json, fail, shown_path
+from .output import console, counted, emit_json, fail, shown_path
 
 __all__ = ["encrypt"]
+
+
+def _say(text: str) -> None:
+    console.print(text, markup=False, highlight=False)
 
 
 def encrypt(
@@ -108,15 +112,13 @@ def encrypt(
     shown = shown_path(path)
     if not update.written:
         state = "holds no wrapped key" if decrypt else f"is already wrapped under {kek.kek_id}"
-        console.print(f"{shown} {state}: nothing changed", markup=False, highlight=False)
+        _say(f"{shown} {state}: nothing changed")
     elif decrypt:
-        console.print(f"wrote {len(clear)} keys of {shown} in clear", markup=False, highlight=False)
+        _say(f"wrote {counted(len(clear), 'key')} of {shown} in clear")
     else:
-        console.print(f"wrapped {len(wrapped)} keys of {shown} under {kek.kek_id}", markup=False, highlight=False)
+        _say(f"wrapped {counted(len(wrapped), 'key')} of {shown} under {kek.kek_id}")
     if references:
-        console.print(
+        _say(
             f"left as references (material_file or material_env): {', '.join(references)}",
-            markup=False,
-            highlight=False,
         )
-    console.print(f"fingerprint v{fingerprint.version} {fingerprint.value} (unchanged)", markup=False, highlight=False)
+    _say(f"fingerprint v{fingerprint.version} {fingerprint.value} (unchanged)")

@@ -252,3 +252,25 @@ def test_inspect_state_opens_with_an_encrypted_keyring(soklet: Soklet) -> None:
     assert "kek-required" in _one_line_refusal(without, 1)
     opened = soklet.run("inspect-state", "--keyring", RING, "--at", LATER, "--kek-file", "kek", token)
     assert opened.returncode == 0, opened.stderr
+
+
+def test_keys_encrypt_leaves_material_file_keys_as_references(soklet: Soklet) -> None:
+    ring = _keyring(soklet)
+    material = bytes(range(200, 232))
+    soklet.remember(material)
+    key_file = soklet.cwd / "k9.key"
+    key_file.write_text(encode_base64url(material) + "\n")
+    key_file.chmod(0o600)
+    with ring.open("a") as handle:
+        handle.write('\n[[keys]]\nid = "k9"\nrole = "verification"\nmaterial_file = "k9.key"\n')
+        handle.write("created = 2026-08-01T00:00:00Z\n")
+    _kek(soklet)
+    result = soklet.run("keys", "encrypt", "--kek-file", "kek")
+    assert result.returncode == 0, result.stderr
+    assert "wrapped 2 keys of soklet-keyring.toml under kek-" in result.stdout
+    assert "left as references (material_file or material_env): k9" in result.stdout
+    assert 'material_file = "k9.key"' in ring.read_text()
+    _assert_no_material(ring, soklet)
+    as_json = json.loads(soklet.run("keys", "encrypt", "--kek-file", "kek", "--json").stdout)
+    assert as_json["references"] == ["k9"]
+    assert as_json["changed"] is False
