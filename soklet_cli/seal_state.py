@@ -38,6 +38,7 @@ from ._common import (
     parse_rounds,
 )
 from .exit_codes import ExitCode
+from .kek_option import KekCommandOption, KekEnvOption, KekFileOption, kek_from_options
 from .keyring_path import DEFAULT_KEYRING_FILE, InsecureOption, KeyringOption, load_keyring, resolve_keyring_path
 from .output import emit_json, fail, read_input
 
@@ -78,6 +79,9 @@ def seal_state(
     lifetime: LifetimeOption = DEFAULT_LIFETIME,
     max_rounds: MaxRoundsOption = DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     allow_insecure: InsecureOption = False,
+    kek_file: KekFileOption = None,
+    kek_env: KekEnvOption = None,
+    kek_command: KekCommandOption = None,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="Print one JSON document (the token, key id, times, sizes and binding)."),
@@ -103,7 +107,8 @@ def seal_state(
         fail("--request and --state cannot both read stdin", ExitCode.USAGE)
     issued = now_ms(at)
     span = parse_duration(lifetime)
-    ring = load_keyring(resolve_keyring_path(keyring), allow_insecure=allow_insecure)
+    kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
+    ring = load_keyring(resolve_keyring_path(keyring), allow_insecure=allow_insecure, kek=kek)
     request_value = load_request(request, "--request", code=ExitCode.REFUSED)
     bound = bind(
         request_value,
