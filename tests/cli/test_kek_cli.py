@@ -274,3 +274,16 @@ def test_keys_encrypt_leaves_material_file_keys_as_references(soklet: Soklet) ->
     as_json = json.loads(soklet.run("keys", "encrypt", "--kek-file", "kek", "--json").stdout)
     assert as_json["references"] == ["k9"]
     assert as_json["changed"] is False
+
+
+def test_seal_state_seals_with_an_encrypted_keyring(soklet: Soklet) -> None:
+    soklet.run("keys", "generate", "--id", "k1")
+    _kek(soklet)
+    assert soklet.run("keys", "encrypt", "--kek-file", "kek").returncode == 0
+    write_request(soklet.cwd, "call.json", 1)
+    (soklet.cwd / "state.json").write_text('{"step": 1}')
+    refused = soklet.run("seal-state", "--request", "call.json", "--state", "state.json")
+    assert "kek-required" in _one_line_refusal(refused, 1)
+    token = sealed(soklet, "--kek-file", "kek")
+    opened = soklet.run("inspect-state", "--keyring", RING, "--at", LATER, "--kek-file", "kek", token)
+    assert opened.returncode == 0, opened.stderr
