@@ -660,10 +660,21 @@ def serve(
     The keyring file is **reloaded** on SIGHUP and when its stat changes (checked every {poll_interval} s); a bad
     file is refused with one logged reason and the running keyring stays. With **--admin-port** a second listener serves
     the admin API (docs/fleet.md): GET /v1/keyring, POST /v1/keyring/stage|activate|remove|reload (written to the
-    keyring file first), GET /v1/health, GET /metrics; every request needs **Authorization: Bearer TOKEN** from
-    --admin-token-file or --admin-token-env, except the readiness probe GET /v1/ready (503 while the store does not
-    answer). A non-loopback --admin-host needs --admin-tls-cert/--admin-tls-key
-    (or --allow-insecure-admin).
+    keyring file first), GET /metrics; every request needs **Authorization: Bearer TOKEN** from --admin-token-file
+    or --admin-token-env, except the probes GET /v1/ready and GET /v1/health, which say only a status and a
+    bounded reason. A non-loopback --admin-host needs --admin-tls-cert/--admin-tls-key (or --allow-insecure-admin).
+
+    **Readiness**: while the instance is not ready the MCP endpoint answers every request 503 with Retry-After
+    (JSON-RPC -32603) and GET /v1/ready says why: the keyring file refused by a reload, a keyring whose v2
+    fingerprint differs from **--expect-fingerprint**, a newer store generation seen than applied, a SQLite store
+    file removed or replaced. A store outage alone keeps it ready: it serves with the keyring it holds.
+
+    **Store mode**: **--keyring-from-store** takes the keyring from the fleet keyring in --store, wrapped under the
+    key-encryption key of --kek-file, --kek-env or --kek-command, instead of a file (write the first one with
+    soklet keys generate --store URL --kek-file FILE). It is loaded before anything listens, followed while
+    serving (PostgreSQL LISTEN/NOTIFY, else a poll; applied within {propagation} s), and every {heartbeat} s the
+    instance records a heartbeat in the store (name, generation, fingerprint, clock, admin URL); the admin API
+    changes the fleet keyring through the store.
 
     HTTP limits (see docs/server.md): request head --max-head-bytes (431), --header-timeout (connection closed),
     --body-timeout (408), --keep-alive-timeout, --max-connections (503). Stop with Ctrl-C (SIGINT) or SIGTERM:
@@ -710,12 +721,17 @@ def serve(
 
       soklet serve --keyring keys.toml --store postgresql://soklet@db.internal:5432/soklet
 
+      soklet serve --store postgresql://soklet@db.internal/soklet --keyring-from-store --kek-file kek --instance web-1
+
+      soklet serve --keyring keys.toml --expect-fingerprint v2:Tq3cU... --admin-port 9465 --admin-token-env TOKEN
+
       soklet serve --protocol modern
 
       soklet serve --max-sessions 256 --session-idle-timeout 10m --input-timeout 2m
 
-    **Exit codes**: 0 stopped (with --stdio: standard input ended); 1 the keyring was refused, the store's
-    schema is not one this soklet writes, or the --app module or factory raised; 2 usage (an admin listener
+    **Exit codes**: 0 stopped (with --stdio: standard input ended); 1 the keyring was refused (store mode: the
+    store holds no fleet keyring, or the KEK cannot be loaded or does not unwrap it), the store's schema is not one
+    this soklet writes, or the --app module or factory raised; 2 usage (an admin listener
     without a usable token source, on the MCP port, non-loopback without TLS, or with --stdio included; a
     malformed store URL; an --app naming no module or object, a factory needing arguments, or no Registry); 3
     the keyring file, a token or TLS file, a port, the store, or (with --stdio) standard input or output is
@@ -823,6 +839,8 @@ serve.__doc__ = (
     .replace("{protocol_version}", PROTOCOL_VERSION)
     .replace("{poll_interval}", f"{DEFAULT_POLL_INTERVAL_SECONDS:g}")
     .replace("{legacy_versions}", ", ".join(LEGACY_PROTOCOL_VERSIONS))
+    .replace("{propagation}", f"{PROPAGATION_BOUND_SECONDS:g}")
+    .replace("{heartbeat}", f"{HEARTBEAT_SECONDS:g}")
 )
 
 
