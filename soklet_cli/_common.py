@@ -93,13 +93,15 @@ MAX_DURATION: Final = timedelta(days=366)
 DURATION_HELP: Final = "a duration with a unit, such as 15m, 900s, 1h or 1h30m"
 
 _UNITS: Final = (("h", 3600), ("m", 60), ("s", 1))
+#: The units of an option that also takes days (``--if-older-than 30d``).
+_UNITS_WITH_DAYS: Final = (("d", 86400), *_UNITS)
 _DIGITS: Final = frozenset("0123456789")
 #: Digits of one part: 366 days is 8,784 hours or 527,040 minutes or 31,622,400 seconds, so 9 digits is ample.
 _MAX_PART_DIGITS: Final = 9
 #: Digits after the point of fractional seconds: durations are kept in whole milliseconds.
 _FRACTION_DIGITS: Final = 3
 #: Longest text looked at (three 9-digit parts and their units, and a fraction); anything longer is refused unread.
-_MAX_TEXT: Final = 3 * (_MAX_PART_DIGITS + 1) + 1 + _FRACTION_DIGITS
+_MAX_TEXT: Final = len(_UNITS_WITH_DAYS) * (_MAX_PART_DIGITS + 1) + 1 + _FRACTION_DIGITS
 
 
 def parse_duration(
@@ -108,19 +110,22 @@ def parse_duration(
     maximum: timedelta = MAX_DURATION,
     fractional: bool = False,
     bare_seconds: bool = False,
+    days: bool = False,
     message: str | None = None,
 ) -> timedelta:
     """``15m``, ``900s``, ``1h``, ``1h30m`` or ``1h30m15s``: positive and at most ``maximum``. The one duration and
     seconds parser of the CLI: every option that takes a span of time calls it, with its own bounds.
 
     ``fractional`` also takes milliseconds on the seconds part (``0.5s``, ``1m2.25s``); ``bare_seconds`` takes a
-    number without a unit as seconds, for options documented in seconds (``--timeout 5``). ``message`` replaces
+    number without a unit as seconds, for options documented in seconds (``--timeout 5``); ``days`` also takes
+    the unit ``d`` first (``30d``, ``1d12h``). ``message`` replaces
     every refusal message (an option's own words, which must state its bounds).
 
     Raises ``typer.BadParameter`` with a message that never repeats the input.
     """
     if not isinstance(text, str) or not text or len(text) > _MAX_TEXT:
         raise typer.BadParameter(message or DURATION_HELP)
+    units = _UNITS_WITH_DAYS if days else _UNITS
     milliseconds = 0
     position = 0
     unit_index = 0
@@ -149,11 +154,11 @@ def parse_duration(
             unit = text[position]
             position += 1
         # Units in the order h, m, s, each at most once; a fraction only on seconds.
-        while unit_index < len(_UNITS) and _UNITS[unit_index][0] != unit:
+        while unit_index < len(units) and units[unit_index][0] != unit:
             unit_index += 1
-        if unit_index == len(_UNITS) or (fraction and unit != "s"):
+        if unit_index == len(units) or (fraction and unit != "s"):
             raise typer.BadParameter(message or DURATION_HELP)
-        milliseconds += int(whole) * _UNITS[unit_index][1] * 1000
+        milliseconds += int(whole) * units[unit_index][1] * 1000
         milliseconds += int(fraction.ljust(_FRACTION_DIGITS, "0")) if fraction else 0
         unit_index += 1
     span = timedelta(milliseconds=milliseconds)

@@ -42,10 +42,16 @@ __all__ = [
     "STEP_TIMEOUT_SECONDS",
     "STORE_RECORD_FORMAT",
     "FleetMember",
+    "StoreFleetReport",
+    "StoreFleetStatus",
+    "StorePlan",
     "StoreRotation",
     "StoreRotationAbort",
     "StoreRotationStep",
+    "StoreRotator",
+    "drain_wait_ms",
     "fleet_members",
+    "judge_store_fleet",
     "largest_skew_ms",
 ]
 
@@ -261,7 +267,7 @@ def _active(keyring: StoredKeyring) -> str:
     raise StoreRotationAbort(StoreRotationAbort.Kind.MISMATCH, "the store's keyring has no active key")
 
 
-def _wait_ms(members: Sequence[FleetMember]) -> tuple[int, int]:
+def drain_wait_ms(members: Sequence[FleetMember]) -> tuple[int, int]:
     """The drain wait (longest lifetime a live member reports, else the default, plus the largest skew) and the
     skew alone."""
     lifetimes = [member.max_state_lifetime_ms for member in members if member.live and member.max_state_lifetime_ms]
@@ -321,7 +327,7 @@ class StoreRotator:
                 f"key id {key_id} is already in the store's keyring; choose another --id",
             )
         members = await self.members()
-        wait, skew = _wait_ms(members)
+        wait, skew = drain_wait_ms(members)
         created = next(key.created_at for key in keyring.keys if key.key_id == former)
         return StorePlan(former, key_id, tuple(members), wait, skew, _utc(self._clock) - created)
 
@@ -444,7 +450,7 @@ class StoreRotator:
 
     async def _drain(self, rotation: StoreRotation, _key: ProtectionKey | None) -> StoreRotation:
         members = await self.members()
-        wait, skew = _wait_ms(members)
+        wait, skew = drain_wait_ms(members)
         keyring = await self._keyring_now()
         former = next((key for key in keyring.keys if key.key_id == rotation.former_key), None)
         starts = [rotation.activated_at_ms or 0]
@@ -492,3 +498,54 @@ class StoreRotator:
                     " check them, then run --resume",
                 )
             await asyncio.sleep(self._poll)
+
+
+class StoreFleetStatus(enum.StrEnum):
+    """What ``fleet check --store`` found: a closed set a script switches on."""
+
+    #: Every live member applied the store's current generation, with one fingerprint, clocks within bound.
+    CONVERGED = "converged"
+    #: A live member has not applied the store's current generation (yet).
+    BEHIND = "behind"
+    #: Live members at the current generation report different fingerprints.
+    DIVERGED = "diverged"
+    #: Two live members' clocks are further apart than allowed.
+    CLOCK_SKEW = "clock-skew"
+    #: No member beat recently: nothing serves from this store (or nothing heartbeats).
+    NO_MEMBER = "no-member"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFleetReport:
+    """A fleet judged from the store: its generation (the target), the members, the verdict."""
+
+    generation: int
+    members: tuple[FleetMember, ...]
+    status: StoreFleetStatus
+    skew_ms: int
+    #: The fleet's fingerprint when every live member reports the same one.
+    fingerprint: str | None
+    #: The live members not at the store's generation.
+    behind: tuple[str, ...]
+
+
+def judge_store_fleet(members: Sequence[FleetMember], *, generation: int, max_skew_ms: int) -> StoreFleetReport:
+    """Converged iff there is a live member and every live member applied ``generation`` (the store's current
+    one: the target, so this proves more than "equal now") with one fingerprint, and no two live members' clocks
+    are more than ``max_skew_ms`` apart. Members that stopped beating are reported, never counted."""
+    live = [member for member in members if member.live]
+    behind = tuple(member.instance for member in live if member.generation != generation)
+    prints = {member.fingerprint for member in live}
+    skew = largest_skew_ms(members)
+    fingerprint = next(iter(prints)) if len(prints) == 1 else None
+    if not live:
+        status = StoreFleetStatus.NO_MEMBER
+    elif behind:
+        status = StoreFleetStatus.BEHIND
+    elif fingerprint is None:
+        status = StoreFleetStatus.DIVERGED
+    elif skew > max_skew_ms:
+        status = StoreFleetStatus.CLOCK_SKEW
+    else:
+        status = StoreFleetStatus.CONVERGED
+    return StoreFleetReport(generation, tuple(members), status, skew, fingerprint, behind)
