@@ -20,8 +20,9 @@ docs/fleet.md):
 
 Refusals: ``400`` malformed body, ``404`` unknown key or path, ``405`` wrong method, ``408`` slow body (one
 deadline for the whole body, the MCP port's, so a trickle cannot renew it; the connection closes), ``409``
-conflict, ``413`` body over :data:`MAX_ADMIN_BODY_BYTES`; the body is ``{"error": reason}`` from a closed set,
-never an echo of the request.
+conflict, ``413`` body over :data:`MAX_ADMIN_BODY_BYTES`, ``503`` with ``Retry-After`` a store-mode change the
+store or the KEK could not carry out (``unavailable``, ``kek-unavailable``, ...; nothing changed); the body is
+``{"error": reason}`` from a closed set, never an echo of the request.
 
 Refused authentications are counted (``soklet_admin_auth_failures{reason}``) and reported on ``soklet.admin`` in
 at most one WARNING line per :data:`AUTH_FAILURE_LOG_INTERVAL_SECONDS`, with the count since the last line and
@@ -47,10 +48,17 @@ from typing import Any, Final
 from soklet_core.errors import SokletError
 from soklet_core.files import read_secret_file
 from soklet_core.json import JsonError, JsonObject, JsonString, parse
-from soklet_core.keys import KeyringError, KeyringErrorReason, KeyringSnapshot, ProtectionKey, key_id_problem
+from soklet_core.keys import (
+    KeyringError,
+    KeyringErrorReason,
+    KeyringSnapshot,
+    KeyWrapError,
+    ProtectionKey,
+    key_id_problem,
+)
 from soklet_core.keys.base64url import decode_base64url
 from soklet_core.keys.profile import PROTECTION_PROFILE
-from soklet_core.store import DurableStore, SqliteStore, StoreError
+from soklet_core.store import DurableStore, SqliteStore, StoreError, StoreErrorReason
 
 from .admin_snapshot import AdminKey, AdminSnapshot, KeyRoleName, new_process_id
 from .http_runner import DEFAULT_BODY_TIMEOUT_SECONDS
@@ -279,6 +287,8 @@ _PROBES: Final = frozenset({"/v1/ready", "/v1/health"})
 #: The one reason a liveness probe fails: a store file lost is mended by a restart alone.
 _FAILING: Final = frozenset({NotReady.STORE_FILE_LOST})
 _RETRY_AFTER: Final = [(b"retry-after", str(RETRY_AFTER_SECONDS).encode("ascii"))]
+#: A store refusal of a change that is the request's (409); any other is the store's state (503).
+_STORE_CONFLICTS: Final = frozenset({StoreErrorReason.CONFLICT, StoreErrorReason.NO_KEYRING})
 
 _ROUTES: Final[dict[str, str]] = {
     "/v1/keyring": "GET",
@@ -440,6 +450,12 @@ class AdminApp:
             raise _Refused(_status_for(error), error.reason.value) from None
         except LiveKeyringError as error:
             raise _Refused(409, error.reason.value) from None
+        except StoreError as error:
+            # Store mode: the change goes through the store first; nothing changed here.
+            status = 409 if error.reason in _STORE_CONFLICTS else 503
+            raise _Refused(status, error.reason.value, _RETRY_AFTER if status == 503 else None) from None
+        except KeyWrapError as error:
+            raise _Refused(503, error.reason.value, _RETRY_AFTER) from None
         await _answer(send, 200, self._document(snapshot))
 
     def _change(self, action: str, body: bytes, actor: str) -> Callable[[], KeyringSnapshot]:
