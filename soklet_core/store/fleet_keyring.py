@@ -117,14 +117,25 @@ class FleetKeyring:
 
     # -- reading ------------------------------------------------------------------------------------------------
 
-    async def load(self) -> LoadedFleetKeyring | None:
+    async def load(self, known: LoadedFleetKeyring | None = None) -> LoadedFleetKeyring | None:
         """The keyring of the latest generation, unwrapped; ``None`` when the store holds none yet.
+
+        With ``known`` (a generation already loaded), a newer generation that only re-wrapped the same keys (a KEK
+        rewrap: every id, role, time and check value as in ``known``) is ``known``'s keyring at the new generation,
+        unwrapped not at all: a member still holding the former KEK follows a rewrap and stays ready (it needs the
+        new KEK for the next key the fleet adds, so it is restarted with it).
 
         ``KeyWrapError(WRONG_KEK)`` (naming the key) when a key was wrapped under another KEK, ``UNWRAP_FAILED``
         when one does not authenticate or its check value differs from the stored one; ``StoreError`` otherwise.
         """
         stored = await self._store.read_keyring()
-        return None if stored is None else await self._unwrapped(stored)
+        if stored is None:
+            return None
+        if known is not None and _same_keys(stored, known.stored):
+            return LoadedFleetKeyring(
+                generation=stored.generation, keyring=known.keyring, document=known.document, stored=stored
+            )
+        return await self._unwrapped(stored)
 
     async def _unwrapped(self, stored: StoredKeyring) -> LoadedFleetKeyring:
         if stored.profile != self._profile:
@@ -271,6 +282,16 @@ class FleetKeyring:
                 )
             )
         return StoredKeyring(generation=generation, profile=self._profile, keys=tuple(rows), changed_at=stamp)
+
+
+def _same_keys(stored: StoredKeyring, known: StoredKeyring) -> bool:
+    """Whether ``stored`` holds the keys of ``known`` (ids, roles, times, check values), whatever their wrapping."""
+
+    def facts(keyring: StoredKeyring) -> tuple[object, ...]:
+        keys = [(key.key_id, key.role, key.created_at, key.retired_at, key.check_value) for key in keyring.keys]
+        return keyring.profile, keyring.changed_at, keys
+
+    return facts(stored) == facts(known)
 
 
 def _same(key: ProtectionKey | None, keyring: ProtectionKeyring) -> bool:

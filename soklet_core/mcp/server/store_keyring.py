@@ -308,7 +308,8 @@ class StoreKeyring:
             raise
 
     async def _load(self) -> LoadedFleetKeyring:
-        loaded = await self._fleet.load()
+        # A generation that only re-wrapped the keys held (a KEK rewrap) is applied without unwrapping them.
+        loaded = await self._fleet.load(known=self._applied)
         if loaded is None:
             raise StoreError(StoreErrorReason.NO_KEYRING, "the store no longer holds a fleet keyring")
         self._saw(loaded.generation)
