@@ -345,6 +345,9 @@ class StoreRotator:
                 StoreRotationAbort.Kind.RECORD,
                 "a rotation is already in progress in this store: finish it with --resume, or clear it with --abort",
             )
+        # Unwrap every key before the record is written: a wrong KEK is refused with nothing written, never
+        # leaving a record behind that blocks the next rotation.
+        await self._keyring.load()
         keyring = await self._keyring_now()
         if any(stored.key_id == key.id for stored in keyring.keys):
             raise StoreRotationAbort(
