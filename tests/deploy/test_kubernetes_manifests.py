@@ -3,19 +3,27 @@ ships (strict: an unknown field is an error; offline: the schemas are in the pac
 docs/operations.md says: three replicas of ``soklet serve --keyring-from-store`` with the KEK, the admin token and
 the admin TLS files mounted 0400 from Secrets, the store URL from a Secret, readiness on the admin listener's
 ``/v1/ready`` and liveness on ``/v1/health``, a Service for the MCP port, and a CronJob that rotates with
-``--if-older-than 30d``. Every option the manifests give soklet is one its ``--help`` lists."""
+``--if-older-than 30d``. Every option the manifests give soklet is one its ``--help`` lists, and their commands run
+here (paths and ports replaced, ``$(VAR)`` expanded as Kubernetes does) on a real SQLite store: the server answers
+both probes, the CronJob's rotation does nothing while the key is young."""
 
 from __future__ import annotations
 
+import json
 import re
+import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import kubernetes_validate
 import pytest
 import yaml
+
+from tests.server.support_admin import self_signed_certificate
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "deploy" / "kubernetes"
@@ -160,3 +168,80 @@ def test_every_option_given_to_soklet_is_one_it_knows(kind: str, command: list[s
     assert result.returncode == 0, result.stderr
     known = set(OPTION.findall(result.stdout))
     assert given <= known, sorted(given - known)
+
+
+def _store_with_a_keyring(folder: Path) -> tuple[str, Path]:
+    """A SQLite store holding a fleet keyring wrapped under a new KEK file (0600): its URL and the KEK file."""
+    kek = folder / "kek"
+    store = f"sqlite:///{folder / 'store.db'}"
+    for command in (
+        ["kek", "generate", "--output", str(kek)],
+        ["keys", "generate", "--store", store, "--kek-file", str(kek)],
+    ):
+        made = subprocess.run(
+            [sys.executable, "-m", "soklet_cli", *command], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert made.returncode == 0, made.stderr
+    return store, kek
+
+
+def _as_run_here(args: list[str], replacements: dict[str, str], environment: dict[str, str]) -> list[str]:
+    """The container's args with ``$(VAR)`` expanded as Kubernetes does and each option's value replaced as given."""
+    expanded = [environment.get(arg[2:-1], arg) if arg.startswith("$(") and arg.endswith(")") else arg for arg in args]
+    return [replacements.get(expanded[index - 1], arg) if index else arg for index, arg in enumerate(expanded)]
+
+
+@pytest.mark.slow
+def test_the_cronjob_command_does_nothing_on_a_young_key(tmp_path: Path) -> None:
+    store, kek = _store_with_a_keyring(tmp_path)
+    _, container = _pod(documents()["CronJob"]["spec"]["jobTemplate"]["spec"]["template"])
+    args = _as_run_here(container["args"], {"--kek-file": str(kek)}, {"SOKLET_STORE": store})
+    result = subprocess.run(
+        [sys.executable, "-m", "soklet_cli", *args], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"status": "skipped"' in result.stdout
+
+
+@pytest.mark.slow
+def test_the_deployment_command_serves_and_its_probes_answer(tmp_path: Path) -> None:
+    store, kek = _store_with_a_keyring(tmp_path)
+    token = tmp_path / "admin-token"
+    token.write_text("ops:adminTestToken-deploy-1f2e3d\n")
+    token.chmod(0o600)
+    cert, key = self_signed_certificate(tmp_path)
+    _, container = _pod(documents()["Deployment"]["spec"]["template"])
+    replacements = {
+        "--kek-file": str(kek),
+        "--admin-token-file": str(token),
+        "--admin-tls-cert": str(cert),
+        "--admin-tls-key": str(key),
+        "--host": "127.0.0.1",
+        "--admin-host": "127.0.0.1",
+        "--port": "0",
+        "--admin-port": "0",
+    }
+    args = _as_run_here(container["args"], replacements, {"SOKLET_STORE": store, "POD_NAME": "soklet-5d8f7-x2k9q"})
+    log = (tmp_path / "serve.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "soklet_cli", *args, "--json"], stdout=subprocess.PIPE, stderr=log, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("{"), (tmp_path / "serve.log").read_text()[-2000:]
+        admin_url = json.loads(line)["admin_url"]
+        probes = {"readinessProbe": {"status": "ready"}, "livenessProbe": {"status": "ok"}}
+        with httpx.Client(verify=ssl.create_default_context(cafile=str(cert)), timeout=30) as http:
+            for probe, expected in probes.items():
+                get = container[probe]["httpGet"]
+                assert get["scheme"] == "HTTPS"
+                deadline = time.monotonic() + 60
+                while (answer := http.get(admin_url + get["path"])).status_code != 200:
+                    assert time.monotonic() < deadline, answer.text
+                    time.sleep(0.1)
+                assert answer.json() == expected
+    finally:
+        process.terminate()
+        process.wait(30)
+        log.close()
