@@ -1,26 +1,30 @@
 """The shipped Prometheus rules (deploy/prometheus/soklet.rules.yml): valid for ``promtool check rules``, each alert
 proven by ``promtool test rules`` to fire on a one-minute incident and not on a healthy fleet
-(tests/deploy/soklet.rules.test.yml), grouped ``by (job)``, and naming only metrics soklet exports (read from a real
-``soklet serve``'s ``/metrics``). promtool comes from Debian's prometheus package (``scripts/prometheus``, run by
-``scripts/test``); without it these tests fail, they are never skipped."""
+(tests/deploy/soklet.rules.test.yml), grouped ``by (job)``, and naming only metrics soklet exports (read from real
+``soklet serve`` instances' ``/metrics``, one in store mode, one in file mode). promtool comes from Debian's
+prometheus package (``scripts/prometheus``, run by ``scripts/test``); without it these tests fail, they are never
+skipped."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from soklet_core.keys import ProtectionKey
-from soklet_core.mcp.server.metrics import RETIRED_KEY_REASON, ServerMetrics
+from soklet_core.mcp.server.metrics import RETIRED_KEY_REASON
 from soklet_core.mcp.server.readiness import NotReady
 from soklet_core.protection import RequestStateProtectionReason
-from tests.server.support_admin import Instance, write_keyring
+from tests.server.support_admin import write_keyring
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "soklet.rules.yml"
@@ -31,7 +35,7 @@ METRIC_NAME = re.compile(r"\bsoklet_[a-z_]+")
 REASON_MATCHER = re.compile(r'reason=~?"([a-z|-]+)"')
 #: An alert a unit test evaluates.
 ALERT_NAME = re.compile(r"alertname: (\w+)")
-#: The metrics only a store-mode server exposes (``soklet serve --keyring-from-store``).
+#: The metrics only a store-mode server exposes (``soklet serve --keyring-from-store``); a file-mode one lacks them.
 STORE_MODE_ONLY = {"soklet_fleet_generation"}
 
 
@@ -92,20 +96,57 @@ def _exported(text: str) -> set[str]:
     return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
+def _serve(folder: Path, *arguments: str) -> set[str]:
+    """The metric names a real ``soklet serve ARGS`` exposes on its admin listener's ``/metrics``."""
+    token = folder / "admin-token"
+    token.write_text("prometheus:adminTestToken-rules-7a1c\n")
+    token.chmod(0o600)
+    command = [sys.executable, "-m", "soklet_cli", "serve", "--port", "0", "--json", "--admin-port", "0"]
+    log = (folder / "serve.log").open("w")
+    process = subprocess.Popen(
+        [*command, "--admin-token-file", str(token), *arguments], stdout=subprocess.PIPE, stderr=log, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("{"), (folder / "serve.log").read_text()[-2000:]
+        admin_url = json.loads(line)["admin_url"]
+        headers = {"Authorization": "Bearer adminTestToken-rules-7a1c"}
+        answer = httpx.get(admin_url + "/metrics", headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return _exported(answer.text)
+    finally:
+        process.terminate()
+        process.wait(30)
+        log.close()
+
+
 @pytest.mark.slow
 def test_every_metric_the_rules_name_is_one_soklet_exports(tmp_path: Path) -> None:
     named = {name for rule in rules() for name in METRIC_NAME.findall(rule["expr"])}
     assert len(named) >= 7
-    write_keyring(tmp_path / "keys.toml", ProtectionKey.generate("k1"))
-    served = Instance(tmp_path, "--store", f"sqlite:///{tmp_path / 'store.db'}")
-    try:
-        exported = _exported(served.request("GET", "/metrics").text)
-    finally:
-        served.stop()
-    assert named - STORE_MODE_ONLY <= exported, sorted(named - STORE_MODE_ONLY - exported)
-    # What a store-mode server adds, as ServerMetrics exposes it once set.
-    metrics = ServerMetrics(instance="store-mode")
-    metrics.fleet_generation(3)
-    store_mode = _exported(metrics.render()[0].decode())
-    assert store_mode >= STORE_MODE_ONLY
-    assert STORE_MODE_ONLY.isdisjoint(exported)
+    # Store mode: the fleet keyring in a SQLite store, wrapped under a KEK.
+    kek, store = tmp_path / "kek", f"sqlite:///{tmp_path / 'store.db'}"
+    for command in (
+        ["kek", "generate", "--output", str(kek)],
+        ["keys", "generate", "--store", store, "--kek-file", str(kek)],
+    ):
+        made = subprocess.run(
+            [sys.executable, "-m", "soklet_cli", *command], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert made.returncode == 0, made.stderr
+    (tmp_path / "store-mode").mkdir(mode=0o700)
+    store_mode = _serve(tmp_path / "store-mode", "--store", store, "--keyring-from-store", "--kek-file", str(kek))
+    assert named <= store_mode, sorted(named - store_mode)
+    # File mode: the same, but the fleet generation (a store-mode figure) is absent.
+    (tmp_path / "file-mode").mkdir(mode=0o700)
+    write_keyring(tmp_path / "file-mode" / "keys.toml", ProtectionKey.generate("k1"))
+    file_mode = _serve(
+        tmp_path / "file-mode",
+        "--keyring",
+        str(tmp_path / "file-mode" / "keys.toml"),
+        "--store",
+        f"sqlite:///{tmp_path / 'file-mode' / 'store.db'}",
+    )
+    assert named - STORE_MODE_ONLY <= file_mode, sorted(named - STORE_MODE_ONLY - file_mode)
+    assert STORE_MODE_ONLY.isdisjoint(file_mode)
