@@ -8,7 +8,8 @@ without a keyring end the start in one line; a stopped PostgreSQL keeps a member
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import signal
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import httpx
 import pytest
 
 from soklet_core.keys import KeyWrapper, LocalKek, ProtectionKey, ProtectionKeyring, encode_base64url
-from soklet_core.store import FleetKeyring, open_store
+from soklet_core.store import FleetKeyring, LoadedFleetKeyring, open_store
 from tests.cli.support_store_keyring import FleetStore, Member, serve_fails, wait_for
 from tests.fleet.support_served import multi_round
 from tests.server.support import FORM_CAPS
@@ -104,22 +105,26 @@ def test_a_member_that_cannot_apply_a_newer_generation_is_not_ready_until_it_can
     fleet.initialize(first)
     member = _start(members, tmp_path, fleet, "web-1")
     assert member.ready().status_code == 200
-    # The keyring is re-wrapped under a KEK this member does not hold: it sees generation 2 and cannot unwrap it.
+    # The keyring is re-wrapped under a KEK this member does not hold (generation 2: the same keys, which it
+    # follows without unwrapping), then a key is staged under that KEK (generation 3): it cannot unwrap it.
     other, _material = LocalKek.generate()
     _rewrap(store_url, fleet.kek, other)
+    wait_for(lambda: member.snapshot()["generation"] == 2)
+    assert member.ready().status_code == 200
+    _change(store_url, other, lambda fleet_keyring: fleet_keyring.stage(ProtectionKey.generate("k2")))
     wait_for(lambda: member.ready().status_code == 503)
     refusal = member.ready()
     assert refusal.json() == {"status": "not-ready", "reason": "generation-behind"}
     assert refusal.headers["retry-after"] == "1"
     refused = member.client.call("catalog.continue", {}, capabilities=FORM_CAPS)
     assert (refused.status, refused.headers["retry-after"], refused.error["code"]) == (503, "1", -32603)
-    assert member.snapshot()["generation"] == 1  # what it holds is still generation 1
-    assert member.metric("soklet_fleet_generation") == "2.0"
-    # Wrapped back under the fleet's KEK (generation 3, the same keys): the member applies it and serves again.
+    assert member.snapshot()["generation"] == 2  # what it holds is still generation 2
+    assert member.metric("soklet_fleet_generation") == "3.0"
+    # Wrapped back under the fleet's KEK (generation 4): the member applies it, k2 included, and serves again.
     _rewrap(store_url, other, fleet.kek)
     wait_for(lambda: member.ready().status_code == 200)
-    assert member.snapshot()["generation"] == 3
-    assert member.snapshot()["fingerprint"]["value"] == _fingerprint(first)
+    snapshot = member.snapshot()
+    assert (snapshot["generation"], snapshot["verification"]) == (4, ["k2"])
     served = member.client.call("catalog.continue", {}, capabilities=FORM_CAPS)
     assert served.result["resultType"] == "input_required"
     log = member.stop()
@@ -127,16 +132,24 @@ def test_a_member_that_cannot_apply_a_newer_generation_is_not_ready_until_it_can
     assert "cannot be applied: wrong-kek" in log
 
 
-def _rewrap(store_url: str, old: KeyWrapper, new: KeyWrapper) -> None:
-    async def session() -> None:
+def _change(
+    store_url: str, kek: KeyWrapper, change: Callable[[FleetKeyring], Awaitable[LoadedFleetKeyring]]
+) -> LoadedFleetKeyring:
+    """One change of the fleet keyring made with ``kek``, on a store opened for it."""
+
+    async def session() -> LoadedFleetKeyring:
         store = open_store(store_url)
         await store.open()
         try:
-            await FleetKeyring(store, old).rewrap(new)
+            return await change(FleetKeyring(store, kek))
         finally:
             await store.close()
 
-    asyncio.run(session())
+    return asyncio.run(session())
+
+
+def _rewrap(store_url: str, old: KeyWrapper, new: KeyWrapper) -> None:
+    _change(store_url, old, lambda fleet_keyring: fleet_keyring.rewrap(new))
 
 
 def test_a_restarted_member_loads_the_current_generation_before_it_serves(
@@ -156,6 +169,10 @@ def test_a_restarted_member_loads_the_current_generation_before_it_serves(
     assert again.facts["active_key_id"] == "k2"
     assert again.ready().json() == {"status": "ready"}
     assert _holds(again, 3, _fingerprint(second, first))
+    # SIGHUP asks for a load now (nothing new here): the member goes on serving.
+    again.process.send_signal(signal.SIGHUP)
+    assert again.ready().json() == {"status": "ready"}
+    assert again.process.poll() is None
     again.stop()
 
 
@@ -249,12 +266,17 @@ def test_a_stopped_postgresql_keeps_a_member_ready_and_serving(tmp_path: Path, m
         assert member.metric("soklet_store_up") == "1.0"
         cluster.stop()
         wait_for(lambda: member.metric("soklet_store_up") == "0.0")
-        wait_for(lambda: "the store does not answer" in member.log())
+        wait_for(lambda: "the store refused or did not answer" in member.log())
         assert member.ready().json() == {"status": "ready"}
         assert httpx.get(member.admin_url + "/v1/health", timeout=20).json() == {"status": "ok"}
         with httpx.Client(timeout=30) as client:
             # The keyring held keeps serving, across members too.
             assert multi_round(client, member.facts["url"], other.facts["url"], 1) is None
         assert member.snapshot()["generation"] == 1
+        # A change asked of a member while the store is down is refused as the store's state; nothing changed.
+        key = ProtectionKey.generate("k2")
+        refused = member.admin("/v1/keyring/stage", {"id": "k2", "material": encode_base64url(key.material)})
+        assert (refused.status_code, refused.json()) == (503, {"error": "unavailable"})
+        assert member.snapshot()["verification"] == []
         member.stop()
         other.stop()

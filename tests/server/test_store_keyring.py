@@ -76,6 +76,7 @@ def running(tmp_path: Path) -> Iterator[Running]:
 
     state = asyncio.run_coroutine_threadsafe(start(), loop).result(60)
     following = asyncio.run_coroutine_threadsafe(state.keyring.run(), loop)
+    _wait(lambda: state.keyring.running)
     try:
         yield state
     finally:

@@ -106,6 +106,7 @@ class StoreKeyring:
         "_observers",
         "_process_id",
         "_readiness",
+        "_reloads",
         "_seen",
         "_store_down",
     )
@@ -143,6 +144,7 @@ class StoreKeyring:
         self._store_down = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._observers: list[Callable[[KeyringSnapshot], None]] = []
+        self._reloads: set[asyncio.Task[None]] = set()  # held until done: the loop keeps weak references only
         # Loaded before serving: nothing holds this instance back for its keyring.
         readiness.clear(NotReady.KEYRING_NOT_LOADED)
         readiness.clear(NotReady.GENERATION_BEHIND)
@@ -160,6 +162,11 @@ class StoreKeyring:
     def generation(self) -> int:
         """The fleet generation applied."""
         return self._applied.generation
+
+    @property
+    def running(self) -> bool:
+        """Whether :meth:`run` follows the store now (admin changes need it: they run on its loop)."""
+        return self._loop is not None
 
     @property
     def seen_generation(self) -> int:
@@ -260,7 +267,12 @@ class StoreKeyring:
         """Load the fleet keyring now (safe to call from a signal handler; nothing when not running)."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(lambda: loop.create_task(self._reload_now()))
+            loop.call_soon_threadsafe(self._start_reload)
+
+    def _start_reload(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._reload_now())
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
 
     async def _reload_now(self) -> None:
         with contextlib.suppress(StoreError, KeyWrapError, KeyInUse):
@@ -390,7 +402,7 @@ class StoreKeyring:
         if not self._store_down:
             self._store_down = True
             _logger.warning(
-                "the store does not answer (%s): the keyring of generation %d stays live; trying again",
+                "the store refused or did not answer (%s): the keyring of generation %d stays live; trying again",
                 error.reason.value,
                 self._applied.generation,
             )
