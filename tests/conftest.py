@@ -21,6 +21,24 @@ from soklet_core.keys import ProtectionKey, decode_base64url
 from soklet_core.store import sqlite_url
 from tools.postgres import PostgresCluster
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _run_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every soklet the tests start (in process or as a subprocess) keeps its default store in a folder of this
+    run, never in the user's data folder: a store left there by another build must not decide a test."""
+    folder = tmp_path_factory.mktemp("soklet-data")
+    folder.chmod(0o700)
+    previous = os.environ.get("SOKLET_DATA_DIR")
+    os.environ["SOKLET_DATA_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("SOKLET_DATA_DIR", None)
+        else:
+            os.environ["SOKLET_DATA_DIR"] = previous
+
+
 #: A leaked fragment this long of a key's base64url text fails the scan (a chance match is ~64**-16).
 FRAGMENT_CHARS = 16
 
