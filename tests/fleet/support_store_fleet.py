@@ -1,16 +1,13 @@
 """A store-mode fleet under load for the scenario test: members at fixed loopback addresses (so a restarted member
 comes back where a load balancer expects it), clients that route around a member that is not ready or not there
-(as a load balancer would: 503 or a refused connection sends the request to the next member), a watch of the
-store's generation, and a store rotation run as a subprocess of its own (``python -m tests.fleet.support_store_fleet
-rotate URL KEK_FILE KEY_ID``: :class:`~soklet_core.fleet.store_rotation.StoreRotator` under the store's rotation
-lock, one JSON event per line on stdout)."""
+(as a load balancer would: 503 or a refused connection sends the request to the next member), and a watch of the
+store's generation."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import socket
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -28,6 +25,9 @@ from tests.fleet.support_served import META, PROTOCOL_VERSION, TOOL
 ROUTE_SECONDS = 60.0
 #: The longest a late client waits before its retry (its state lives longer: see the test's lifetime).
 LATE_SECONDS = 1.5
+#: Seconds a client waits between two flows: the load stays continuous without taking every CPU cycle of a
+#: two-core machine from the members it loads.
+THINK_SECONDS = 0.1
 #: Seconds between two reads of the store's generation by the watch.
 WATCH_SECONDS = 0.1
 #: The members' request-state lifetime: the rotation's wait is this plus the skew, a few seconds; a late client's
@@ -245,6 +245,7 @@ class Load:
                 flow(client, slots, turn, request_id, self.tally, watch, late=index % 2 == 1)
                 if self.tally.completed > before:
                     self._per_client[index] += 1
+                self._stop.wait(THINK_SECONDS)
 
     def each_completed(self, count: int) -> bool:
         """Whether every client completed at least ``count`` flows."""
@@ -254,35 +255,3 @@ class Load:
         self._stop.set()
         for thread in self._threads:
             thread.join(ROUTE_SECONDS * 3)
-
-
-def _rotate(url: str, kek_file: str, key_id: str) -> None:
-    """Rotate the store's fleet keyring to a new key ``key_id`` under the rotation lock; events on stdout."""
-    from soklet_core.files.kek_source import KekSource, load_kek
-    from soklet_core.fleet.store_rotation import StoreRotator
-    from soklet_core.keys import ProtectionKey
-    from soklet_core.store import FleetKeyring, open_store
-
-    def emit(event: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(event) + "\n")
-        sys.stdout.flush()
-
-    async def run() -> None:
-        store = open_store(url)
-        await store.open()
-        try:
-            owner = "scenario-rotation"
-            async with store.rotation_lock(owner):
-                rotator = StoreRotator(FleetKeyring(store, load_kek(KekSource(file=kek_file))), owner=owner, emit=emit)
-                await rotator.start(ProtectionKey.generate(key_id))
-            emit({"event": "finished"})
-        finally:
-            await store.close()
-
-    asyncio.run(run())
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 5 or sys.argv[1] != "rotate":
-        sys.exit("usage: python -m tests.fleet.support_store_fleet rotate URL KEK_FILE KEY_ID")
-    _rotate(sys.argv[2], sys.argv[3], sys.argv[4])
