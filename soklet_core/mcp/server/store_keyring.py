@@ -175,9 +175,10 @@ class StoreKeyring:
 
     def snapshot(self) -> KeyringSnapshot:
         """The manager's snapshot in the configured fingerprint version, labelled with the fleet generation."""
-        applied = self._applied
-        snapshot = self._manager.snapshot(fingerprint_version=self._fingerprint_version)
-        return dataclasses.replace(snapshot, generation=applied.generation)
+        with self._lock:  # the generation and the keyring applied with it, never one without the other
+            generation = self._applied.generation
+            snapshot = self._manager.snapshot(fingerprint_version=self._fingerprint_version)
+        return dataclasses.replace(snapshot, generation=generation)
 
     def created(self, key_id: str) -> str | None:
         """When ``key_id`` was created, as the store records it (ISO 8601)."""
@@ -279,22 +280,26 @@ class StoreKeyring:
             await self._catch_up("sighup")
 
     async def _follow(self) -> None:
-        store = self._fleet.store
         while True:
             try:
-                latest = await store.wait_for_keyring_change(self._applied.generation, FOLLOW_WAIT_SECONDS)
-            except StoreError as error:
-                self._store_failed(error)
-                await asyncio.sleep(RETRY_SECONDS)
-                continue
-            self._store_answered()
-            self._saw(latest)
-            if latest <= self._applied.generation:
-                continue
-            try:
-                await self._catch_up("store")
+                await self._follow_once()
             except (StoreError, KeyWrapError, KeyInUse):
+                await asyncio.sleep(RETRY_SECONDS)  # logged where it happened
+            except Exception as error:  # the follower must outlive any surprise; the keyring held stays
+                _logger.error("following the store's keyring failed: %s; trying again", type(error).__name__)
                 await asyncio.sleep(RETRY_SECONDS)
+
+    async def _follow_once(self) -> None:
+        """Wait (bounded) for a newer generation; load and apply it when there is one."""
+        try:
+            latest = await self._fleet.store.wait_for_keyring_change(self._applied.generation, FOLLOW_WAIT_SECONDS)
+        except StoreError as error:
+            self._store_failed(error)
+            raise
+        self._store_answered()
+        self._saw(latest)
+        if latest > self._applied.generation:
+            await self._catch_up("store")
 
     async def _catch_up(self, actor: str) -> None:
         """Load and apply the newest generation; failures are logged (bounded reasons) and re-raised."""
@@ -332,21 +337,24 @@ class StoreKeyring:
         lifetime_ms = int(self._lifetime / timedelta(milliseconds=1))
         while True:
             now = datetime.now(UTC)
-            applied = self._applied
-            heartbeat = Heartbeat(
-                instance=self._instance,
-                process_id=self._process_id,
-                generation=applied.generation,
-                fingerprint=self._manager.current().fingerprint(CURRENT_FINGERPRINT_VERSION).value,
-                clock=now,
-                admin_url=self._admin_url,
-                seen_at=now,
-                max_state_lifetime_ms=lifetime_ms,
-            )
+            with self._lock:  # the generation and the keyring applied with it, never one without the other
+                generation, keyring = self._applied.generation, self._manager.current()
             try:
+                heartbeat = Heartbeat(
+                    instance=self._instance,
+                    process_id=self._process_id,
+                    generation=generation,
+                    fingerprint=keyring.fingerprint(CURRENT_FINGERPRINT_VERSION).value,
+                    clock=now,
+                    admin_url=self._admin_url,
+                    seen_at=now,
+                    max_state_lifetime_ms=lifetime_ms,
+                )
                 await store.beat(heartbeat)
             except StoreError as error:
                 self._store_failed(error)
+            except Exception as error:  # the heartbeat must outlive any surprise
+                _logger.error("heartbeat failed: %s; trying again", type(error).__name__)
             else:
                 self._store_answered()
             await asyncio.sleep(HEARTBEAT_SECONDS)
