@@ -71,7 +71,7 @@ from soklet_core.mcp.server.legacy import (
 )
 from soklet_core.mcp.server.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
 from soklet_core.mcp.server.metrics import ServerMetrics
-from soklet_core.mcp.server.readiness import ExpectedFingerprint, Readiness
+from soklet_core.mcp.server.readiness import ExpectedFingerprint, NotReady, Readiness
 from soklet_core.mcp.server.sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_SECONDS,
@@ -1088,7 +1088,7 @@ def _serve(
     metrics = ServerMetrics(instance=instance)
     # One readiness for the whole instance: the MCP endpoint answers 503 while it holds the instance back, the
     # admin probes report it, and each part that can hold it back sets its own reason.
-    readiness = Readiness()
+    readiness = Readiness() if fleet is None else Readiness(NotReady.KEYRING_NOT_LOADED)  # cleared by its load
     server = McpServer(
         Registry.merge(*registries),
         protection=config,
