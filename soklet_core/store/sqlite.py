@@ -203,20 +203,29 @@ def _check_secret(status: os.stat_result, name: str) -> None:
         raise _insecure(f"{name} has mode {stat.S_IMODE(status.st_mode):04o}; chmod 600 it")
 
 
+#: Serializes the creation of a store's file within the process (see :func:`_file_identity`).
+_CREATING: Final = threading.Lock()
+
+
 def _file_identity(path: Path) -> tuple[int, int]:
     """Create the store's file owner-only if absent (before SQLite opens it: its -wal and -shm files take the same
     mode), refuse it (``StoreError(INSECURE)``) when another user could read or change it, as a keyring file is
-    refused (:mod:`soklet_core.files.secret_file`), and return its (device, inode), read from the opened
-    descriptor."""
+    refused (:mod:`soklet_core.files.secret_file`), and return its (device, inode).
+
+    An existing file is only ``lstat``-ed, never opened: closing any descriptor of a file drops every POSIX lock
+    this process holds on it, so opening it here would silently release the locks of another store (or SQLite
+    connection) of this process on the same file, and concurrent writers would then corrupt it. A new file is
+    created exclusively under a process-wide lock, so no SQLite connection of this process holds it yet.
+    """
     try:
         check_folders(path)
     except KeyringFileError as error:
         raise _insecure(error.detail or error.reason.value) from None
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
-    try:
-        status = os.fstat(descriptor)
-    finally:
-        os.close(descriptor)
+    with _CREATING:
+        try:
+            status = os.lstat(path)
+        except FileNotFoundError:
+            status = _create(path)
     _check_secret(status, str(path))
     for suffix in _COMPANIONS:
         companion = Path(f"{path}{suffix}")
@@ -225,6 +234,18 @@ def _file_identity(path: Path) -> tuple[int, int]:
         except FileNotFoundError:
             continue
     return status.st_dev, status.st_ino
+
+
+def _create(path: Path) -> os.stat_result:
+    """Create ``path`` owner-only and empty; the status of what the path names when another process won."""
+    try:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return os.lstat(path)
+    try:
+        return os.fstat(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 class _Usage:

@@ -152,3 +152,39 @@ def test_a_closed_store_finishes_its_queued_writes(tmp_path: Path) -> None:
         return await store.count_live_handles(NOW)
 
     assert _run_store(url, count) == 50
+
+
+def _posix_locks_on(path: Path) -> int:
+    """How many POSIX locks (any process) the kernel lists on ``path``'s inode (``/proc/locks``)."""
+    inode = path.stat().st_ino
+    return sum(
+        1
+        for line in Path("/proc/locks").read_text().splitlines()
+        if "POSIX" in line and line.split()[5].rsplit(":", 1)[-1] == str(inode)
+    )
+
+
+def test_opening_a_second_store_on_the_file_keeps_the_first_ones_locks(tmp_path: Path) -> None:
+    # Closing any descriptor of a file drops every POSIX lock the process holds on it: a second store that opened
+    # and closed the file to check it released the first one's SQLite locks, and concurrent writers corrupted it.
+    url = sqlite_url(tmp_path / "store.db")
+
+    async def scenario() -> tuple[int, int]:
+        first = SqliteStore(url)
+        await first.open()
+        try:
+            await first.insert_task(task("t-1"))
+            before = _posix_locks_on(tmp_path / "store.db")
+            second = SqliteStore(url)
+            await second.open()
+            try:
+                after = _posix_locks_on(tmp_path / "store.db")
+            finally:
+                await second.close()
+            return before, after
+        finally:
+            await first.close()
+
+    before, after = asyncio.run(scenario())
+    assert before >= 1
+    assert after >= before
