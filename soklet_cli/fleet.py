@@ -22,6 +22,7 @@ from soklet_core.files import (
     is_environment_name,
 )
 from soklet_core.fleet import (
+    DEFAULT_MAX_SKEW_SECONDS,
     AdminTarget,
     FleetReport,
     FleetStatus,
@@ -34,12 +35,22 @@ from soklet_core.keys import Fingerprint, printable_name
 
 from ._common import DURATION_HELP, check_duration, fleet_targets, parse_duration, parse_file
 from .exit_codes import ExitCode
-from .output import SokletCommand, SokletGroup, console, counted, emit_json, fail
+from .fleet_store import check_store
+from .keys_store import StoreModeOption
+from .output import SokletCommand, SokletGroup, console, counted, emit_json, error_console, fail
 
-__all__ = ["WAIT_INTERVAL_SECONDS", "fleet_app"]
+__all__ = ["PROGRESS_LINE_SECONDS", "WAIT_INTERVAL_SECONDS", "fleet_app"]
 
 #: Seconds between two checks under ``--wait``.
 WAIT_INTERVAL_SECONDS: Final = 1.0
+#: Under ``--wait`` without a terminal (a CI log), a progress line on stderr when the verdict changes, else at
+#: most one per this many seconds.
+PROGRESS_LINE_SECONDS: Final = 10.0
+#: What ``--wait`` can prove without a target; said on stderr.
+EQUAL_NOW_NOTE: Final = (
+    "soklet: note: --wait without --expect can only prove that the instances are equal now, not that they hold "
+    "the keyring meant (a change that reached no instance yet is equal too): give --expect FINGERPRINT"
+)
 _MAX_TIMEOUT: Final = timedelta(seconds=MAX_FLEET_TIMEOUT_SECONDS)
 _TIMEOUT_HELP: Final = (
     f"the timeout is a number of seconds above 0 and at most {MAX_FLEET_TIMEOUT_SECONDS:g}, such as 5 or 0.5 "
@@ -102,6 +113,25 @@ def _check_wait(value: str | None) -> str | None:
     return None if value is None else check_duration(value)
 
 
+_MAX_SKEW_HELP: Final = "--max-skew is a duration such as 5s, 2.5s or 1m (above 0, at most 1h, at most 3 decimals)"
+
+
+def _check_max_skew(value: str) -> str:
+    _max_skew_ms(value)
+    return value
+
+
+def _max_skew_ms(value: str) -> int:
+    span = parse_duration(value, maximum=timedelta(hours=1), fractional=True, message=_MAX_SKEW_HELP)
+    return round(span.total_seconds() * 1000)
+
+
+def _target_given(expect: Fingerprint | None) -> bool:
+    # What --wait converges to besides "equal": --expect's fingerprint (a store's generation will be the other
+    # target when fleet check learns --store; add it here).
+    return expect is not None
+
+
 @fleet_app.command("check", cls=SokletCommand)
 def check(
     urls: Annotated[
@@ -151,6 +181,16 @@ def check(
             help=f"Re-check until converged (or duplicated) or DURATION passes ({DURATION_HELP}).",
         ),
     ] = None,
+    max_skew: Annotated[
+        str,
+        typer.Option(
+            "--max-skew",
+            metavar="DURATION",
+            callback=_check_max_skew,
+            help="Fail (kind clock-skew) when members' clocks are proven further apart than this "
+            "(from each admin answer's Date header; such as 5s or 1m).",
+        ),
+    ] = f"{DEFAULT_MAX_SKEW_SECONDS}s",
     timeout: Annotated[
         float | None,
         typer.Option(
@@ -162,6 +202,7 @@ def check(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")] = False,
+    store: StoreModeOption = None,
 ) -> None:
     """Read every instance's keyring snapshot at once and tell whether the fleet converged.
 
@@ -174,6 +215,21 @@ def check(
     are named as duplicates, and a fleet that agrees but has duplicates is not converged but duplicated (exit
     2). Distinct instances reporting one name (such as the default) are counted each, with a warning.
 
+    Each member's clock offset is measured from its answer's Date header against this host's clock (uncertain by
+    half the round trip plus half a second, the header's resolution); members proven further apart than
+    **--max-skew** (default 5s) fail the check with kind clock-skew: an expiry is judged on another instance's
+    clock.
+
+    **--wait** re-checks until converged. Without **--expect** it can only prove the instances are equal now,
+    and says so on stderr. Progress lines go to stderr (standard output keeps the --json document), and a
+    failure is described on stderr even with --json; a converged --json result carries the fleet fingerprint at
+    its top level.
+
+    **With --store URL** the members are the instances whose heartbeats the store holds (no admin token; a
+    member silent for 15 s is shown gone and not counted), and the target is the store's current fleet
+    generation: converged when every live member applied it with one fingerprint and their clocks (as their
+    heartbeats show them) are within --max-skew, so --wait proves the fleet holds the keyring meant (else exit 1).
+
     **Examples**
 
       SOKLET_ADMIN_TOKEN=... soklet fleet check --token-env SOKLET_ADMIN_TOKEN http://10.0.0.5:9001 http://10.0.0.6:9001
@@ -182,10 +238,18 @@ def check(
 
       soklet fleet check --resolve soklet-admin.prod.svc:9001 --token-file /run/secrets/admin --wait 5m
 
+      soklet fleet check --store postgresql://soklet@db/soklet --wait 5m --json
+
     **Exit codes**: 0 converged (and equal to --expect when given; a shared name is only a warning); 1
-    diverged; 2 usage, or duplicated (several listings report one instance); 3 an instance is unreachable or
-    the fingerprints are of different versions (incomparable).
+    diverged (including clocks skewed beyond --max-skew); 2 usage, or duplicated (several listings report one
+    instance); 3 an instance is unreachable or the fingerprints are of different versions (incomparable).
     """
+    if store is not None:
+        others = (urls, fleet, resolve, token_env, token_file, ca_file, expect, timeout)
+        if any(value for value in others):
+            fail("usage: --store reads the members from the store: no admin URL or admin option", ExitCode.USAGE)
+        waited = parse_duration(wait).total_seconds() if wait is not None else None
+        check_store(store, wait_seconds=waited, max_skew_ms=_max_skew_ms(max_skew), as_json=as_json)
     sources = sum((bool(urls), fleet is not None, resolve is not None))
     if sources != 1:
         fail("give admin URLs, --fleet FILE or --resolve HOST:PORT (exactly one of them)", ExitCode.USAGE)
@@ -193,16 +257,39 @@ def check(
         fail("give --token-env or --token-file, not both", ExitCode.USAGE)
     deadline_seconds = parse_duration(wait).total_seconds() if wait is not None else None
     targets = fleet_targets(urls or [], fleet, resolve, token_env, token_file, ca_file, timeout)
+    if wait is not None and not _target_given(expect):
+        error_console.print(EQUAL_NOW_NOTE, markup=False)
     started = time.monotonic()
-    report, checks = asyncio.run(_run(targets, expect, deadline_seconds, live=not as_json))
+    report, checks = asyncio.run(
+        _run(targets, expect, _max_skew_ms(max_skew), deadline_seconds, live=not as_json and console.is_terminal)
+    )
     elapsed_ms = round((time.monotonic() - started) * 1000)
     if as_json:
         emit_json(_json(report, checks, elapsed_ms))
+        if report.status is not FleetStatus.CONVERGED:
+            # A CI log shows stderr: what failed is said there too, not only inside the JSON.
+            for line in _failure_lines(report):
+                error_console.print(line, markup=False)
+    elif not console.is_terminal:
+        console.print(_render(report, None))
     raise typer.Exit(int(_EXIT[report.status]))
 
 
+def _failure_lines(report: FleetReport) -> list[str]:
+    lines = [f"soklet: {_summary(report)}"]
+    lines += [f"  - {difference.describe()}" for difference in report.differences]
+    lines += [f"  - {duplicate.describe()}" for duplicate in report.duplicates]
+    lines += [f"  - {printable_name(r.name)}: {r.problem}" for r in report.unreachable]
+    return lines
+
+
 async def _run(
-    targets: Sequence[AdminTarget], expect: Fingerprint | None, wait_seconds: float | None, *, live: bool
+    targets: Sequence[AdminTarget],
+    expect: Fingerprint | None,
+    max_skew_ms: int,
+    wait_seconds: float | None,
+    *,
+    live: bool,
 ) -> tuple[FleetReport, int]:
     deadline = time.monotonic() + wait_seconds if wait_seconds is not None else None
     checks = 0
@@ -210,7 +297,7 @@ async def _run(
     async def once() -> FleetReport:
         nonlocal checks
         checks += 1
-        return compare_fleet(await read_snapshots(targets), expect=expect)
+        return compare_fleet(await read_snapshots(targets), expect=expect, max_skew_ms=max_skew_ms)
 
     report = await once()
     if deadline is None or report.status in _FINAL:
@@ -218,8 +305,17 @@ async def _run(
             console.print(_render(report, None))
         return report, checks
     if not live:
-        # Not converged yet (checked above): check again until it is or the deadline passes.
-        while time.monotonic() < deadline:
+        # Not converged yet (checked above): check again until it is or the deadline passes, with progress on
+        # stderr (stdout keeps the table or the JSON document for the end).
+        last_summary, last_at = "", float("-inf")
+        while True:
+            summary = _summary(report)
+            if summary != last_summary or time.monotonic() - last_at >= PROGRESS_LINE_SECONDS:
+                left = max(deadline - time.monotonic(), 0)
+                error_console.print(f"soklet: check {checks}: {summary}; {left:.0f} s left", markup=False)
+                last_summary, last_at = summary, time.monotonic()
+            if time.monotonic() >= deadline:
+                break
             await asyncio.sleep(min(WAIT_INTERVAL_SECONDS, max(deadline - time.monotonic(), 0)))
             report = await once()
             if report.status in _FINAL:
@@ -242,7 +338,7 @@ _FINAL: Final = frozenset({FleetStatus.CONVERGED, FleetStatus.DUPLICATED})
 
 def _render(report: FleetReport, deadline: float | None) -> Group:
     table = Table(title=None, show_lines=False)
-    for column in ("instance", "reachable", "fingerprint", "active", "verification", "check values"):
+    for column in ("instance", "reachable", "fingerprint", "active", "verification", "check values", "clock"):
         table.add_column(column)
     for reading in report.readings:
         table.add_row(*_row(reading))
@@ -256,6 +352,7 @@ def _render(report: FleetReport, deadline: float | None) -> Group:
     if report.shared_names:
         parts.append(Text("warning: shared names:"))
         parts += [Text(f"  - {shared.describe()}") for shared in report.shared_names]
+    parts.append(Text(_skew_line(report)))
     parts.append(Text(_summary(report)))
     if deadline is not None:
         remaining = max(deadline - time.monotonic(), 0)
@@ -267,7 +364,7 @@ def _row(reading: InstanceReading) -> list[Text]:
     name = printable_name(reading.name)
     snapshot = reading.snapshot
     if snapshot is None:
-        return [Text(name), Text(f"no: {reading.problem}"), Text(""), Text(""), Text(""), Text("")]
+        return [Text(name), Text(f"no: {reading.problem}"), Text(""), Text(""), Text(""), Text(""), Text("")]
     reported = printable_name(snapshot.instance)
     shown = name if reported == name else f"{name} ({reported})"
     fingerprint = f"v{snapshot.fingerprint.version} {snapshot.fingerprint.value}"
@@ -279,7 +376,26 @@ def _row(reading: InstanceReading) -> list[Text]:
         Text(snapshot.active),
         Text(", ".join(snapshot.verification) or "-"),
         Text(checks),
+        Text(_offset(reading)),
     ]
+
+
+def _offset(reading: InstanceReading) -> str:
+    if reading.clock is None:
+        return "-"
+    return f"{reading.clock.offset_ms / 1000:+.1f} s ±{reading.clock.uncertainty_ms / 1000:.1f}"
+
+
+def _skew_line(report: FleetReport) -> str:
+    skew = report.skew
+    limit = f"; at most {report.max_skew_ms / 1000:g} s allowed" if report.max_skew_ms is not None else ""
+    if skew.behind is None or skew.ahead is None:
+        return f"clock skew: not measured ({counted(skew.measured, 'clock')} read){limit}"
+    return (
+        f"clock skew: {skew.skew_ms / 1000:.1f} s between {printable_name(skew.behind)} and "
+        f"{printable_name(skew.ahead)} (at least {skew.lower_ms / 1000:.1f} s, at most {skew.upper_ms / 1000:.1f} s)"
+        f"{limit}"
+    )
 
 
 def _summary(report: FleetReport) -> str:
@@ -300,12 +416,15 @@ def _summary(report: FleetReport) -> str:
 
 
 def _json(report: FleetReport, checks: int, elapsed_ms: int) -> dict[str, Any]:
+    fingerprint = report.fingerprint
     return {
         "status": report.status.value,
         "exit_code": int(_EXIT[report.status]),
+        "fingerprint": fingerprint.to_json() if fingerprint is not None else None,
         "checks": checks,
         "elapsed_ms": elapsed_ms,
         "expected": report.expected.to_json() if report.expected is not None else None,
+        "clock_skew": {**report.skew.to_json(), "max_skew_ms": report.max_skew_ms},
         "instances": [
             {
                 "name": reading.name,
@@ -313,6 +432,7 @@ def _json(report: FleetReport, checks: int, elapsed_ms: int) -> dict[str, Any]:
                 "reachable": reading.reachable,
                 "problem": reading.problem,
                 "elapsed_ms": round(reading.elapsed_ms, 1),
+                "clock": reading.clock.to_json() if reading.clock is not None else None,
                 "snapshot": reading.snapshot.to_json() if reading.snapshot is not None else None,
             }
             for reading in report.readings

@@ -8,7 +8,8 @@ import shlex
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -34,19 +35,29 @@ from soklet_core.files import (
 )
 from soklet_core.fleet import (
     RECORD_SUFFIX,
+    RESOLVED_RECORD_NAME,
     AdminTarget,
+    FleetChange,
     FleetStatus,
     RecordError,
     RecordMismatch,
     RotationAbort,
+    RotationLocked,
     RotationRecord,
     RotationStep,
+    abort_rotation,
+    change_fleet,
     compare_fleet,
     default_record_path,
+    id_taken,
     read_record,
     read_snapshots,
+    removal_refusal,
     rotate_fleet,
+    rotation_lock,
     rotation_refusal,
+    select_members,
+    skew_of,
     write_record,
 )
 from soklet_core.keys import (
@@ -67,6 +78,7 @@ from soklet_core.keys import (
     printable_name,
 )
 
+from . import keys_store
 from ._common import (
     DEFAULT_LIFETIME,
     DURATION_HELP,
@@ -104,7 +116,8 @@ DEFAULT_STATE_LIFETIME: Final = DEFAULT_LIFETIME
 keys_app = typer.Typer(
     name="keys",
     help=(
-        "Manage the keys of a keyring file: one active key seals, verification keys only open.\n\n"
+        "Manage the keys of a keyring file (or, with **--store URL**, of the fleet keyring in a store): one active "
+        "key seals, verification keys only open.\n\n"
         "Key material never appears on the command line or in output, except through **keys export**."
     ),
     no_args_is_help=True,
@@ -154,6 +167,101 @@ BytesOption = Annotated[
     ),
 ]
 KeyIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The key's id.")]
+
+# The fleet options shared by keys rotate, stage, activate and remove (with --fleet or --resolve they work on
+# every member through the admin API, as fleet check reads them: one way to list a fleet, _common.fleet_targets).
+FleetOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--fleet",
+        metavar="FILE",
+        parser=parse_file,
+        help="Every instance of this fleet file, through their admin APIs (see docs/fleet.md).",
+    ),
+]
+ResolveOption = Annotated[
+    str | None,
+    typer.Option(
+        "--resolve",
+        metavar="HOST:PORT",
+        help="Every address HOST resolves to, each an admin API on PORT (as fleet check --resolve); with "
+        "--token-env or --token-file.",
+    ),
+]
+ExcludeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude",
+        metavar="NAME",
+        help="With --fleet or --resolve: leave this member out, uncontacted (repeatable); it is named in the output.",
+    ),
+]
+TokenEnvOption = Annotated[
+    str | None,
+    typer.Option("--token-env", metavar="VAR", help="With --resolve: the admin token is in this variable."),
+]
+TokenFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--token-file", metavar="FILE", parser=parse_file, help="With --resolve: the admin token file (0600)."
+    ),
+]
+CaFileOption = Annotated[
+    Path | None,
+    typer.Option("--ca-file", metavar="FILE", parser=parse_file, help="With --resolve: trust this CA for https."),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class _FleetSource:
+    """Where the members come from (a fleet file or a name to resolve) and the token options, as given."""
+
+    fleet: Path | None
+    resolve: str | None
+    token_env: str | None
+    token_file: Path | None
+    ca_file: Path | None
+
+    @property
+    def given(self) -> bool:
+        return self.fleet is not None or self.resolve is not None
+
+    def check(self) -> None:
+        if self.fleet is not None and self.resolve is not None:
+            fail("give --fleet FILE or --resolve HOST:PORT, not both", ExitCode.USAGE)
+        tokens = self.token_env is not None or self.token_file is not None or self.ca_file is not None
+        if self.fleet is None and self.resolve is None and tokens:
+            fail("--token-env, --token-file and --ca-file need --resolve HOST:PORT", ExitCode.USAGE)
+
+    def targets(self) -> list[AdminTarget]:
+        return fleet_targets([], self.fleet, self.resolve, self.token_env, self.token_file, self.ca_file, None)
+
+    def arguments(self) -> list[str]:
+        """The options that name these members again, for a command line to run later."""
+        if self.fleet is not None:
+            return ["--fleet", _shown_argument(self.fleet)]
+        assert self.resolve is not None
+        arguments = ["--resolve", self.resolve]
+        if self.token_env is not None:
+            arguments += ["--token-env", self.token_env]
+        if self.token_file is not None:
+            arguments += ["--token-file", _shown_argument(self.token_file)]
+        if self.ca_file is not None:
+            arguments += ["--ca-file", _shown_argument(self.ca_file)]
+        return arguments
+
+
+def _shown_argument(path: Path) -> str:
+    # The path as given; one that cannot be shown as it is (key-material-shaped, control characters) is left
+    # for the user to fill.
+    return str(path) if shown_path(path, limit=None) == str(path) else "FILE"
+
+
+def _members(source: _FleetSource, exclude: list[str] | None) -> tuple[tuple[AdminTarget, ...], tuple[str, ...]]:
+    try:
+        return select_members(source.targets(), exclude or [])
+    except ValueError as error:
+        fail(str(error), ExitCode.USAGE)
 
 
 def _unique_id(requested: str | None, keyring: ProtectionKeyring | Iterable[str] | None, today: datetime) -> str:
@@ -232,6 +340,7 @@ def generate(
     kek_env: KekEnvOption = None,
     kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
+    store: keys_store.StoreModeOption = None,
 ) -> None:
     """Generate a key from the system's CSPRNG and add it to the keyring file.
 
@@ -249,6 +358,12 @@ def generate(
     **Exit codes**: 0 generated; 1 refused (the id is taken, or --role verification for a new file);
     2 usage; 3 the keyring file could not be read or written.
     """
+    if store is not None:
+        session = keys_store.check_store_mode(
+            store, kek_file, kek_env, kek_command, allow_insecure=allow_insecure, as_json=as_json
+        )
+        keys_store.generate(session, key_id, size, verification=role is Role.verification)
+        return
     path = resolve_keyring_path(keyring)
     created: list[str] = []
     former: list[str] = []
@@ -303,6 +418,7 @@ def list_keys(
     kek_env: KekEnvOption = None,
     kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
+    store: keys_store.StoreModeOption = None,
 ) -> None:
     """List the keys of the keyring file: id, role, created, check value, material source; never material.
 
@@ -318,6 +434,12 @@ def list_keys(
     **Exit codes**: 0 listed; 1 the file is malformed; 2 usage; 3 the file is missing, unreadable or
     readable by group/others.
     """
+    if store is not None:
+        session = keys_store.check_store_mode(
+            store, kek_file, kek_env, kek_command, allow_insecure=allow_insecure, as_json=as_json
+        )
+        keys_store.list_keys(session)
+        return
     path = resolve_keyring_path(keyring)
     kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
     document = load_document(path, allow_insecure_permissions=allow_insecure, kek=kek)
@@ -400,6 +522,13 @@ def stage(
     kek_env: KekEnvOption = None,
     kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
+    fleet: FleetOption = None,
+    resolve: ResolveOption = None,
+    exclude: ExcludeOption = None,
+    token_env: TokenEnvOption = None,
+    token_file: TokenFileOption = None,
+    ca_file: CaFileOption = None,
+    store: keys_store.StoreModeOption = None,
 ) -> None:
     """Stage a key for verification: it opens state but does not seal until **keys activate**.
 
@@ -416,15 +545,36 @@ def stage(
 
       soklet keys stage --generate
 
-    **Exit codes**: 0 staged (or already staged); 1 refused (other bytes under this id, bad or short
-    material, unset variable); 2 usage (not exactly one source); 3 a file is missing, unreadable or readable
-    by group/others, or could not be written.
+      soklet keys stage --id 2026-09 --from-file /run/secrets/soklet-2026-09 --fleet fleet.toml
+
+    With **--fleet FILE** or **--resolve HOST:PORT** (a repair) the key is staged on every member through its
+    admin API, not in a keyring file; each member's outcome is reported. An id a member holds with other bytes
+    is refused there (409).
+
+    **Exit codes**: 0 staged (or already staged; with --fleet: on every member); 1 refused (other bytes under
+    this id, bad or short material, unset variable; with --fleet: a member refused); 2 usage (not exactly one
+    source); 3 a file is missing, unreadable or readable by group/others, or could not be written (with --fleet:
+    a member is unreachable).
     """
     sources = [from_file is not None, from_env is not None, from_stdin, generate_new]
     if sum(sources) != 1:
         fail("usage: give exactly one of --from-file, --from-env, --stdin, --generate", ExitCode.USAGE)
     if key_id is None and not generate_new:
         fail("usage: --id is required unless --generate is given", ExitCode.USAGE)
+    if store is not None:
+        session = keys_store.check_store_mode(
+            store, kek_file, kek_env, kek_command, allow_insecure=allow_insecure, as_json=as_json
+        )
+        material = None if generate_new else _material_from(from_file, from_env, from_stdin, allow_insecure)
+        keys_store.stage(session, key_id, material, size)
+        return
+    source = _FleetSource(fleet, resolve, token_env, token_file, ca_file)
+    source.check()
+    if source.given:
+        material = None if generate_new else _material_from(from_file, from_env, from_stdin, allow_insecure)
+        _stage_fleet(source, exclude, key_id, material, size, as_json)
+        return
+    _need_fleet(exclude)
     path = resolve_keyring_path(keyring)
     material = None if generate_new else _material_from(from_file, from_env, from_stdin, allow_insecure)
     staged: list[ProtectionKey] = []
@@ -474,6 +624,13 @@ def activate(
     kek_env: KekEnvOption = None,
     kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
+    fleet: FleetOption = None,
+    resolve: ResolveOption = None,
+    exclude: ExcludeOption = None,
+    token_env: TokenEnvOption = None,
+    token_file: TokenFileOption = None,
+    ca_file: CaFileOption = None,
+    store: keys_store.StoreModeOption = None,
 ) -> None:
     """Make a staged key the active key; the former active key stays, for verification only.
 
@@ -485,9 +642,27 @@ def activate(
 
       soklet keys activate 2026-09 --keyring /etc/soklet/keyring.toml --json
 
-    **Exit codes**: 0 active (or already active); 1 refused (no such key); 2 usage; 3 the keyring file
-    could not be read or written.
+      soklet keys activate 2026-09 --fleet fleet.toml --exclude pod-3
+
+    With **--fleet FILE** or **--resolve HOST:PORT** (a repair) the key is activated on every member through
+    its admin API; each member's outcome is reported.
+
+    **Exit codes**: 0 active (or already active; with --fleet: on every member); 1 refused (no such key; with
+    --fleet: a member refused); 2 usage; 3 the keyring file could not be read or written (with --fleet: a member
+    is unreachable).
     """
+    if store is not None:
+        session = keys_store.check_store_mode(
+            store, kek_file, kek_env, kek_command, allow_insecure=allow_insecure, as_json=as_json
+        )
+        keys_store.activate(session, key_id)
+        return
+    source = _FleetSource(fleet, resolve, token_env, token_file, ca_file)
+    source.check()
+    if source.given:
+        _repair(source, exclude, "activate", {"id": key_id}, key_id, as_json)
+        return
+    _need_fleet(exclude)
     path = resolve_keyring_path(keyring)
 
     def change(document: KeyringDocument | None) -> KeyringDocument:
@@ -540,6 +715,13 @@ def remove(
     kek_env: KekEnvOption = None,
     kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
+    fleet: FleetOption = None,
+    resolve: ResolveOption = None,
+    exclude: ExcludeOption = None,
+    token_env: TokenEnvOption = None,
+    token_file: TokenFileOption = None,
+    ca_file: CaFileOption = None,
+    store: keys_store.StoreModeOption = None,
 ) -> None:
     """Remove a verification key. The active key cannot be removed.
 
@@ -557,9 +739,31 @@ def remove(
 
       soklet keys remove 2026-09-staged-by-mistake --force
 
-    **Exit codes**: 0 removed; 1 refused (no such key, it is the active key, or it stopped sealing less than
-    the state lifetime ago and --force was not given); 2 usage; 3 the keyring file could not be read or written.
+      soklet keys remove 2026-08 --fleet fleet.toml
+
+    With **--fleet FILE** or **--resolve HOST:PORT** (a repair) the key is removed from every member through its
+    admin API (a member without it counts as done). Unless --force, it is refused while any member seals with
+    it, holds a reservation on it, or reports it stopped sealing less than the longest state lifetime the
+    members report plus the largest clock skew between them ago.
+
+    **Exit codes**: 0 removed (with --fleet: from every member); 1 refused (no such key, it is the active key,
+    or it stopped sealing less than the state lifetime ago and --force was not given; with --fleet: a member
+    refused); 2 usage; 3 the keyring file could not be read or written (with --fleet: a member is unreachable).
     """
+    if store is not None:
+        session = keys_store.check_store_mode(
+            store, kek_file, kek_env, kek_command, allow_insecure=allow_insecure, as_json=as_json
+        )
+        keys_store.remove(session, key_id, parse_duration(state_lifetime), state_lifetime, force=force)
+        return
+    source = _FleetSource(fleet, resolve, token_env, token_file, ca_file)
+    source.check()
+    if source.given:
+        if state_lifetime != DEFAULT_STATE_LIFETIME:
+            fail("--state-lifetime does not apply with --fleet: the instances report their own", ExitCode.USAGE)
+        _remove_fleet(source, exclude, key_id, force, as_json)
+        return
+    _need_fleet(exclude)
     lifetime = parse_duration(state_lifetime)
     path = resolve_keyring_path(keyring)
 
@@ -608,15 +812,12 @@ def rotate(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON document (with --fleet: one JSON event per line).")
     ] = False,
-    fleet: Annotated[
-        Path | None,
-        typer.Option(
-            "--fleet",
-            metavar="FILE",
-            parser=parse_file,
-            help="Rotate every instance of this fleet file through their admin APIs (see docs/fleet.md).",
-        ),
-    ] = None,
+    fleet: FleetOption = None,
+    resolve: ResolveOption = None,
+    exclude: ExcludeOption = None,
+    token_env: TokenEnvOption = None,
+    token_file: TokenFileOption = None,
+    ca_file: CaFileOption = None,
     key_file: Annotated[
         Path | None,
         typer.Option("--key-file", metavar="PATH", help="With --fleet: the new key's base64url material (0600 file)."),
@@ -631,15 +832,26 @@ def rotate(
     resume: Annotated[
         bool, typer.Option("--resume", help="With --fleet: finish the rotation the record file describes.")
     ] = False,
+    abort: Annotated[
+        bool,
+        typer.Option(
+            "--abort",
+            help="With --fleet: abandon the recorded rotation before its activation: remove the staged key "
+            "everywhere, then the record.",
+        ),
+    ] = False,
     record: Annotated[
         Path | None,
         typer.Option(
             "--record",
             metavar="FILE",
             parser=parse_file,
-            help=f"With --fleet: the rotation record (default: the fleet file's path + {RECORD_SUFFIX}).",
+            help=f"With --fleet: the rotation record (default: the fleet file's path + {RECORD_SUFFIX}; with "
+            f"--resolve: {RESOLVED_RECORD_NAME} in the working folder).",
         ),
     ] = None,
+    store: keys_store.StoreModeOption = None,
+    if_older_than: keys_store.IfOlderThanOption = None,
 ) -> None:
     """Generate a key, stage it and activate it in one atomic change of one keyring file; or, with --fleet,
     rotate every instance of a fleet step by step.
@@ -647,16 +859,37 @@ def rotate(
     Prints the former active key and the earliest time it may be removed: now plus the maximum request-state
     lifetime.
 
-    **With --fleet FILE** the spec's steps run with a check between each: stage the identical key on every
-    instance; verify v2 convergence (abort before activation on any divergence, unreachable instance or v1/mixed
-    fingerprints); activate everywhere; verify; wait the longest max_state_lifetime_ms any instance reports,
-    from the moment the last instance activated (on --resume: from what the instances report, never earlier
-    than the record says), and until no instance holds a reservation on the former key; remove the former key
-    everywhere; verify. Each step is recorded in a 0600 record file, so an interrupted rotation finishes with
-    **--resume**, which first refuses a record claiming a step the instances do not show. A generated key's
-    material stays in the record only until every instance holds it; a --key-file key is never written there: a
-    resume that must stage again needs the same --key-file. Material is sent only in the stage request's body
-    and never printed.
+    **With --fleet FILE** (or **--resolve HOST:PORT**: every address the name resolves to, as fleet check finds
+    them) the spec's steps run with a check between each: stage the identical key on every instance; verify v2
+    convergence (abort before activation on any divergence, unreachable instance or v1/mixed fingerprints);
+    activate everywhere; verify; wait the longest max_state_lifetime_ms any instance reports plus the largest
+    clock skew measured between members, from the moment the last instance activated (on --resume: from what
+    the instances report, never earlier than the record says), and until no instance holds a reservation on the
+    former key; remove the former key everywhere; verify. Each step is recorded in a 0600 record file, so an
+    interrupted rotation finishes with **--resume**, which first refuses a record claiming a step the instances
+    do not show. A generated key's material stays in the record only until every instance holds it; a
+    --key-file key is never written there: a resume that must stage again needs the same --key-file. Material
+    is sent only in the stage request's body and never printed.
+
+    One run at a time: a lock file beside the record (its path + .lock) refuses a second run at once, naming the
+    holder's pid and since when. An id that some instance already holds with other bytes is refused before any
+    change (also by --dry-run, which shows the wait). **--exclude NAME** leaves a dead or stale member out (it is
+    not contacted, and named in the output and the record; rejoin it afterwards, see docs/fleet.md); an
+    instance lost during the wait is reported, and the rotation stops at the wait's end naming the command that
+    resumes it without that instance. **--abort** abandons a rotation not yet activated: the staged key is
+    removed from every instance and the record deleted (its material is dropped first).
+
+    **With --store URL** (and the KEK: --kek-file, --kek-env or --kek-command) the fleet keyring in the store
+    rotates with one command and no fleet file: the members are the instances whose heartbeats the store holds
+    (one silent for 15 s is reported and excluded; when it comes back it loads the current keyring before it is
+    ready); each step (stage, activate, remove) is one generation, and the next waits until every live member
+    applied it; the former key goes after the longest state lifetime the members report plus the largest clock
+    skew between them. One rotation at a time: a second one is refused at once naming the holder (user@host pid
+    N) and since when (exit 1, kind locked). The record (no material) lives in the store, so **--resume** from
+    any machine finishes a rotation whose process died, and **--abort** abandons one not yet activated.
+    **--if-older-than DURATION** (such as 30d, for a scheduled job) exits 0 doing nothing while the active key
+    is younger, and otherwise rotates, first resuming an unfinished rotation: a scheduled job finishes its own.
+    Progress goes to stderr; --json prints one document on stdout.
 
     **Examples**
 
@@ -670,20 +903,47 @@ def rotate(
 
       soklet keys rotate --fleet fleet.toml --resume --yes --json
 
-    **Exit codes**: 0 rotated (with --dry-run: the plan can start); 1 refused (the id is taken; with --fleet:
-    the fleet diverged, an instance refused a change, an unfinished rotation's record is in the way, or the
-    record does not match the fleet); 2 usage
+      soklet keys rotate --fleet fleet.toml --resume --exclude pod-3 --yes
+
+      soklet keys rotate --fleet fleet.toml --abort --yes
+
+      soklet keys rotate --resolve soklet-admin.prod.svc:9001 --token-file /run/secrets/admin --generate --yes
+
+      soklet keys rotate --store postgresql://soklet@db/soklet --kek-file /etc/soklet/kek --generate --yes
+
+      soklet keys rotate --store postgresql://soklet@db/soklet --kek-file /etc/soklet/kek --if-older-than 30d --yes
+
+    **Exit codes**: 0 rotated (with --dry-run: the plan can start; with --abort: abandoned); 1 refused (the id
+    is taken; with --fleet: the fleet diverged, an instance refused a change, an unfinished rotation's record is
+    in the way, another run holds the lock, the record does not match the fleet, or --abort found the key
+    activated); 2 usage
     (with --fleet: also no --yes while standard input is not a terminal); 3 the keyring file could not be read or
     written (with --fleet: an instance is unreachable, fingerprints are v1 or of mixed versions, or the record
     file is unusable).
     """
-    if fleet is not None:
+    if store is not None:
+        session = keys_store.check_store_mode(
+            store, kek_file, kek_env, kek_command, allow_insecure=allow_insecure, as_json=as_json, rotating=True
+        )
+        material = None if key_file is None else _material_from(key_file, None, False, allow_insecure)
+        request = keys_store.RotateRequest(key_id, size, material, generate, yes, dry_run, resume, abort, if_older_than)
+        keys_store.rotate(session, request)
+        return
+    if if_older_than is not None:
+        fail("usage: --if-older-than needs --store URL", ExitCode.USAGE)
+    source = _FleetSource(fleet, resolve, token_env, token_file, ca_file)
+    source.check()
+    if source.given:
         if state_lifetime != DEFAULT_STATE_LIFETIME:
             fail("--state-lifetime does not apply with --fleet: the instances report their own", ExitCode.USAGE)
-        _rotate_fleet(fleet, key_id, size, key_file, generate, yes, dry_run, resume, record, allow_insecure, as_json)
+        options = _RotateOptions(key_id, size, key_file, generate, yes, dry_run, resume, abort, exclude or [])
+        _rotate_fleet(source, options, record, allow_insecure, as_json)
         return
-    if key_file is not None or generate or yes or dry_run or resume or record is not None:
-        fail("--key-file, --generate, --yes, --dry-run, --resume and --record need --fleet FILE", ExitCode.USAGE)
+    if key_file is not None or generate or yes or dry_run or resume or abort or record is not None or exclude:
+        fail(
+            "--key-file, --generate, --yes, --dry-run, --resume, --abort, --exclude and --record need --fleet FILE",
+            ExitCode.USAGE,
+        )
     lifetime = parse_duration(state_lifetime)
     path = resolve_keyring_path(keyring)
     rotated: list[ProtectionKey] = []
@@ -748,6 +1008,7 @@ def export(
     kek_env: KekEnvOption = None,
     kek_command: KekCommandOption = None,
     as_json: JsonOption = False,
+    store: keys_store.StoreModeOption = None,
 ) -> None:
     """Print one key's material (base64url, no padding), or write it to a new 0600 file: the only command that
     shows a secret.
@@ -773,8 +1034,14 @@ def export(
         fail("usage: --force only goes with --output", ExitCode.USAGE)
     if output is not None and not str(output):
         fail("usage: --output: the path is empty", ExitCode.USAGE)
-    kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
-    document = load_document(path, allow_insecure_permissions=allow_insecure, kek=kek)
+    if store is not None:
+        session = keys_store.check_store_mode(
+            store, kek_file, kek_env, kek_command, allow_insecure=allow_insecure, as_json=as_json
+        )
+        document = keys_store.document(session)
+    else:
+        kek = kek_from_options(kek_file, kek_env, kek_command, allow_insecure=allow_insecure)
+        document = load_document(path, allow_insecure_permissions=allow_insecure, kek=kek)
     entry = document.entry(key_id)
     if entry is None:
         fail_for(KeyringError(KeyringErrorReason.UNKNOWN_KEY, key_id if is_valid_key_id(key_id) else None))
@@ -820,6 +1087,93 @@ def _protect_stdout() -> None:
         )
 
 
+# ------------------------------------------------------------------------------- keys stage|activate|remove --fleet
+
+
+def _need_fleet(exclude: list[str] | None) -> None:
+    if exclude:
+        fail("--exclude needs --fleet FILE or --resolve HOST:PORT", ExitCode.USAGE)
+
+
+def _stage_fleet(
+    source: _FleetSource,
+    exclude: list[str] | None,
+    key_id: str | None,
+    material: bytes | None,
+    size: int,
+    as_json: bool,
+) -> None:
+    targets, excluded = _members(source, exclude)
+    if key_id is None:
+        # --generate without --id: an id no member holds.
+        readings = asyncio.run(read_snapshots(targets))
+        held = {key.id for reading in readings if reading.snapshot is not None for key in reading.snapshot.keys}
+        key_id = _unique_id(None, held, utc_now())
+    key = (
+        ProtectionKey.generate(key_id, size) if material is None else ProtectionKey.from_id_and_bytes(key_id, material)
+    )
+    body = {"id": key.id, "material": encode_base64url(key.material)}
+    _report_repair("stage", key.id, asyncio.run(change_fleet(targets, "stage", body)), excluded, as_json, key)
+
+
+def _remove_fleet(source: _FleetSource, exclude: list[str] | None, key_id: str, force: bool, as_json: bool) -> None:
+    targets, excluded = _members(source, exclude)
+    if not force:
+        readings = asyncio.run(read_snapshots(targets))
+        refusal = removal_refusal(readings, key_id, round(time.time() * 1000))
+        if refusal is not None:
+            fail(f"refused: {refusal}; remove it later (or now with --force)", ExitCode.REFUSED)
+    _report_repair("remove", key_id, asyncio.run(change_fleet(targets, "remove", {"id": key_id})), excluded, as_json)
+
+
+def _repair(
+    source: _FleetSource, exclude: list[str] | None, action: str, body: dict[str, str], key_id: str, as_json: bool
+) -> None:
+    targets, excluded = _members(source, exclude)
+    _report_repair(action, key_id, asyncio.run(change_fleet(targets, action, body)), excluded, as_json)
+
+
+def _report_repair(
+    action: str,
+    key_id: str,
+    outcomes: Sequence[FleetChange],
+    excluded: Sequence[str],
+    as_json: bool,
+    key: ProtectionKey | None = None,
+) -> None:
+    unreachable = [outcome for outcome in outcomes if not outcome.done and outcome.status is None]
+    refused = [outcome for outcome in outcomes if not outcome.done and outcome.status is not None]
+    code = ExitCode.IO if unreachable else ExitCode.REFUSED if refused else ExitCode.OK
+    conflicting = [outcome for outcome in refused if outcome.problem and "conflicting-material" in outcome.problem]
+    if as_json:
+        document: dict[str, Any] = {
+            "action": action,
+            "id": key_id,
+            "ok": code is ExitCode.OK,
+            "exit_code": int(code),
+            "instances": [{"name": o.name, "ok": o.done, "status": o.status, "problem": o.problem} for o in outcomes],
+            "excluded": list(excluded),
+        }
+        if key is not None:
+            document["check_value"] = key.check_value_text
+        emit_json(document)
+    else:
+        check = f" (check {key.check_value_text[:8]})" if key is not None else ""
+        _say(f"{action} {key_id}{check} on {counted(len(outcomes), 'instance')}:")
+        for outcome in outcomes:
+            _say(f"  {printable_name(outcome.name)}: {'ok' if outcome.done else f'failed: {outcome.problem}'}")
+        if excluded:
+            _say(f"  excluded (not contacted): {', '.join(printable_name(name) for name in excluded)}")
+        if code is ExitCode.OK:
+            _say("done on every instance; check the fleet with soklet fleet check")
+    if conflicting:
+        error_console.print("soklet: that id already holds other bytes; choose another --id", markup=False)
+    if code is not ExitCode.OK:
+        failed = ", ".join(printable_name(outcome.name) for outcome in (*unreachable, *refused))
+        error_console.print(f"soklet: {action} failed on {failed}", markup=False)
+        raise typer.Exit(int(code))
+
+
 # ------------------------------------------------------------------------------------------ keys rotate --fleet
 
 _FLEET_EXIT: Final = {
@@ -833,41 +1187,108 @@ _FLEET_EXIT: Final = {
 _WAIT_LINE_SECONDS: Final = 10.0
 
 
+@dataclass(frozen=True, slots=True)
+class _RotateOptions:
+    key_id: str | None
+    size: int
+    key_file: Path | None
+    generate: bool
+    yes: bool
+    dry_run: bool
+    resume: bool
+    abort: bool
+    exclude: list[str]
+
+
 def _rotate_fleet(
-    fleet: Path,
-    key_id: str | None,
-    size: int,
-    key_file: Path | None,
-    generate: bool,
-    yes: bool,
-    dry_run: bool,
-    resume: bool,
-    record_option: Path | None,
+    source: _FleetSource, options: _RotateOptions, record_option: Path | None, allow_insecure: bool, as_json: bool
+) -> None:
+    if options.key_file is not None and options.generate:
+        fail("give --key-file PATH or --generate, not both", ExitCode.USAGE)
+    if options.abort and (
+        options.resume or options.generate or options.key_file is not None or options.dry_run or options.key_id
+    ):
+        fail(
+            "--abort abandons the recorded rotation: --resume, --generate, --key-file, --id and --dry-run do not apply",
+            ExitCode.USAGE,
+        )
+    if not (options.yes or options.dry_run) and not sys.stdin.isatty():
+        # Refused before any instance is contacted: a script must say --yes.
+        fail("standard input is not a terminal: give --yes to rotate the fleet (or --dry-run)", ExitCode.USAGE)
+    if record_option is not None:
+        record_path = record_option
+    elif source.fleet is not None:
+        record_path = default_record_path(source.fleet)
+    else:
+        record_path = Path(RESOLVED_RECORD_NAME)
+    again = _Again(source, record_option)
+    if options.dry_run:
+        # A dry run changes nothing and takes no lock: it may look while a rotation runs.
+        _rotate_locked(source, options, record_path, again, allow_insecure, as_json)
+        return
+    try:
+        with rotation_lock(record_path):
+            _rotate_locked(source, options, record_path, again, allow_insecure, as_json)
+    except RotationLocked as locked:
+        fail(f"refused: {locked}", ExitCode.REFUSED)
+    except OSError as error:
+        fail(f"the lock file beside {shown_path(record_path)} could not be opened ({error.strerror})", ExitCode.IO)
+
+
+@dataclass(frozen=True, slots=True)
+class _Again:
+    """The command lines that continue or abandon a rotation, as the operator would type them."""
+
+    source: _FleetSource
+    record_option: Path | None
+
+    def line(self, action: str, exclude: Sequence[str] = ()) -> str:
+        arguments = ["soklet", "keys", "rotate", *self.source.arguments()]
+        if self.record_option is not None:
+            arguments += ["--record", _shown_argument(self.record_option)]
+        arguments.append(action)
+        for name in exclude:
+            arguments += ["--exclude", name]
+        return shlex.join(arguments)
+
+
+def _rotate_locked(
+    source: _FleetSource,
+    options: _RotateOptions,
+    record_path: Path,
+    again: _Again,
     allow_insecure: bool,
     as_json: bool,
 ) -> None:
-    if key_file is not None and generate:
-        fail("give --key-file PATH or --generate, not both", ExitCode.USAGE)
-    if not (yes or dry_run) and not sys.stdin.isatty():
-        # Refused before any instance is contacted: a script must say --yes.
-        fail("standard input is not a terminal: give --yes to rotate the fleet (or --dry-run)", ExitCode.USAGE)
-    record_path = record_option if record_option is not None else default_record_path(fleet)
-    targets = fleet_targets([], fleet, None, None, None, None, None)
-    names = tuple(target.name for target in targets)
-    emit = _Progress(as_json)
-    if resume:
-        if generate:
+    all_targets = source.targets()
+    emit = _Progress(as_json, again)
+    key: ProtectionKey | None = None
+    skew_ms = 0
+    if options.abort:
+        if not record_path.exists():
+            fail(f"--abort: no rotation record at {shown_path(record_path)}", ExitCode.USAGE)
+        state = _read_record(record_path)
+        _abort(all_targets, state, record_path, options, emit)
+        return
+    if options.resume:
+        if options.generate:
             fail("--resume continues with the recorded key: --generate does not apply", ExitCode.USAGE)
         if not record_path.exists():
             fail(f"--resume: no rotation record at {shown_path(record_path)}", ExitCode.USAGE)
         state = _read_record(record_path)
-        if key_id is not None and key_id != state.new_key:
+        if options.key_id is not None and options.key_id != state.new_key:
             fail("--resume: --id differs from the recorded new key", ExitCode.USAGE)
-        if state.instances != names:
-            fail("--resume: the fleet file lists other instances than the record", ExitCode.REFUSED)
-        key = None
-        if key_file is not None:
-            key = ProtectionKey.from_id_and_bytes(state.new_key, _material_from(key_file, None, False, allow_insecure))
+        try:
+            selected, excluded = select_members(all_targets, options.exclude, state)
+        except ValueError as error:
+            code = ExitCode.USAGE if str(error).startswith("--exclude") else ExitCode.REFUSED
+            fail(f"--resume: {error}", code)
+        targets = list(selected)
+        if excluded != state.excluded:
+            state = replace(state, instances=tuple(t.name for t in targets), excluded=excluded)
+        if options.key_file is not None:
+            material = _material_from(options.key_file, None, False, allow_insecure)
+            key = ProtectionKey.from_id_and_bytes(state.new_key, material)
             if key.check_value_text != state.check_value:
                 fail(
                     "--key-file holds other material than the recorded new key (check values differ)", ExitCode.REFUSED
@@ -886,17 +1307,20 @@ def _rotate_fleet(
             emit({"event": "finished", "step": state.step.label, "new_key": state.new_key})
             return
     else:
-        if key_file is None and not generate:
+        if options.key_file is None and not options.generate:
             fail("give the new key with --key-file PATH or --generate (or --resume a rotation)", ExitCode.USAGE)
+        selected, excluded = _members_or_fail(all_targets, options.exclude)
+        targets = list(selected)
         if record_path.exists():
             previous = _read_record(record_path)
             if not previous.finished:
                 fail(
                     f"a rotation is unfinished (step {previous.step.label} done) per {shown_path(record_path)}: "
-                    "finish it with --resume",
+                    f"finish it with {again.line('--resume')} or abandon it with {again.line('--abort')}",
                     ExitCode.REFUSED,
                 )
-        report = compare_fleet(asyncio.run(read_snapshots(targets)))
+        readings = asyncio.run(read_snapshots(targets))
+        report = compare_fleet(readings)
         refusal = rotation_refusal(report, "before the rotation")
         if refusal is not None:
             emit(
@@ -914,30 +1338,42 @@ def _rotate_fleet(
             raise typer.Exit(int(_FLEET_EXIT[refusal.status]))
         snapshots = [reading.snapshot for reading in report.readings if reading.snapshot is not None]
         former = snapshots[0].active
-        new_id = _unique_id(key_id, {key.id for snapshot in snapshots for key in snapshot.keys}, utc_now())
+        new_id = _unique_id(options.key_id, {key.id for snapshot in snapshots for key in snapshot.keys}, utc_now())
         if new_id == former:
             fail(f"key {new_id} is already the active key", ExitCode.REFUSED)
-        if key_file is not None:
-            key = ProtectionKey.from_id_and_bytes(new_id, _material_from(key_file, None, False, allow_insecure))
+        if options.key_file is not None:
+            material = _material_from(options.key_file, None, False, allow_insecure)
+            key = ProtectionKey.from_id_and_bytes(new_id, material)
         else:
-            key = ProtectionKey.generate(new_id, size)
+            key = ProtectionKey.generate(new_id, options.size)
+        taken = id_taken(readings, new_id, key.check_value_text)
+        if taken:
+            fail(
+                f"refused: key {new_id} is already on {', '.join(printable_name(name) for name in taken)}: that id "
+                "already holds other bytes; choose another --id",
+                ExitCode.REFUSED,
+            )
+        skew_ms = skew_of(readings)
+        wait_ms = max(snapshot.max_state_lifetime_ms for snapshot in snapshots)
         state = RotationRecord(
-            names,
+            tuple(target.name for target in targets),
             new_id,
             former,
             key.check_value_text,
-            material=encode_base64url(key.material) if generate else None,
+            wait_ms=wait_ms,
+            material=encode_base64url(key.material) if options.generate else None,
+            excluded=excluded,
+            skew_ms=skew_ms,
         )
-    emit(_plan(state, fleet, record_path, dry_run))
-    if dry_run:
+    emit(_plan(state, source, record_path, options.dry_run))
+    if options.dry_run:
         return
-    _confirm(yes, state)
-    if not resume:
-        try:
-            write_record(record_path, state)
-        except KeyringFileError as error:
-            fail(file_error_text(error), ExitCode.IO)
-        warn_if_unignored(record_path)
+    _confirm(options.yes, state)
+    try:
+        write_record(record_path, state)
+    except KeyringFileError as error:
+        fail(file_error_text(error), ExitCode.IO)
+    warn_if_unignored(record_path)
     finished = _run_rotation(targets, state, record_path, key, emit)
     emit(
         {
@@ -946,8 +1382,43 @@ def _rotate_fleet(
             "new_key": finished.new_key,
             "removed": finished.former_key,
             "record": str(record_path),
+            "excluded": list(finished.excluded),
         }
     )
+
+
+def _members_or_fail(
+    targets: Sequence[AdminTarget], exclude: Sequence[str]
+) -> tuple[tuple[AdminTarget, ...], tuple[str, ...]]:
+    try:
+        return select_members(targets, exclude)
+    except ValueError as error:
+        fail(str(error), ExitCode.USAGE)
+
+
+def _abort(
+    all_targets: Sequence[AdminTarget],
+    state: RotationRecord,
+    record_path: Path,
+    options: _RotateOptions,
+    emit: _Progress,
+) -> None:
+    # Every member not excluded now or by the record: a key staged anywhere is to be taken back.
+    selected, excluded = _members_or_fail(
+        [target for target in all_targets if target.name not in state.excluded], options.exclude
+    )
+    excluded = (*state.excluded, *excluded)
+    _confirm_abort(options.yes, state)
+    try:
+        asyncio.run(abort_rotation(selected, state, record_path, emit=emit))
+    except RotationAbort as refused:
+        emit({"event": "abort", "status": refused.status.value, "message": refused.message, "details": []})
+        raise typer.Exit(int(_FLEET_EXIT[refused.status])) from None
+    except KeyringFileError as error:
+        fail(file_error_text(error), ExitCode.IO)
+    finally:
+        emit.close()
+    emit({"event": "aborted", "new_key": state.new_key, "record": str(record_path), "excluded": list(excluded)})
 
 
 def _run_rotation(
@@ -960,6 +1431,9 @@ def _run_rotation(
     try:
         return asyncio.run(rotate_fleet(targets, state, record_path, key=key, emit=emit))
     except RotationAbort as abort:
+        # A record that does not match the fleet is no way to finish: --resume would refuse it again. A removed
+        # record (a refused stage, rolled back) has nothing left to finish.
+        kept = not isinstance(abort, RecordMismatch) and not abort.record_removed
         emit(
             {
                 "event": "abort",
@@ -967,8 +1441,10 @@ def _run_rotation(
                 "message": abort.message,
                 "differences": [d.to_json() for d in abort.report.differences] if abort.report else [],
                 "details": [d.describe() for d in abort.report.differences] if abort.report else [],
-                # A record that does not match the fleet is no way to finish: --resume would refuse it again.
-                "record": None if isinstance(abort, RecordMismatch) else str(record_path),
+                "record": str(record_path) if kept else None,
+                "lost": list(abort.lost),
+                "resume": emit.again.line("--resume") if kept else None,
+                "resume_without_lost": emit.again.line("--resume", abort.lost) if kept and abort.lost else None,
             }
         )
         raise typer.Exit(int(_FLEET_EXIT[abort.status])) from None
@@ -978,8 +1454,7 @@ def _run_rotation(
         emit.close()
         # The step under way may be half done on some instances; every step is idempotent, so --resume redoes it.
         error_console.print(
-            f"soklet: the record {shown_path(record_path)} is kept: finish with soklet keys rotate --fleet FILE "
-            "--resume",
+            f"soklet: the record {shown_path(record_path)} is kept: finish with {emit.again.line('--resume')}",
             markup=False,
         )
         raise
@@ -1008,19 +1483,23 @@ def _read_record(path: Path) -> RotationRecord:
         fail(f"{shown_path(path)}: {error}", ExitCode.IO)
 
 
-def _plan(state: RotationRecord, fleet: Path, record_path: Path, dry_run: bool) -> dict[str, Any]:
+def _plan(state: RotationRecord, source: _FleetSource, record_path: Path, dry_run: bool) -> dict[str, Any]:
     remaining = [step.label for step in RotationStep if step > state.step]
     return {
         "event": "plan",
         "dry_run": dry_run,
-        "fleet": str(fleet),
+        "fleet": str(source.fleet) if source.fleet is not None else None,
+        "resolve": source.resolve,
         "record": str(record_path),
         "instances": list(state.instances),
+        "excluded": list(state.excluded),
         "new_key": state.new_key,
         "check_value": state.check_value,
         "former_key": state.former_key,
         "done": state.step.label,
         "steps": remaining,
+        "wait_ms": state.wait_ms,
+        "skew_ms": state.skew_ms,
     }
 
 
@@ -1033,12 +1512,20 @@ def _confirm(yes: bool, state: RotationRecord) -> None:
         fail("not confirmed; nothing changed", ExitCode.USAGE)
 
 
+def _confirm_abort(yes: bool, state: RotationRecord) -> None:
+    if yes:
+        return
+    if not typer.confirm(f"Abandon the rotation to {state.new_key} and remove it where it is staged?", default=False):
+        fail("not confirmed; nothing changed", ExitCode.USAGE)
+
+
 class _Progress:
     """Prints rotation events: JSON lines for scripts, lines for people. On a terminal the remaining wait counts
     down in place (a rich status line); a log gets a waiting line every _WAIT_LINE_SECONDS and the last one."""
 
-    def __init__(self, as_json: bool) -> None:
+    def __init__(self, as_json: bool, again: _Again) -> None:
         self._json = as_json
+        self.again = again
         self._last_wait = float("-inf")
         self._status: Status | None = None
 
@@ -1050,7 +1537,7 @@ class _Progress:
         if event["event"] == "waiting":
             last = event["remaining_ms"] == 0 and not event["reserved_on"]
             if console.is_terminal and not last:
-                text = _event_lines(event)[0].strip()
+                text = _event_lines(event, self.again)[0].strip()
                 if self._status is None:
                     self._status = console.status(text)
                     self._status.start()
@@ -1062,7 +1549,7 @@ class _Progress:
                 return
             self._last_wait = now
         self.close()
-        for line in _event_lines(event):
+        for line in _event_lines(event, self.again):
             _say(line)
 
     def close(self) -> None:
@@ -1072,16 +1559,23 @@ class _Progress:
             self._status = None
 
 
-def _event_lines(event: dict[str, Any]) -> list[str]:
+def _event_lines(event: dict[str, Any], again: _Again) -> list[str]:
     kind = event["event"]
     if kind == "plan":
         title = "plan (dry run: nothing changes)" if event["dry_run"] else "plan"
         instances = ", ".join(printable_name(name) for name in event["instances"])
         steps = ", ".join(event["steps"]) or "every step is done"
+        lines = [f"{title}: rotate {counted(len(event['instances']), 'instance')} ({instances})"]
+        if event["excluded"]:
+            left_out = ", ".join(printable_name(name) for name in event["excluded"])
+            lines.append(f"  excluded (not contacted, stale afterwards): {left_out}")
+        lifetime, skew = event["wait_ms"] / 1000, event["skew_ms"] / 1000
         return [
-            f"{title}: rotate {counted(len(event['instances']), 'instance')} ({instances})",
+            *lines,
             f"  new key {event['new_key']} (check {event['check_value'][:8]}), former key {event['former_key']}",
             f"  steps: {steps}",
+            f"  wait: {lifetime + skew:g} s after the activation, the longest state lifetime ({lifetime:g} s) plus "
+            f"the largest clock skew measured between members ({skew:g} s)",
             f"  record: {shown_path(event['record'])}",
         ]
     if kind == "step":
@@ -1089,6 +1583,13 @@ def _event_lines(event: dict[str, Any]) -> list[str]:
     if kind == "instance":
         outcome = "ok" if event["ok"] else f"failed: {event['problem']}"
         return [f"  {printable_name(event['instance'])}: {outcome}"]
+    if kind == "lost":
+        return [
+            f"  lost: {printable_name(event['instance'])} ({event['problem']}); the wait goes on and stops at its "
+            "end if it does not come back"
+        ]
+    if kind == "back":
+        return [f"  back: {printable_name(event['instance'])} answers again"]
     if kind == "verified":
         fingerprint = event["fingerprint"]
         shown = f" (fingerprint v{fingerprint['version']}:{fingerprint['value']})" if fingerprint else ""
@@ -1096,15 +1597,26 @@ def _event_lines(event: dict[str, Any]) -> list[str]:
     if kind == "waiting":
         reserved = event["reserved_on"]
         held = f"; reservations on the former key: {', '.join(reserved)}" if reserved else ""
-        left, total = event["remaining_ms"] / 1000, event["wait_ms"] / 1000
-        return [f"  waiting: {left:.0f} s of {total:.0f} s left{held}"]
+        lost = f"; not answering: {', '.join(event['lost'])}" if event.get("lost") else ""
+        left, total = event["remaining_ms"] / 1000, (event["wait_ms"] + event.get("skew_ms", 0)) / 1000
+        return [f"  waiting: {left:.0f} s of {total:.0f} s left{held}{lost}"]
     if kind == "abort":
         lines = [f"aborted: {event['message']}"]
         lines += [f"  - {text}" for text in event.get("details", [])]
         if event.get("record"):
-            lines.append("the record is kept: finish with soklet keys rotate --fleet FILE --resume")
+            lines.append(f"the record is kept: finish with {event['resume']}")
+        if event.get("resume_without_lost"):
+            lines.append(f"or, leaving out what was lost: {event['resume_without_lost']}")
         return lines
+    if kind == "aborted":
+        excluded = event.get("excluded") or []
+        left = f"; not contacted: {', '.join(excluded)}" if excluded else ""
+        return [f"abandoned: {event['new_key']} removed wherever it was staged, the record deleted{left}"]
     if kind == "finished":
         removed = f", {event['removed']} removed everywhere" if event.get("removed") else ""
-        return [f"rotated: {event['new_key']} is active everywhere{removed}"]
+        lines = [f"rotated: {event['new_key']} is active everywhere{removed}"]
+        if event.get("excluded"):
+            stale = ", ".join(printable_name(name) for name in event["excluded"])
+            lines.append(f"excluded and now stale: {stale} (rejoin: see docs/fleet.md, then soklet fleet check)")
+        return lines
     return []

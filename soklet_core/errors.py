@@ -29,6 +29,7 @@ so a caller may catch the whole library, one layer, or switch on one reason::
     ├── SnapshotError                               soklet_core.mcp.server       None (soklet_core.fleet exports it)
     ├── StoreError                                  soklet_core.store            StoreErrorReason
     ├── RecordError                                 soklet_core.fleet            None
+    ├── RotationLocked                              soklet_core.fleet            None
     └── RotationAbort                               soklet_core.fleet            FleetStatus (the verdict)
 
 A class whose ``reason`` is ``None`` says in its docstring why no closed enum fits: its refusals are sentences for

@@ -31,6 +31,7 @@ from soklet_core.fleet import (
     RecordError,
     RecordMismatch,
     RotationAbort,
+    RotationLocked,
     SnapshotError,
     parse_admin_snapshot,
     read_record,
@@ -234,6 +235,7 @@ EXAMPLES: list[SokletError] = [
     RotationAbort(FleetStatus.DIVERGED, "stage: refused on a, b; nothing was activated"),
     StoreRotationAbort(StoreRotationAbort.Kind.LOCKED, "the rotation lock is held by 'ops@host pid 7' since now"),
     RecordMismatch(FleetStatus.DIVERGED, "the record does not match the fleet: it says activate is done, but a"),
+    RotationLocked("pid 4242 since 2026-12-03T16:02:11Z"),
 ]
 
 

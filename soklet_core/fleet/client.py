@@ -30,6 +30,8 @@ from soklet_core.mcp.server.admin_snapshot import (
     parse_admin_snapshot,
 )
 
+from .clock import ClockReading, reading_from_date
+
 __all__ = [
     "MAX_CA_FILE_BYTES",
     "MAX_CONCURRENT_READS",
@@ -66,13 +68,15 @@ class AdminTarget:
 
 @dataclass(frozen=True, slots=True)
 class InstanceReading:
-    """What one instance answered: its snapshot, or the problem (fixed text) that kept it from answering."""
+    """What one instance answered: its snapshot, or the problem (fixed text) that kept it from answering, and
+    its clock offset measured from the answer's ``Date`` header (``None``: no usable header, or no answer)."""
 
     name: str
     url: str
     snapshot: AdminSnapshot | None
     problem: str | None = None
     elapsed_ms: float = 0.0
+    clock: ClockReading | None = None
 
     @property
     def reachable(self) -> bool:
@@ -174,10 +178,11 @@ async def _read(
 ) -> _Outcome:
     started = time.perf_counter()
     status: int | None = None
+    clock: ClockReading | None = None
 
     def reading(snapshot: AdminSnapshot | None, problem: str | None = None, reason: str | None = None) -> _Outcome:
         elapsed = (time.perf_counter() - started) * 1000
-        return InstanceReading(target.name, target.url, snapshot, problem, elapsed), status, reason
+        return InstanceReading(target.name, target.url, snapshot, problem, elapsed, clock), status, reason
 
     # identity: the body is bounded as it arrives, and a compressed one could expand far beyond the bound.
     headers = {"Authorization": f"Bearer {target.token}", "Accept": "application/json", "Accept-Encoding": "identity"}
@@ -190,7 +195,10 @@ async def _read(
     url = target.url.rstrip("/") + path
     try:
         async with asyncio.timeout(target.timeout):
+            # Wall-clock times around the exchange bound the moment the instance wrote its Date header.
+            sent_ms = time.time() * 1000
             async with client.stream(method, url, headers=headers, extensions=extensions, content=payload) as response:
+                clock = reading_from_date(response.headers.get("date"), sent_ms, time.time() * 1000)
                 status = response.status_code
                 if response.status_code == 401:
                     return reading(None, "HTTP 401: the admin token was refused")

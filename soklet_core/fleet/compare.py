@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from soklet_core.keys import (
@@ -35,6 +35,7 @@ from soklet_core.keys import (
 from soklet_core.mcp.server.admin_snapshot import AdminSnapshot
 
 from .client import InstanceReading
+from .clock import ClockSkew, fleet_skew
 
 __all__ = [
     "MAX_EXPECT_CHARS",
@@ -78,6 +79,8 @@ class DifferenceKind(enum.StrEnum):
     FINGERPRINT = "fingerprint"
     #: Not the fingerprint ``--expect`` named.
     NOT_EXPECTED = "not-expected"
+    #: Members' clocks proven further apart than ``max_skew_ms`` (see :mod:`soklet_core.fleet.clock`).
+    CLOCK_SKEW = "clock-skew"
 
 
 _KEY_LEVEL: Final = frozenset(
@@ -117,6 +120,8 @@ class Difference:
             return f"fingerprint versions differ (incomparable): {groups}"
         if self.kind is DifferenceKind.NOT_EXPECTED:
             return f"not the expected fingerprint: {groups}"
+        if self.kind is DifferenceKind.CLOCK_SKEW:
+            return f"clocks differ by more than the largest skew allowed (offsets {groups})"
         return f"fingerprints differ: {groups}"
 
     def to_json(self) -> dict[str, Any]:
@@ -188,6 +193,16 @@ class FleetReport:
     expected: Fingerprint | None = None
     duplicates: tuple[Duplicate, ...] = ()
     shared_names: tuple[SharedName, ...] = ()
+    skew: ClockSkew = field(default_factory=ClockSkew)
+    max_skew_ms: int | None = None
+
+    @property
+    def fingerprint(self) -> Fingerprint | None:
+        """The fleet's fingerprint when it converged, else ``None``."""
+        first = self.readings[0].snapshot if self.readings else None
+        if self.status is not FleetStatus.CONVERGED or first is None:
+            return None
+        return first.fingerprint
 
     @property
     def unreachable(self) -> tuple[InstanceReading, ...]:
@@ -233,8 +248,12 @@ def parse_expected_fingerprint(text: str) -> Fingerprint:
         raise ValueError(message) from None
 
 
-def compare_fleet(readings: Sequence[InstanceReading], *, expect: Fingerprint | None = None) -> FleetReport:
-    """The verdict and differences of ``readings`` (and against ``expect`` when given)."""
+def compare_fleet(
+    readings: Sequence[InstanceReading], *, expect: Fingerprint | None = None, max_skew_ms: int | None = None
+) -> FleetReport:
+    """The verdict and differences of ``readings`` (and against ``expect`` when given). With ``max_skew_ms``, a
+    skew between members' clocks proven above it (:attr:`ClockSkew.lower_ms`) is a difference of kind
+    ``clock-skew`` and makes the fleet diverged: an expiry is judged on another instance's clock."""
     answered = [(reading.name, reading.snapshot) for reading in readings if reading.snapshot is not None]
     differences: list[Difference] = []
     incomparable = False
@@ -270,6 +289,17 @@ def compare_fleet(readings: Sequence[InstanceReading], *, expect: Fingerprint | 
                     _grouped((name, str(snapshot.fingerprint)) for name, snapshot in answered if name in others),
                 )
             )
+    skew = fleet_skew(
+        [(reading.name, reading.clock) for reading in readings if reading.snapshot is not None and reading.clock]
+    )
+    if max_skew_ms is not None and skew.lower_ms > max_skew_ms:
+        diverged = True
+        offsets = [
+            (reading.name, f"{reading.clock.offset_ms / 1000:+.1f} s")
+            for reading in readings
+            if reading.snapshot is not None and reading.clock and reading.name in (skew.behind, skew.ahead)
+        ]
+        differences.append(Difference(DifferenceKind.CLOCK_SKEW, None, _grouped(offsets)))
     duplicates, shared_names = _duplicates(readings)
     if len(answered) < len(readings):
         status = FleetStatus.UNREACHABLE
@@ -281,7 +311,7 @@ def compare_fleet(readings: Sequence[InstanceReading], *, expect: Fingerprint | 
         status = FleetStatus.DUPLICATED
     else:
         status = FleetStatus.CONVERGED
-    return FleetReport(status, tuple(readings), tuple(differences), expect, duplicates, shared_names)
+    return FleetReport(status, tuple(readings), tuple(differences), expect, duplicates, shared_names, skew, max_skew_ms)
 
 
 def _duplicates(readings: Sequence[InstanceReading]) -> tuple[tuple[Duplicate, ...], tuple[SharedName, ...]]:

@@ -33,11 +33,13 @@ it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import fcntl
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,22 +58,36 @@ from soklet_core.keys import (
 from soklet_core.mcp.server.admin_snapshot import AdminSnapshot
 
 from .client import AdminTarget, ChangeOutcome, InstanceReading, apply_changes, read_snapshots
+from .clock import fleet_skew
 from .compare import FleetReport, FleetStatus, compare_fleet
 
 __all__ = [
+    "LOCK_SUFFIX",
+    "MAX_LOCK_BYTES",
     "MAX_RECORD_BYTES",
     "RECORD_FORMAT",
     "RECORD_SUFFIX",
+    "RESOLVED_RECORD_NAME",
     "WAIT_POLL_SECONDS",
+    "FleetChange",
     "RecordError",
     "RecordMismatch",
     "RotationAbort",
+    "RotationLocked",
     "RotationRecord",
     "RotationStep",
+    "abort_rotation",
+    "change_fleet",
     "default_record_path",
+    "id_taken",
+    "lock_path",
     "read_record",
+    "removal_refusal",
     "rotate_fleet",
+    "rotation_lock",
     "rotation_refusal",
+    "select_members",
+    "skew_of",
     "write_record",
 ]
 
@@ -83,6 +99,12 @@ RECORD_SUFFIX: Final = ".rotation.json"
 MAX_RECORD_BYTES: Final = 64 * 1024
 #: Seconds between two snapshot reads while waiting.
 WAIT_POLL_SECONDS: Final = 1.0
+#: The lock file is the record's path plus this suffix (it holds the holder's pid and start, no secret).
+LOCK_SUFFIX: Final = ".lock"
+#: Largest lock file content read when naming the holder.
+MAX_LOCK_BYTES: Final = 256
+#: The record's default name, in the working folder, for members found by ``--resolve`` (no fleet file).
+RESOLVED_RECORD_NAME: Final = "soklet-fleet" + RECORD_SUFFIX
 
 
 class RotationStep(enum.IntEnum):
@@ -135,6 +157,10 @@ class RotationRecord:
     activated_at_ms: int | None = None
     wait_ms: int = 0
     material: str | None = field(default=None, repr=False)
+    #: Fleet members left out of this rotation (``--exclude``, or lost): never contacted, stale once it ends.
+    excluded: tuple[str, ...] = ()
+    #: The largest clock skew between members measured so far (upper bound, ms): the wait adds it.
+    skew_ms: int = 0
 
     @property
     def finished(self) -> bool:
@@ -152,6 +178,8 @@ class RotationRecord:
             "check_value": self.check_value,
             "activated_at_ms": self.activated_at_ms,
             "wait_ms": self.wait_ms,
+            "skew_ms": self.skew_ms,
+            "excluded": list(self.excluded),
         }
         if self.material is not None:
             document["material"] = self.material
@@ -162,6 +190,76 @@ def default_record_path(fleet_file: str | os.PathLike[str]) -> Path:
     """``FLEET`` + :data:`RECORD_SUFFIX`, next to the fleet file."""
     path = Path(fleet_file)
     return path.with_name(path.name + RECORD_SUFFIX)
+
+
+def lock_path(record_path: str | os.PathLike[str]) -> Path:
+    """The lock file beside a record: its path plus :data:`LOCK_SUFFIX`."""
+    path = Path(record_path)
+    return path.with_name(path.name + LOCK_SUFFIX)
+
+
+class RotationLocked(SokletError):
+    """Another run holds the rotation's lock; ``holder`` names its pid and since when (what its lock file says).
+
+    There is no reason enum (``reason`` is ``None``): one meaning, another rotation is running.
+    """
+
+    def __init__(self, holder: str) -> None:
+        self.holder = holder
+        super().__init__(None, f"another rotation of this fleet is running ({holder}); it holds {LOCK_SUFFIX}")
+
+
+@contextlib.contextmanager
+def rotation_lock(record_path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> Iterator[None]:
+    """Hold the exclusive lock beside ``record_path`` (``flock`` on :func:`lock_path`, mode 0600) for the block,
+    or raise :class:`RotationLocked` at once, naming the holder's pid and since when.
+
+    The kernel releases the lock when its holder exits, even by ``kill -9``: a lock file left behind blocks
+    nothing. The holder removes the file before it lets go, so a finished run leaves its folder as it found it;
+    a run that locked a file already unlinked this way (it opened the path just before) sees that the path no
+    longer names its file and tries again.
+    """
+    path = lock_path(record_path)
+    for _ in range(_LOCK_ATTEMPTS):
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RotationLocked(_holder(os.pread(descriptor, MAX_LOCK_BYTES, 0))) from None
+            held = os.fstat(descriptor)
+            try:
+                current = os.stat(path, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if (current.st_dev, current.st_ino) != (held.st_dev, held.st_ino):
+                continue
+            since = datetime.fromtimestamp(clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            os.ftruncate(descriptor, 0)
+            os.pwrite(descriptor, f"pid {os.getpid()} since {since}\n".encode("ascii"), 0)
+            try:
+                yield
+            finally:
+                # Unlinked while still held: no other run can lock this file and find it named by the path.
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            return
+        finally:
+            os.close(descriptor)
+    raise RotationLocked("the lock file kept changing under it")
+
+
+#: Attempts at locking a lock file that another run removed meanwhile.
+_LOCK_ATTEMPTS: Final = 5
+
+
+def _holder(content: bytes) -> str:
+    # What the holder wrote: "pid N since TIME"; anything else is not repeated.
+    text = content.decode("ascii", "replace").strip()
+    parts = text.split(" ")
+    if len(parts) == 4 and parts[0] == "pid" and parts[1].isdigit() and parts[2] == "since" and parts[3].isprintable():
+        return text
+    return "its holder did not say who it is yet"
 
 
 def write_record(path: str | os.PathLike[str], record: RotationRecord) -> None:
@@ -187,6 +285,9 @@ def read_record(path: str | os.PathLike[str]) -> RotationRecord:
         activated = document["activated_at_ms"]
         wait_ms = document["wait_ms"]
         material = document.get("material")
+        # Absent from records an earlier soklet wrote.
+        skew_ms = document.get("skew_ms", 0)
+        excluded = document.get("excluded", [])
     except (KeyError, TypeError, ValueError):
         raise RecordError("a member is missing or has the wrong type") from None
     if (
@@ -198,6 +299,9 @@ def read_record(path: str | os.PathLike[str]) -> RotationRecord:
         or not (activated is None or (isinstance(activated, int) and activated >= 0))
         or not (isinstance(wait_ms, int) and wait_ms >= 0)
         or not (material is None or isinstance(material, str))
+        or not (isinstance(skew_ms, int) and skew_ms >= 0)
+        or not isinstance(excluded, list)
+        or not all(isinstance(name, str) for name in excluded)
     ):
         raise RecordError("a member is missing or has the wrong type")
     if material is not None:
@@ -208,7 +312,18 @@ def read_record(path: str | os.PathLike[str]) -> RotationRecord:
             raise RecordError("the kept material is not a key") from None
         if key.check_value_text != check_value:
             raise RecordError("the kept material is not the recorded key (check values differ)")
-    return RotationRecord(tuple(instances), new_key, former_key, check_value, step, activated, wait_ms, material)
+    return RotationRecord(
+        tuple(instances),
+        new_key,
+        former_key,
+        check_value,
+        step,
+        activated,
+        wait_ms,
+        material,
+        tuple(excluded),
+        skew_ms,
+    )
 
 
 class RotationAbort(SokletError):
@@ -219,11 +334,23 @@ class RotationAbort(SokletError):
     the verdict is what a caller switches on.
     """
 
-    def __init__(self, status: FleetStatus, message: str, report: FleetReport | None = None) -> None:
+    def __init__(
+        self,
+        status: FleetStatus,
+        message: str,
+        report: FleetReport | None = None,
+        *,
+        lost: tuple[str, ...] = (),
+        record_removed: bool = False,
+    ) -> None:
         super().__init__(status, message)
         self.status = status
         self.message = message
         self.report = report
+        #: Instances that stopped answering during the wait: exclude them (``--exclude``) to resume.
+        self.lost = lost
+        #: The record was removed: nothing was left to finish (a refused stage was rolled back).
+        self.record_removed = record_removed
 
 
 class RecordMismatch(RotationAbort):
@@ -324,8 +451,54 @@ async def _stage(run: _Run, record: RotationRecord) -> RotationRecord:
         # Such as the same id with other bytes (409): the comparison names exactly what differs where.
         report = compare_fleet(await read_snapshots(run.targets))
         names = ", ".join(outcome.name for outcome in refused)
+        if any(outcome.reason == _CONFLICTING_MATERIAL for outcome in refused):
+            # The id is taken: this rotation cannot go on under it. Nothing was activated, so what was staged is
+            # taken back and the record removed: it would only block the next rotation.
+            await _unstage(run, record)
+            with contextlib.suppress(FileNotFoundError):
+                run.record_path.unlink()
+            raise RotationAbort(
+                FleetStatus.DIVERGED,
+                f"stage: key {record.new_key} on {names}: that id already holds other bytes; choose another --id "
+                "(nothing was activated, the key staged elsewhere was removed again, and the record is gone)",
+                report,
+                record_removed=True,
+            )
         raise RotationAbort(FleetStatus.DIVERGED, f"stage: refused on {names}; nothing was activated", report)
     return record
+
+
+#: The admin API's refusal of a key id that holds other bytes.
+_CONFLICTING_MATERIAL: Final = "conflicting-material"
+
+
+async def _unstage(run: _Run, record: RotationRecord) -> list[str]:
+    """Remove the new key (the recorded bytes only, never active) from every instance that holds it; the names
+    of the instances it could not be removed from (unreachable, or a refusal)."""
+    readings = await read_snapshots(run.targets)
+    holding = []
+    left = []
+    for target, reading in zip(run.targets, readings, strict=True):
+        if reading.snapshot is None:
+            left.append(target.name)
+        elif _held(reading, record) is True and reading.snapshot.active != record.new_key:
+            holding.append(target)
+    outcomes = await apply_changes(holding, "remove", [{"id": record.new_key}] * len(holding))
+    for outcome in outcomes:
+        done = outcome.snapshot is not None or outcome.reason == "unknown-key"
+        run.emit(
+            {
+                "event": "instance",
+                "step": "unstage",
+                "instance": outcome.name,
+                "ok": done,
+                "status": outcome.status,
+                "problem": None if done else outcome.problem,
+            }
+        )
+        if not done:
+            left.append(outcome.name)
+    return left
 
 
 def _held(reading: InstanceReading, record: RotationRecord) -> bool | None:
@@ -375,17 +548,33 @@ async def _wait(
     run: _Run, record: RotationRecord, clock: Callable[[], float], activated_here: list[int]
 ) -> RotationRecord:
     resumed_at = round(clock() * 1000)
+    lost: dict[str, str] = {}
     while True:
         readings = await read_snapshots(run.targets)
-        _require_reachable(readings, RotationStep.WAIT)
+        for reading in readings:
+            # Reported once per loss, and kept waiting: an instance restarting comes back; one that does not is
+            # named at the end of the wait, for the operator to exclude.
+            if reading.snapshot is None and reading.name not in lost:
+                lost[reading.name] = reading.problem or "no answer"
+                run.emit(
+                    {
+                        "event": "lost",
+                        "step": RotationStep.WAIT.label,
+                        "instance": reading.name,
+                        "problem": lost[reading.name],
+                    }
+                )
+            elif reading.snapshot is not None and reading.name in lost:
+                del lost[reading.name]
+                run.emit({"event": "back", "step": RotationStep.WAIT.label, "instance": reading.name})
         lifetimes = [reading.snapshot.max_state_lifetime_ms for reading in readings if reading.snapshot is not None]
-        if max(lifetimes) > record.wait_ms:
-            record = replace(record, wait_ms=max(lifetimes))
+        skew = skew_of(readings)
+        if max(lifetimes, default=0) > record.wait_ms or skew > record.skew_ms:
+            record = replace(record, wait_ms=max([record.wait_ms, *lifetimes]), skew_ms=max(record.skew_ms, skew))
             write_record(run.record_path, record)
         reserved = []
         for reading in readings:
-            assert reading.snapshot is not None
-            former = reading.snapshot.key(record.former_key)
+            former = reading.snapshot.key(record.former_key) if reading.snapshot is not None else None
             if former is not None and former.reservations > 0:
                 reserved.append(reading.name)
         reported = _reported_start(readings, record)
@@ -397,17 +586,28 @@ async def _wait(
             # Nothing any instance reports bounds the former key's last seal: count from the resume.
             floor = resumed_at
         start = max(floor, record.activated_at_ms or 0, reported[0] if reported is not None else 0)
-        remaining_ms = max(start + record.wait_ms - round(clock() * 1000), 0)
+        remaining_ms = max(start + record.wait_ms + record.skew_ms - round(clock() * 1000), 0)
         run.emit(
             {
                 "event": "waiting",
                 "step": RotationStep.WAIT.label,
                 "remaining_ms": remaining_ms,
                 "wait_ms": record.wait_ms,
+                "skew_ms": record.skew_ms,
                 "reserved_on": reserved,
+                "lost": sorted(lost),
             }
         )
         if remaining_ms == 0 and not reserved:
+            if lost:
+                # What a lost instance holds (a reservation, a late seal) is unknown: the wait cannot end for it.
+                shown = ", ".join(f"{name} ({problem})" for name, problem in lost.items())
+                raise RotationAbort(
+                    FleetStatus.UNREACHABLE,
+                    f"wait: unreachable: {shown}; the wait is over for the others: resume when it answers, or "
+                    "exclude it (--exclude) and resume",
+                    lost=tuple(lost),
+                )
             return record
         await asyncio.sleep(min(WAIT_POLL_SECONDS, remaining_ms / 1000) if remaining_ms else WAIT_POLL_SECONDS)
 
@@ -480,6 +680,7 @@ def _mismatch(record: RotationRecord, readings: Sequence[InstanceReading], now_m
             return f"{said} {reserved} hold reservations on {record.former_key}"
         reported = _reported_start(readings, record)
         wait_ms = max([record.wait_ms, *(snapshot.max_state_lifetime_ms for _, snapshot in snapshots)])
+        wait_ms += max(record.skew_ms, skew_of(readings))
         if reported is not None and reported[0] + wait_ms > now_ms:
             until = datetime.fromtimestamp((reported[0] + wait_ms) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             return (
@@ -587,3 +788,140 @@ def _report_changes(
     if step is RotationStep.STAGE and not unreachable:
         return failed
     raise RotationAbort(FleetStatus.UNREACHABLE if unreachable else FleetStatus.DIVERGED, f"{step.label}: {shown}")
+
+
+def skew_of(readings: Sequence[InstanceReading]) -> int:
+    """The largest clock skew between the members that answered that their answers allow (ms, the upper bound of
+    :func:`~soklet_core.fleet.clock.fleet_skew`): what a wait adds, since a state's expiry is judged on another
+    member's clock. 0 with fewer than two clocks read."""
+    clocks = [(reading.name, reading.clock) for reading in readings if reading.snapshot and reading.clock]
+    return round(fleet_skew(clocks).upper_ms) if len(clocks) > 1 else 0
+
+
+def select_members(
+    targets: Sequence[AdminTarget], exclude: Sequence[str], record: RotationRecord | None = None
+) -> tuple[tuple[AdminTarget, ...], tuple[str, ...]]:
+    """The members a rotation contacts and the ones it leaves out: ``exclude`` plus, on a resume, what the record
+    already excluded. Raises ``ValueError`` (fixed text naming the problem) for an excluded name that is no
+    member, for a record whose members are not the listed ones less the exclusions, or when nothing is left."""
+    names = [target.name for target in targets]
+    unknown = [name for name in exclude if name not in names]
+    if unknown:
+        raise ValueError(f"--exclude: no member is named {unknown[0]}")
+    left_out = set(exclude) | set(record.excluded if record is not None else ())
+    kept = tuple(target for target in targets if target.name not in left_out)
+    excluded = tuple(name for name in names if name in left_out)
+    if not kept:
+        raise ValueError("every member is excluded: nothing to rotate")
+    if record is not None:
+        # Exclusions only shrink the recorded members: an instance cannot join a rotation under way.
+        expected = tuple(name for name in record.instances if name not in left_out)
+        if tuple(target.name for target in kept) != expected:
+            raise ValueError("the members listed are not the record's (less the exclusions)")
+    return kept, excluded
+
+
+def id_taken(readings: Sequence[InstanceReading], key_id: str, check_value: str) -> tuple[str, ...]:
+    """The instances that hold ``key_id`` with other bytes than ``check_value`` (staging it there is refused with
+    409 conflicting-material)."""
+    taken = []
+    for reading in readings:
+        held = reading.snapshot.key(key_id) if reading.snapshot is not None else None
+        if held is not None and held.check_value != check_value:
+            taken.append(reading.name)
+    return tuple(taken)
+
+
+async def abort_rotation(
+    targets: Sequence[AdminTarget], record: RotationRecord, record_path: str | os.PathLike[str], *, emit: Emit
+) -> None:
+    """Abandon ``record``'s rotation: drop its material at once, remove the new key (the recorded bytes, never an
+    active one) from every instance that holds it, then remove the record.
+
+    Refused (:class:`RotationAbort`, diverged) when an instance shows the new key active or once active: an
+    activation is not undone (finish it with ``--resume``). When an instance cannot be reached or refuses the
+    removal, the record is kept (without material) and :class:`RotationAbort` names it: run the abort again.
+    """
+    path = Path(record_path)
+    if record.material is not None:
+        record = replace(record, material=None)
+        write_record(path, record)
+    run = _Run(tuple(targets), path, emit, None)
+    readings = await read_snapshots(run.targets)
+    activated = []
+    for reading in readings:
+        held = reading.snapshot.key(record.new_key) if reading.snapshot is not None else None
+        if (
+            held is not None
+            and reading.snapshot is not None
+            and (reading.snapshot.active == record.new_key or held.retired is not None)
+        ):
+            activated.append(reading.name)
+    if activated:
+        raise RotationAbort(
+            FleetStatus.DIVERGED,
+            f"abort: key {record.new_key} was activated on {', '.join(activated)}: an activation is not undone; "
+            "finish the rotation with --resume",
+        )
+    emit({"event": "step", "step": "unstage", "instances": [target.name for target in run.targets]})
+    left = await _unstage(run, record)
+    if left:
+        raise RotationAbort(
+            FleetStatus.UNREACHABLE,
+            f"abort: key {record.new_key} may still be staged on {', '.join(left)}; the record is kept without "
+            "material: run --abort again when they answer",
+        )
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+@dataclass(frozen=True, slots=True)
+class FleetChange:
+    """One instance's outcome of a repair step (``keys stage|activate|remove --fleet``): ``done`` (including a
+    no-op: already staged, already active, already absent), the HTTP status (``None``: no answer) and the
+    problem (fixed text)."""
+
+    name: str
+    done: bool
+    status: int | None
+    problem: str | None = None
+
+
+async def change_fleet(targets: Sequence[AdminTarget], action: str, body: dict[str, str]) -> tuple[FleetChange, ...]:
+    """Apply one keyring step (``stage``, ``activate`` or ``remove``) to every target through the admin API; a
+    removal of a key an instance does not hold counts as done."""
+    if action not in {"stage", "activate", "remove"}:
+        raise ValueError("unknown repair step")
+    outcomes = await apply_changes(targets, action, [body] * len(targets))
+    return tuple(
+        FleetChange(
+            outcome.name,
+            done := (outcome.snapshot is not None or (action == "remove" and outcome.reason == "unknown-key")),
+            outcome.status,
+            None if done else outcome.problem,
+        )
+        for outcome in outcomes
+    )
+
+
+def removal_refusal(readings: Sequence[InstanceReading], key_id: str, now_ms: int) -> str | None:
+    """Why removing ``key_id`` everywhere would break a state still open, or ``None``: an instance seals with it,
+    holds a reservation on it, or reports it stopped sealing (or last sealed) less than the longest state
+    lifetime plus the largest clock skew ago. A key no instance reports a moment for (staged, never active) may
+    go."""
+    lifetime = max((r.snapshot.max_state_lifetime_ms for r in readings if r.snapshot is not None), default=0)
+    wait_ms = lifetime + skew_of(readings)
+    for reading in readings:
+        snapshot = reading.snapshot
+        held = snapshot.key(key_id) if snapshot is not None else None
+        if snapshot is None or held is None:
+            continue
+        if snapshot.active == key_id:
+            return f"{reading.name} seals with {key_id} (activate another key first)"
+        if held.reservations > 0:
+            return f"{reading.name} holds reservations on {key_id}"
+        moments = [moment for moment in (_moment_ms(held.retired), held.last_sealed_ms) if moment is not None]
+        if moments and max(moments) + wait_ms > now_ms:
+            until = datetime.fromtimestamp((max(moments) + wait_ms) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return f"per {reading.name} a state sealed under {key_id} may live until {until}"
+    return None

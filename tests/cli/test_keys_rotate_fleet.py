@@ -28,14 +28,20 @@ def _fleet_file(folder: Path) -> Path:
 def test_help_names_the_fleet_options_examples_and_exit_codes(soklet: Soklet) -> None:
     result = soklet.run("keys", "rotate", "--help")
     assert result.returncode == 0
-    for text in ("--fleet", "--key-file", "--generate", "--yes", "--dry-run", "--resume", "--record"):
+    options = ("--fleet", "--key-file", "--generate", "--yes", "--dry-run", "--resume", "--record", "--abort")
+    for text in (*options, "--exclude", "--resolve", "--token-file"):
         assert text in result.stdout
     assert "soklet keys rotate --fleet fleet.toml --resume --yes --json" in result.stdout
-    assert "no --yes while standard input is not a terminal" in result.stdout
+    assert "soklet keys rotate --fleet fleet.toml --abort --yes" in result.stdout
+    # Wrapped where the terminal's width falls: compared with single spaces.
+    text = " ".join(result.stdout.split())
+    assert "no --yes while standard input is not a terminal" in text
+    assert "plus the largest clock skew measured between members" in text
 
 
 def test_fleet_options_need_fleet(soklet: Soklet) -> None:
-    for option in (("--generate",), ("--yes",), ("--dry-run",), ("--resume",), ("--key-file", "k"), ("--record", "r")):
+    options = (("--generate",), ("--yes",), ("--dry-run",), ("--resume",), ("--key-file", "k"), ("--record", "r"))
+    for option in (*options, ("--abort",), ("--exclude", "a")):
         result = soklet.run("keys", "rotate", *option)
         assert result.returncode == 2, option
         assert "need --fleet FILE" in result.stderr

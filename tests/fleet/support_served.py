@@ -5,6 +5,8 @@ a minimal MCP client for the demo's multi-round ``catalog.continue`` flow, and a
 from __future__ import annotations
 
 import contextlib
+import datetime
+import email.utils
 import json
 import shutil
 import signal
@@ -149,6 +151,44 @@ class Relay:
         with self._condition:
             self._carried += 1
             self._condition.notify_all()
+
+
+class ShiftedClockRelay(Relay):
+    """A :class:`Relay` that moves the ``Date`` header of each answer by ``shift`` seconds: the instance behind it
+    looks, to a client measuring clocks, as if its clock were ``shift`` seconds ahead (negative: behind). The
+    instance itself is real and unchanged."""
+
+    def __init__(self, port: int, shift: float) -> None:
+        self._shift = shift
+        super().__init__(port)
+
+    def _carry(self, client: socket.socket) -> None:
+        with client, socket.create_connection(("127.0.0.1", self._port)) as upstream:
+            back = threading.Thread(target=self._pump_shifted, args=(upstream, client), daemon=True)
+            back.start()
+            _pump(client, upstream)
+            back.join()
+        with self._condition:
+            self._carried += 1
+            self._condition.notify_all()
+
+    def _pump_shifted(self, source: socket.socket, sink: socket.socket) -> None:
+        head = b""
+        with contextlib.suppress(OSError):
+            while b"\r\n\r\n" not in head and (data := source.recv(65536)):
+                head += data
+            end = head.find(b"\r\n\r\n")
+            if end >= 0:
+                lines = head[:end].split(b"\r\n")
+                for index, line in enumerate(lines):
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"date":
+                        moment = email.utils.parsedate_to_datetime(value.strip().decode("ascii"))
+                        shifted = moment + datetime.timedelta(seconds=self._shift)
+                        lines[index] = b"date: " + email.utils.format_datetime(shifted, usegmt=True).encode("ascii")
+                head = b"\r\n".join(lines) + head[end:]
+            sink.sendall(head)
+        _pump(source, sink)
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:
