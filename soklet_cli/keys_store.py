@@ -192,7 +192,8 @@ def _on_store(session: StoreSession, work: Callable[[FleetKeyring], Awaitable[_T
             if error.reason is StoreErrorReason.NO_KEYRING:
                 _no_keyring(session)
             if error.reason is StoreErrorReason.LOCKED:
-                _refused(session, StoreRotationAbort.Kind.LOCKED, f"another rotation holds the lock: {error.detail}")
+                # The detail names the holder and since when (or that it is taking or leaving the lock).
+                _refused(session, StoreRotationAbort.Kind.LOCKED, f"another rotation runs: {error.detail}")
             raise
 
     try:

@@ -154,7 +154,7 @@ def test_one_rotation_at_a_time_and_a_killed_rotation_is_resumed_from_another_fo
         out, err = loser.communicate(timeout=30)
         assert loser.returncode == 1, err
         assert json.loads(out)["kind"] == "locked"
-        assert err.startswith("soklet: locked: another rotation holds the lock")
+        assert err.startswith("soklet: locked: another rotation runs: the rotation lock is held by")
         assert f"pid {winner.pid}" in err
         assert "since" in err
         # The winner reaches its wait (the activation applied everywhere): SIGKILL it there.
