@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import socket
 import threading
 import time
@@ -46,6 +47,25 @@ def test_the_first_reason_in_the_enums_order_is_reported_and_observers_hear_chan
     assert readiness.ready
     assert readiness.reason is None
     assert heard == [NotReady.GENERATION_BEHIND, NotReady.FINGERPRINT_MISMATCH, None]
+
+
+def test_a_held_back_instance_is_one_warning_and_a_routine_follow_one_info_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    readiness = Readiness()
+    with caplog.at_level(logging.INFO, logger="soklet.ready"):
+        readiness.set(NotReady.GENERATION_BEHIND)
+        readiness.clear(NotReady.GENERATION_BEHIND)
+        readiness.set(NotReady.KEYRING_FILE_REFUSED)
+        readiness.set(NotReady.STORE_FILE_LOST)  # not the first reason: no new line
+        readiness.clear(NotReady.KEYRING_FILE_REFUSED)
+    lines = [(record.levelno, record.getMessage().split(":")[0]) for record in caplog.records]
+    assert lines == [
+        (logging.INFO, "not ready (generation-behind)"),
+        (logging.INFO, "ready"),
+        (logging.WARNING, "not ready (keyring-file-refused)"),
+        (logging.WARNING, "not ready (store-file-lost)"),
+    ]
 
 
 def test_an_expected_fingerprint_holds_the_instance_back_until_the_keyring_has_it() -> None:

@@ -40,6 +40,12 @@ class NotReady(enum.Enum):
     STORE_FILE_LOST = "store-file-lost"
 
 
+#: Reasons that hold a healthy instance back for a moment as a matter of course (a store-mode member between seeing
+#: a generation and applying it, on every change): their line is INFO, not WARNING. What keeps one held back longer
+#: (a KEK that cannot unwrap, an unreachable store) is logged by the part that failed.
+_ROUTINE: Final = frozenset({NotReady.GENERATION_BEHIND})
+
+
 class Readiness:
     """The set of reasons holding this instance back. Thread-safe; reading it is one attribute load."""
 
@@ -69,7 +75,7 @@ class Readiness:
     def set(self, reason: NotReady, held: bool = True) -> None:
         """Hold the instance back for ``reason`` (``held=False`` clears it). Observers hear of a changed first
         reason, on the caller's thread, and one line on ``soklet.ready`` tells the operator (WARNING when held
-        back, INFO when ready again)."""
+        back, INFO when ready again or held back for a routine moment: ``generation-behind``)."""
         with self._lock:
             reasons = self._reasons | {reason} if held else self._reasons - {reason}
             if reasons == self._reasons:
@@ -84,7 +90,8 @@ class Readiness:
             if after is None:
                 _logger.info("ready: the MCP endpoint serves requests again")
             else:
-                _logger.warning("not ready (%s): the MCP endpoint answers 503 until it clears", after.value)
+                level = logging.INFO if after in _ROUTINE else logging.WARNING
+                _logger.log(level, "not ready (%s): the MCP endpoint answers 503 until it clears", after.value)
         for observer in observers:
             observer(after)
 
