@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
+from soklet_core.fleet.store_rotation import StoreRotationStep
 from soklet_core.keys import LocalKek, decode_base64url
-from soklet_core.store import FleetKeyring, LoadedFleetKeyring, open_store
+from soklet_core.store import FleetKeyring, Heartbeat, LoadedFleetKeyring, open_store
+from tests.cli.support_store_keyring import wait_for
+from tests.cli.test_keys_rotate_store import record_step
 from tests.conftest import Soklet
 
 
@@ -171,3 +177,55 @@ def test_if_older_than_does_nothing_on_a_young_key_and_dry_run_refuses_a_taken_i
     nothing = soklet.run("keys", "rotate", *store, "--resume", "--yes", "--json")
     assert (nothing.returncode, json.loads(nothing.stdout)["kind"]) == (1, "record")
     assert _ok(soklet.run("keys", "list", *store, "--json"))["generation"] == 1
+
+
+def test_if_older_than_finishes_an_unfinished_rotation_whatever_the_key_age(
+    soklet: Soklet, sqlite_store_url: str
+) -> None:
+    _kek(soklet)
+    store = ("--store", sqlite_store_url, "--kek-file", "kek")
+    created = _ok(soklet.run("keys", "generate", *store, "--id", "k1", "--json"))
+    # One member (its heartbeat written here) that applied every generation and keeps state 20 s: the rotation's
+    # wait is long enough to stop the rotation in it.
+    now = datetime.now(UTC)
+    member = Heartbeat(
+        instance="web-1",
+        process_id="4242",
+        generation=1000,
+        fingerprint=created["fingerprint"]["value"],  # type: ignore[index]
+        clock=now,
+        admin_url=None,
+        seen_at=now,
+        max_state_lifetime_ms=20_000,
+    )
+    asyncio.run(_beat(sqlite_store_url, member))
+    rotating = subprocess.Popen(
+        [sys.executable, "-m", "soklet_cli", "keys", "rotate", *store, "--id", "k2", "--generate", "--yes"],
+        cwd=soklet.cwd,
+        env=soklet.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: record_step(sqlite_store_url) is StoreRotationStep.ACTIVE, 120)
+    finally:
+        rotating.kill()
+        rotating.wait()
+    # The active key (k2) is seconds old, yet the scheduled run finishes the rotation it finds.
+    finished = _ok(soklet.run("keys", "rotate", *store, "--generate", "--if-older-than", "30d", "--yes", "--json"))
+    assert (finished["status"], finished["new_key"], finished["former_key"]) == ("rotated", "k2", "k1")
+    assert record_step(sqlite_store_url) is None
+    listed = _ok(soklet.run("keys", "list", *store, "--json"))
+    assert [key["id"] for key in listed["keys"]] == ["k2"]  # type: ignore[attr-defined]
+    # And the next scheduled run does nothing.
+    assert _ok(soklet.run("keys", "rotate", *store, "--if-older-than", "30d", "--yes", "--json"))["status"] == "skipped"
+
+
+async def _beat(url: str, heartbeat: Heartbeat) -> None:
+    store = open_store(url)
+    await store.open()
+    try:
+        await store.beat(heartbeat)
+    finally:
+        await store.close()
