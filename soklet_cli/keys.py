@@ -810,7 +810,11 @@ def rotate(
     kek_env: KekEnvOption = None,
     kek_command: KekCommandOption = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document (with --fleet: one JSON event per line).")
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON document (with --fleet: one JSON event per line; with --store: one at the end).",
+        ),
     ] = False,
     fleet: FleetOption = None,
     resolve: ResolveOption = None,
@@ -913,10 +917,11 @@ def rotate(
 
       soklet keys rotate --store postgresql://soklet@db/soklet --kek-file /etc/soklet/kek --if-older-than 30d --yes
 
-    **Exit codes**: 0 rotated (with --dry-run: the plan can start; with --abort: abandoned); 1 refused (the id
-    is taken; with --fleet: the fleet diverged, an instance refused a change, an unfinished rotation's record is
-    in the way, another run holds the lock, the record does not match the fleet, or --abort found the key
-    activated); 2 usage
+    **Exit codes**: 0 rotated (with --dry-run: the plan can start; with --abort: abandoned; with
+    --if-older-than: also nothing to do); 1 refused (the id is taken; with --store: kind locked, record, refused,
+    stalled or mismatch; with --fleet: the fleet diverged, an instance refused a change, an unfinished
+    rotation's record is in the way, another run holds the lock, the record does not match the fleet, or --abort
+    found the key activated); 2 usage
     (with --fleet: also no --yes while standard input is not a terminal); 3 the keyring file could not be read or
     written (with --fleet: an instance is unreachable, fingerprints are v1 or of mixed versions, or the record
     file is unusable).
