@@ -115,3 +115,32 @@ def test_single_file_rotate_unchanged(soklet: Soklet) -> None:
     keyring = read_keyring_file(soklet.cwd / "soklet-keyring.toml").keyring()
     assert keyring.active_key.id == "2026-09"
     assert "2026-08" in keyring
+
+
+def test_repair_and_member_options_usage(soklet: Soklet) -> None:
+    _fleet_file(soklet.cwd)
+    cases = {
+        ("keys", "activate", "x", "--exclude", "a"): "--exclude needs --fleet FILE or --resolve HOST:PORT",
+        ("keys", "remove", "x", "--token-file", "token"): "--token-env, --token-file and --ca-file need --resolve",
+        ("keys", "activate", "x", "--fleet", "fleet.toml", "--resolve", "127.0.0.1:1"): "not both",
+        ("keys", "activate", "x", "--fleet", "fleet.toml", "--exclude", "z"): "--exclude: no member is named z",
+        ("keys", "remove", "x", "--fleet", "fleet.toml", "--state-lifetime", "5m"): "--state-lifetime does not apply",
+        ("keys", "rotate", "--fleet", "fleet.toml", "--abort", "--resume", "--yes"): "--abort abandons the recorded",
+        ("keys", "rotate", "--fleet", "fleet.toml", "--abort", "--yes"): "--abort: no rotation record at",
+        ("keys", "rotate", "--resolve", "127.0.0.1:1", "--generate", "--yes"): "--token-env VAR or --token-file FILE",
+    }
+    for args, message in cases.items():
+        result = soklet.run(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr, (args, result.stderr)
+    assert not (soklet.cwd / "soklet-keyring.toml").exists()
+
+
+def test_a_member_down_is_exit_3_for_a_repair(soklet: Soklet) -> None:
+    _fleet_file(soklet.cwd)
+    result = soklet.run("keys", "activate", "2026-09", "--fleet", "fleet.toml", "--json")
+    assert result.returncode == 3
+    document = json.loads(result.stdout)
+    assert (document["ok"], document["exit_code"]) == (False, 3)
+    assert document["instances"][0]["problem"] == "connection refused"
+    assert "activate failed on a" in result.stderr
