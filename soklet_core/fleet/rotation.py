@@ -454,13 +454,21 @@ async def _stage(run: _Run, record: RotationRecord) -> RotationRecord:
         if any(outcome.reason == _CONFLICTING_MATERIAL for outcome in refused):
             # The id is taken: this rotation cannot go on under it. Nothing was activated, so what was staged is
             # taken back and the record removed: it would only block the next rotation.
-            await _unstage(run, record)
+            left = await _unstage(run, record)
             with contextlib.suppress(FileNotFoundError):
                 run.record_path.unlink()
+            # The refusing instances hold their own bytes under the id: not this rotation's to take back.
+            kept = [name for name in left if name not in {outcome.name for outcome in refused}]
+            taken_back = (
+                f"it could not be removed again from {', '.join(kept)} (remove it there: keys remove "
+                f"{record.new_key} --force)"
+                if kept
+                else "the key staged elsewhere was removed again"
+            )
             raise RotationAbort(
                 FleetStatus.DIVERGED,
                 f"stage: key {record.new_key} on {names}: that id already holds other bytes; choose another --id "
-                "(nothing was activated, the key staged elsewhere was removed again, and the record is gone)",
+                f"(nothing was activated, {taken_back}, and the record is gone)",
                 report,
                 record_removed=True,
             )
