@@ -216,9 +216,9 @@ def check(
     2). Distinct instances reporting one name (such as the default) are counted each, with a warning.
 
     Each member's clock offset is measured from its answer's Date header against this host's clock (uncertain by
-    half the round trip plus half a second, the header's resolution); members proven further apart than
-    **--max-skew** (default 5s) fail the check with kind clock-skew: an expiry is judged on another instance's
-    clock.
+    half the round trip plus a second: the header has whole seconds and a server may cache it for one); members
+    proven further apart than **--max-skew** (default 5s) fail the check with kind clock-skew: an expiry is
+    judged on another instance's clock.
 
     **--wait** re-checks until converged. Without **--expect** it can only prove the instances are equal now,
     and says so on stderr. Progress lines go to stderr (standard output keeps the --json document), and a
