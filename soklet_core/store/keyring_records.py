@@ -8,6 +8,9 @@ rotation keeps its :class:`RotationRecord` (no material) in the store so another
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -24,6 +27,7 @@ __all__ = [
     "KEYRING_LISTEN_RECHECK_SECONDS",
     "KEYRING_POLL_SECONDS",
     "KEY_COLUMNS",
+    "LOCK_HOLDER_PATIENCE_SECONDS",
     "MAX_ADMIN_URL_CHARS",
     "MAX_CHECK_VALUE_CHARS",
     "MAX_FLEET_KEYS",
@@ -44,6 +48,7 @@ __all__ = [
     "key_from_row",
     "key_values",
     "keyring_from_rows",
+    "read_holder",
     "rotation_from_row",
 ]
 
@@ -55,6 +60,10 @@ MAX_HEARTBEATS: Final = 1024
 MAX_ADMIN_URL_CHARS: Final = 2048
 #: The largest rotation record (UTF-8 bytes of its JSON text).
 MAX_ROTATION_DOCUMENT_BYTES: Final = 64 * 1024
+#: How long a refused rotation lock waits for its holder's row to name it (the holder writes it right after it
+#: took the lock).
+LOCK_HOLDER_PATIENCE_SECONDS: Final = 2.0
+_HOLDER_POLL_SECONDS: Final = 0.05
 #: The longest check value a stored key carries (base64url of a short digest: 22 characters today).
 MAX_CHECK_VALUE_CHARS: Final = 128
 #: The longest one ``wait_for_keyring_change`` may be asked to wait.
@@ -327,6 +336,15 @@ def check_wait(after_generation: object, timeout_seconds: object) -> None:
         or not 0 <= timeout_seconds <= MAX_KEYRING_WAIT_SECONDS
     ):
         raise _invalid(f"timeout_seconds must be 0 to {MAX_KEYRING_WAIT_SECONDS:g}")
+
+
+async def read_holder(read: Callable[[], Awaitable[tuple[object, ...] | None]]) -> tuple[object, ...] | None:
+    """The rotation lock holder's row, read again for at most :data:`LOCK_HOLDER_PATIENCE_SECONDS` while it is
+    absent: a holder writes it just after it took the lock, so a refusal in between still names it."""
+    deadline = time.monotonic() + LOCK_HOLDER_PATIENCE_SECONDS
+    while (row := await read()) is None and time.monotonic() < deadline:
+        await asyncio.sleep(_HOLDER_POLL_SECONDS)
+    return row
 
 
 def describe_holder(row: tuple[object, ...] | None) -> str:

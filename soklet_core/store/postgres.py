@@ -49,6 +49,7 @@ from .keyring_records import (
     heartbeat_values,
     key_values,
     keyring_from_rows,
+    read_holder,
     rotation_from_row,
 )
 from .records import (
@@ -602,7 +603,8 @@ class PostgresStore:
                     row: tuple[object, ...] | None = await (await pooled.execute(_SQL.select_lock_holder)).fetchone()
                     return row
 
-                raise StoreError(StoreErrorReason.LOCKED, describe_holder(await self._call("rotation_lock", holder)))
+                row = await read_holder(lambda: self._call("rotation_lock", holder))
+                raise StoreError(StoreErrorReason.LOCKED, describe_holder(row))
             mark = (owner, to_millis(datetime.now(UTC)))
             await _execute(connection, "rotation_lock", _SQL.write_lock_holder, mark)
             try:

@@ -61,6 +61,7 @@ from .keyring_records import (
     heartbeat_values,
     key_values,
     keyring_from_rows,
+    read_holder,
     rotation_from_row,
 )
 from .records import (
@@ -881,7 +882,7 @@ class SqliteStore:
             raise StoreError(StoreErrorReason.UNAVAILABLE, "rotation_lock: the store is not open")
         descriptor = await asyncio.to_thread(self._take_rotation_lock)
         if descriptor is None:
-            holder = await self._run("rotation_lock", _lock_holder)
+            holder = await read_holder(lambda: self._run("rotation_lock", _lock_holder))
             raise StoreError(StoreErrorReason.LOCKED, describe_holder(holder))
         try:
             since = to_millis(datetime.now(UTC))
