@@ -17,7 +17,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -80,6 +80,7 @@ from soklet_core.mcp.server.sessions import (
 )
 from soklet_core.mcp.server.stdio import StdioTransport, open_pipe_streams
 from soklet_core.mcp.server.store_keyring import HEARTBEAT_SECONDS, PROPAGATION_BOUND_SECONDS, StoreKeyring
+from soklet_core.mcp.server.transport import MalformedAuthority, parse_authority, parse_origin
 from soklet_core.protection import ProtectionConfig
 from soklet_core.protocol import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -308,6 +309,33 @@ def _check_instance(value: str) -> str:
     if problem is not None:
         raise typer.BadParameter(problem)
     return value
+
+
+#: The most names ``--allowed-host`` (or origins ``--allowed-origin``) may list.
+MAX_ALLOWED_NAMES: Final = 64
+
+
+def _check_hosts(values: list[str] | None) -> list[str] | None:
+    """A Typer callback: each ``--allowed-host`` a ``Host`` value the transport's own parser accepts."""
+    return _check_names(values, parse_authority, "a host or host:port")
+
+
+def _check_origins(values: list[str] | None) -> list[str] | None:
+    """A Typer callback: each ``--allowed-origin`` a serialized origin the transport's own parser accepts."""
+    return _check_names(values, parse_origin, "an origin (scheme://host[:port])")
+
+
+def _check_names(values: list[str] | None, parse: Callable[[str], object], what: str) -> list[str] | None:
+    if not values:
+        return values
+    if len(values) > MAX_ALLOWED_NAMES:
+        raise typer.BadParameter(f"at most {MAX_ALLOWED_NAMES} values")
+    for position, value in enumerate(values, start=1):
+        try:
+            parse(value.strip())
+        except MalformedAuthority as error:
+            raise typer.BadParameter(f"value {position} is not {what} ({error})") from None
+    return values
 
 
 def _check_env_name(value: str | None) -> str | None:
@@ -630,6 +658,27 @@ def serve(
             help="Fingerprint version the admin API reports (1: as an older build; never proof of convergence).",
         ),
     ] = CURRENT_FINGERPRINT_VERSION,
+    allowed_hosts: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            metavar="HOST[:PORT]",
+            callback=_check_hosts,
+            help=(
+                "A Host the MCP endpoint accepts besides the loopback names (repeatable): the name clients use "
+                "behind a load balancer or a Kubernetes Service. Any other Host is refused (DNS rebinding)."
+            ),
+        ),
+    ] = None,
+    allowed_origins: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-origin",
+            metavar="ORIGIN",
+            callback=_check_origins,
+            help="An Origin the MCP endpoint accepts besides loopback origins (repeatable): https://app.example.com.",
+        ),
+    ] = None,
     expect_fingerprint: Annotated[
         Fingerprint | None,
         typer.Option(
@@ -815,6 +864,8 @@ def serve(
             instance=instance,
             fingerprint_version=fingerprint_version,
             expect_fingerprint=expect_fingerprint,
+            allowed_hosts=allowed_hosts or [],
+            allowed_origins=allowed_origins or [],
             allow_insecure_permissions=allow_insecure,
             store_url=store_url,
             tasks=_Tasks(
@@ -1045,6 +1096,8 @@ def _serve(
     instance: str,
     fingerprint_version: int,
     expect_fingerprint: Fingerprint | None,
+    allowed_hosts: list[str],
+    allowed_origins: list[str],
     allow_insecure_permissions: bool,
     store_url: StoreUrl,
     tasks: _Tasks,
@@ -1104,6 +1157,8 @@ def _serve(
         session_idle_seconds=sessions.idle_seconds,
         input_timeout_seconds=sessions.input_timeout_seconds,
         readiness=readiness,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
     )
     url = "stdio" if sock is None else f"http://{url_host}:{bound_port}{server.path}"
     manager = server.protection_keyring_manager
