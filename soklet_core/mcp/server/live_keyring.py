@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -66,6 +66,7 @@ __all__ = [
     "LiveKeyring",
     "LiveKeyringError",
     "LiveKeyringRefusal",
+    "announce_change",
 ]
 
 #: How often the watcher compares the keyring file's signature (inode, size, times, digest) with the last one.
@@ -396,28 +397,41 @@ class LiveKeyring:
         }
 
     def _applied(self, action: str, key_id: str | None, actor: str) -> None:
-        snapshot = self.snapshot()
-        fingerprint = snapshot.fingerprint
-        shown = "-" if key_id is None else printable_name(key_id, what="a key id")
-        _audit.info(
-            "actor=%s action=%s key=%s generation=%d fingerprint=v%d:%s",
-            actor,
-            action,
-            shown,
-            snapshot.generation,
-            fingerprint.version,
-            fingerprint.value,
-        )
-        for observer in self._observers:
-            try:
-                observer(snapshot)
-            except Exception as error:  # an observer (metrics) must never undo or fail an applied change
-                _logger.error("keyring observer failed: %s", type(error).__name__)
+        announce_change(self.snapshot(), action=action, key_id=key_id, actor=actor, observers=self._observers)
 
     def file_changed(self) -> bool:
         """Whether the keyring file's signature (inode, size, times, content digest) differs from the one taken
         before its last read or under the lock of its last write."""
         return self._path is not None and file_signature(self._path) != self._signature
+
+
+def announce_change(
+    snapshot: KeyringSnapshot,
+    *,
+    action: str,
+    key_id: str | None,
+    actor: str,
+    observers: Iterable[Callable[[KeyringSnapshot], None]],
+) -> None:
+    """Tell of an applied keyring change, whatever holds the keyring: one ``soklet.admin.audit`` line (who, what,
+    key id, generation, fingerprint; never material), then every observer (metrics), none of which may undo or
+    fail the change."""
+    fingerprint = snapshot.fingerprint
+    shown = "-" if key_id is None else printable_name(key_id, what="a key id")
+    _audit.info(
+        "actor=%s action=%s key=%s generation=%d fingerprint=v%d:%s",
+        actor,
+        action,
+        shown,
+        snapshot.generation,
+        fingerprint.version,
+        fingerprint.value,
+    )
+    for observer in observers:
+        try:
+            observer(snapshot)
+        except Exception as error:  # an observer (metrics) must never undo or fail an applied change
+            _logger.error("keyring observer failed: %s", type(error).__name__)
 
 
 def _diverged(on_disk: ProtectionKeyring, live: ProtectionKeyring) -> bool:

@@ -51,6 +51,7 @@ from soklet_core.store import FleetKeyring, LoadedFleetKeyring, SqliteStore, Sto
 from soklet_core.store.keyring_records import KEYRING_POLL_SECONDS, Heartbeat
 from soklet_core.store.records import STORE_TIMEOUT_SECONDS
 
+from .live_keyring import announce_change
 from .metrics import ServerMetrics
 from .readiness import NotReady, Readiness
 
@@ -76,7 +77,6 @@ PROPAGATION_BOUND_SECONDS: Final = KEYRING_POLL_SECONDS + 2 * STORE_TIMEOUT_SECO
 #: How long an admin change waits for the store (read, unwrap, compare-and-swap, a few retries of a lost race).
 _CHANGE_TIMEOUT_SECONDS: Final = 6 * STORE_TIMEOUT_SECONDS
 
-_audit = logging.getLogger("soklet.admin.audit")
 _logger = logging.getLogger("soklet.admin")
 
 _T = TypeVar("_T")
@@ -386,22 +386,7 @@ class StoreKeyring:
         self._readiness.set(NotReady.GENERATION_BEHIND, behind)
         if self._metrics is not None:
             self._metrics.fleet_generation(seen)
-        snapshot = self.snapshot()
-        fingerprint = snapshot.fingerprint
-        _audit.info(
-            "actor=%s action=%s key=%s generation=%d fingerprint=v%d:%s",
-            actor,
-            action,
-            "-" if key_id is None else _shown(key_id),
-            snapshot.generation,
-            fingerprint.version,
-            fingerprint.value,
-        )
-        for observer in self._observers:
-            try:
-                observer(snapshot)
-            except Exception as error:  # an observer (metrics) must never undo or fail an applied change
-                _logger.error("keyring observer failed: %s", type(error).__name__)
+        announce_change(self.snapshot(), action=action, key_id=key_id, actor=actor, observers=self._observers)
 
     def _store_failed(self, error: StoreError) -> None:
         store = self._fleet.store
