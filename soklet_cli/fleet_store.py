@@ -95,18 +95,7 @@ def check_store(url: StoreUrl, *, wait_seconds: float | None, max_skew_ms: int, 
             behind=list(report.behind),
             checks=checks,
             elapsed_ms=round((time.monotonic() - started) * 1000),
-            members=[
-                {
-                    "instance": member.instance,
-                    "live": member.live,
-                    "generation": member.generation,
-                    "fingerprint": member.fingerprint,
-                    "offset_ms": member.offset_ms,
-                    "last_beat_age_s": round(member.age_seconds, 1),
-                    "admin_url": member.admin_url,
-                }
-                for member in report.members
-            ],
+            members=[member.to_json() for member in report.members],
         )
         emit_json(document)
     else:

@@ -518,18 +518,7 @@ def _event_line(event: dict[str, Any]) -> str | None:
 
 
 def _members_json(members: Sequence[FleetMember]) -> list[dict[str, Any]]:
-    return [
-        {
-            "instance": member.instance,
-            "live": member.live,
-            "generation": member.generation,
-            "fingerprint": member.fingerprint,
-            "offset_ms": member.offset_ms,
-            "last_beat_age_s": round(member.age_seconds, 1),
-            "max_state_lifetime_ms": member.max_state_lifetime_ms,
-        }
-        for member in members
-    ]
+    return [member.to_json() for member in members]
 
 
 def _members_table(members: Sequence[FleetMember]) -> Table:

@@ -209,6 +209,19 @@ class FleetMember:
     admin_url: str | None
     max_state_lifetime_ms: int
 
+    def to_json(self) -> dict[str, Any]:
+        """The member as a JSON-ready document (what ``--json`` prints of it)."""
+        return {
+            "instance": self.instance,
+            "live": self.live,
+            "generation": self.generation,
+            "fingerprint": self.fingerprint,
+            "offset_ms": self.offset_ms,
+            "last_beat_age_s": round(self.age_seconds, 1),
+            "admin_url": self.admin_url,
+            "max_state_lifetime_ms": self.max_state_lifetime_ms,
+        }
+
 
 def fleet_members(
     heartbeats: Sequence[Heartbeat], *, now: datetime, timeout_seconds: float = MEMBER_TIMEOUT_SECONDS
