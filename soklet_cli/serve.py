@@ -725,6 +725,9 @@ def serve(
     instance records a heartbeat in the store (name, generation, fingerprint, clock, admin URL); the admin API
     changes the fleet keyring through the store.
 
+    An **encrypted keyring file** (soklet keys encrypt) is read with --keyring FILE and its KEK option: its keys are
+    unwrapped in memory only, and a key an admin change adds is wrapped under the same KEK.
+
     HTTP limits (see docs/server.md): request head --max-head-bytes (431), --header-timeout (connection closed),
     --body-timeout (408), --keep-alive-timeout, --max-connections (503). Stop with Ctrl-C (SIGINT) or SIGTERM:
     new requests get 503, running ones get --shutdown-grace to finish and are then cancelled with a 503.
@@ -793,8 +796,12 @@ def serve(
         _check_store_mode(
             keyring=keyring, dev_key=dev_key, store=store, kek=kek, stdio=stdio, expect=expect_fingerprint
         )
-    elif kek is not None:
-        fail("usage: a KEK option (--kek-file, --kek-env, --kek-command) needs --keyring-from-store", ExitCode.USAGE)
+    elif kek is not None and keyring is None:
+        fail(
+            "usage: a KEK option (--kek-file, --kek-env, --kek-command) needs --keyring FILE (an encrypted keyring "
+            "file) or --keyring-from-store",
+            ExitCode.USAGE,
+        )
     if stdio and expect_fingerprint is not None:
         fail(
             "usage: --expect-fingerprint cannot be used with --stdio (readiness is an HTTP answer; serve over HTTP "
@@ -830,6 +837,7 @@ def serve(
         document: KeyringDocument | None = None
         keyring_file: Path | None = None
         fleet: _Fleet | None = None
+        file_kek: KeyWrapper | None = None
         if keyring_from_store:
             assert store is not None
             assert kek is not None
@@ -840,7 +848,9 @@ def serve(
                 document, keyring_file = stack.enter_context(_dev_keyring())
             else:
                 keyring_file = Path(keyring)
-                document = load_document(keyring_file, allow_insecure_permissions=allow_insecure)
+                # An encrypted keyring file: its keys unwrapped in memory, and the keys a change adds wrapped too.
+                file_kek = None if kek is None else load_kek_or_exit(kek, allow_insecure=allow_insecure)
+                document = load_document(keyring_file, allow_insecure_permissions=allow_insecure, kek=file_kek)
             store_url = _store_url(store, keyring_file if keyring is None else None)
             # Opened once before anything listens: an unreachable store or a foreign schema stops the start with
             # one line, not the first request. The server opens its own connections on its own event loop.
@@ -864,6 +874,7 @@ def serve(
             instance=instance,
             fingerprint_version=fingerprint_version,
             expect_fingerprint=expect_fingerprint,
+            file_kek=file_kek,
             allowed_hosts=allowed_hosts or [],
             allowed_origins=allowed_origins or [],
             allow_insecure_permissions=allow_insecure,
@@ -1096,6 +1107,7 @@ def _serve(
     instance: str,
     fingerprint_version: int,
     expect_fingerprint: Fingerprint | None,
+    file_kek: KeyWrapper | None,
     allowed_hosts: list[str],
     allowed_origins: list[str],
     allow_insecure_permissions: bool,
@@ -1201,6 +1213,7 @@ def _serve(
             allow_insecure_permissions=allow_insecure_permissions,
             fingerprint_version=fingerprint_version,
             readiness=readiness,
+            kek=file_kek,
         )
         # Installed before the start-up facts are printed: whoever reads them may send SIGHUP at once.
         file_watcher = watcher = KeyringFileWatcher(live)

@@ -239,7 +239,7 @@ def test_a_wrong_kek_or_a_store_without_a_keyring_ends_the_start_in_one_line(
         (("--keyring-from-store", "--store", "STORE"), "key-encryption key"),
         (("--keyring-from-store", "--store", "STORE", "--kek-file", "KEK", "--dev-key"), "excludes --keyring"),
         (("--keyring-from-store", "--store", "STORE", "--kek-file", "KEK", "--stdio"), "--stdio"),
-        (("--store", "STORE", "--kek-file", "KEK"), "needs --keyring-from-store"),
+        (("--store", "STORE", "--kek-file", "KEK"), "or --keyring-from-store"),
     ],
 )
 def test_store_mode_usage_errors(
