@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,14 +20,6 @@ from tests.cli.support_store_keyring import FleetStore, Member, wait_for
 from tests.cli.test_keys_rotate_store import soklet, start_soklet
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def members() -> Iterator[list[Member]]:
-    started: list[Member] = []
-    yield started
-    for member in started:
-        member.kill()
 
 
 def _check(folder: Path, url: str, *extra: str) -> tuple[int, dict[str, object], str]:

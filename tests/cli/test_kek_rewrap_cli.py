@@ -6,7 +6,6 @@ members serve flows across each other, a rewrap changes no member's fingerprint 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +103,6 @@ def test_an_encrypted_keyring_file_is_rewrapped_under_the_new_kek(soklet: Soklet
         isinstance(entry.source, WrappedMaterial) and entry.source.kek_id == new.kek_id for entry in after.entries
     )
     assert ring.stat().st_mode & 0o777 == 0o600
-
-
-@pytest.fixture
-def members() -> Iterator[list[Member]]:
-    started: list[Member] = []
-    yield started
-    for member in started:
-        member.kill()
 
 
 @pytest.mark.slow

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +28,6 @@ from tests.fleet.support_served import multi_round
 from tests.fleet.support_store_fleet import GenerationWatch, Load, Slot
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def members() -> Iterator[list[Member]]:
-    """Every member a test starts, killed afterwards if the test did not stop it."""
-    started: list[Member] = []
-    yield started
-    for member in started:
-        member.kill()
 
 
 def soklet(folder: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,15 +23,6 @@ from tests.fleet.support_served import multi_round
 from tests.server.support import FORM_CAPS
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def members() -> Iterator[list[Member]]:
-    """Every member a test starts, killed afterwards if the test did not stop it."""
-    started: list[Member] = []
-    yield started
-    for member in started:
-        member.kill()
 
 
 def _start(members: list[Member], folder: Path, fleet: FleetStore, name: str, *extra: str) -> Member:
