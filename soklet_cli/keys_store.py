@@ -32,7 +32,7 @@ from soklet_core.fleet.store_rotation import (
     StoreRotation,
     StoreRotationAbort,
     StoreRotator,
-    drain_wait_ms,
+    removal_lifetime,
 )
 from soklet_core.keys import (
     KeyringError,
@@ -411,9 +411,7 @@ def remove(session: StoreSession, key_id: str, lifetime: timedelta, lifetime_tex
     waited: list[timedelta] = []
 
     async def work(fleet: FleetKeyring) -> LoadedFleetKeyring:
-        members = await StoreRotator(fleet, owner="keys remove", emit=lambda _event: None).members()
-        wait_ms, _skew = drain_wait_ms(members) if any(member.live for member in members) else (0, 0)
-        chosen = max(lifetime, timedelta(milliseconds=wait_ms))
+        chosen = await removal_lifetime(fleet, lifetime)
         waited.append(chosen)
         return await fleet.remove(key_id, max_state_lifetime=chosen, force=force)
 
@@ -590,6 +588,7 @@ def rotate(session: StoreSession, request: RotateRequest) -> None:
                 if plan.active_age is not None and plan.active_age < bound:
                     return _Outcome("young", plan=plan)
             if not request.yes:
+                error_console.print(_members_table(plan.members))
                 _show_plan(plan, None)
                 if not await asyncio.to_thread(typer.confirm, "rotate now?", default=False, err=True):
                     return _Outcome("cancelled", plan=plan)
@@ -605,16 +604,18 @@ def rotate(session: StoreSession, request: RotateRequest) -> None:
     _report(session, request, outcome, events)
 
 
-def _show_plan(plan: StorePlan, record: StoreRotation | None) -> None:
-    error_console.print(_members_table(plan.members))
+def _show_plan(plan: StorePlan, record: StoreRotation | None, say: Callable[[str], None] = _note) -> None:
+    """The plan in words: on stderr before a confirmation, on stdout for ``--dry-run`` (``say=_say``)."""
     live = sum(member.live for member in plan.members)
-    _note(
-        f"plan: key {plan.new_key} replaces {plan.former_key}; {live} live member(s); each step waits until every "
-        f"live member applied it; the former key goes {plan.wait_ms} ms after the activation (the longest state "
-        f"lifetime plus the largest clock skew, {plan.skew_ms} ms)"
+    say(f"new key {plan.new_key} would replace {plan.former_key} ({live} live member(s))")
+    say(
+        f"wait before the former key goes: {plan.wait_ms} ms after the activation (the longest state lifetime plus "
+        f"the largest clock skew, {plan.skew_ms} ms); each step waits until every live member applied it"
     )
+    if plan.active_age is not None:
+        say(f"active key age: {_age_text(plan.active_age)}")
     if record is not None:
-        _note(f"a rotation to key {record.new_key} is in progress (step {record.step.label}): --resume or --abort")
+        say(f"a rotation to key {record.new_key} is in progress (step {record.step.label}): --resume or --abort")
 
 
 def _report(session: StoreSession, request: RotateRequest, outcome: _Outcome, events: list[dict[str, Any]]) -> None:
@@ -638,7 +639,7 @@ def _report(session: StoreSession, request: RotateRequest, outcome: _Outcome, ev
             )
         else:
             console.print(_members_table(plan.members))
-            _show_plan_out(plan, outcome.record)
+            _show_plan(plan, outcome.record, _say)
         return
     if outcome.status in {"young", "cancelled"}:
         plan = outcome.plan
@@ -694,16 +695,3 @@ def _report(session: StoreSession, request: RotateRequest, outcome: _Outcome, ev
             + (f"; excluded: {', '.join(rotation.excluded)}" if rotation.excluded else "")
         )
     _fingerprint_line(loaded)
-
-
-def _show_plan_out(plan: StorePlan, record: StoreRotation | None) -> None:
-    live = sum(member.live for member in plan.members)
-    _say(f"new key {plan.new_key} would replace {plan.former_key} ({live} live member(s))")
-    _say(
-        f"wait before the former key goes: {plan.wait_ms} ms (the longest state lifetime plus the largest clock "
-        f"skew, {plan.skew_ms} ms)"
-    )
-    if plan.active_age is not None:
-        _say(f"active key age: {_age_text(plan.active_age)}")
-    if record is not None:
-        _say(f"a rotation to key {record.new_key} is in progress (step {record.step.label}): --resume or --abort")

@@ -53,6 +53,7 @@ __all__ = [
     "fleet_members",
     "judge_store_fleet",
     "largest_skew_ms",
+    "removal_lifetime",
 ]
 
 #: A member whose last heartbeat is older than this is gone: reported and excluded from the waits.
@@ -287,6 +288,18 @@ def drain_wait_ms(members: Sequence[FleetMember]) -> tuple[int, int]:
     default = int(DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME.total_seconds() * 1000)
     skew = largest_skew_ms(members)
     return max(lifetimes, default=default) + skew, skew
+
+
+async def removal_lifetime(
+    fleet: FleetKeyring, at_least: timedelta, *, clock: Callable[[], float] = time.time
+) -> timedelta:
+    """How long a key must have stopped sealing before ``keys remove --store`` may remove it: ``at_least``, or, when
+    longer, the drain wait a rotation would take (the longest lifetime a live member reports plus the largest
+    clock skew between members). Without a live member, ``at_least``."""
+    members = fleet_members(await fleet.store.heartbeats(), now=_utc(clock))
+    if not any(member.live for member in members):
+        return at_least
+    return max(at_least, timedelta(milliseconds=drain_wait_ms(members)[0]))
 
 
 class StoreRotator:
