@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python benchmarks/fleet_check.py [--instances 100] [--real 16] [--repeat 5] [--json]``.
 
-The endpoints are all real admin listeners (``soklet_core.mcp.server.admin.AdminApp`` on uvicorn, each over its own
+The endpoints are all real admin listeners (``soklet_core.mcp.server.ops._admin.AdminApp`` on uvicorn, each over its own
 copy of one keyring file), never a stub: ``--real`` of them are whole ``soklet serve --admin-port 0`` processes;
 the rest are served by one more process holding that many admin listeners on one event loop (a two-core machine
 cannot run 100 server processes). Each is listed in a fleet file with its own name and URL.
@@ -54,7 +54,8 @@ def _host(folder: Path, count: int) -> None:
     from soklet_core.files import read_keyring_file
     from soklet_core.keys import KeyringManager
     from soklet_core.mcp import HttpLimits
-    from soklet_core.mcp.server import AdminApp, AdminTokens, LiveKeyring, limited_uvicorn_config, uvicorn_server_class
+    from soklet_core.mcp.server.http import limited_uvicorn_config, uvicorn_server_class
+    from soklet_core.mcp.server.ops import AdminApp, AdminTokens, LiveKeyring
 
     async def main() -> None:
         servers = []

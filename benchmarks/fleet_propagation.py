@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))  # tools/ (the throwaway PostgreSQL cluster) is no
 from soklet_core.files.kek_source import write_kek_file  # noqa: E402
 from soklet_core.fleet.store_rotation import StoreRotator  # noqa: E402
 from soklet_core.keys import ProtectionKey, ProtectionKeyring  # noqa: E402
-from soklet_core.mcp.server.store_keyring import HEARTBEAT_SECONDS  # noqa: E402
+from soklet_core.mcp.server.ops._store_keyring import HEARTBEAT_SECONDS  # noqa: E402
 from soklet_core.store import FleetKeyring, open_store, sqlite_url  # noqa: E402
 from soklet_core.store.keyring_records import KEYRING_POLL_SECONDS, MAX_FLEET_KEYS  # noqa: E402
 from tools.postgres import PostgresCluster  # noqa: E402

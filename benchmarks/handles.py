@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))  # tools/ (the throwaway PostgreSQL cluster) is no
 
 from soklet_core.json import JsonNumber, JsonValue, serialize  # noqa: E402
 from soklet_core.mcp import ClientCapabilities, HandleRepository, Identity, RequestContext, RequestStateMode  # noqa: E402
-from soklet_core.mcp.server import DEFAULT_HANDLE_LIFETIME, HANDLE_BYTES  # noqa: E402
+from soklet_core.mcp.server.durable import DEFAULT_HANDLE_LIFETIME, HANDLE_BYTES  # noqa: E402
 from soklet_core.store import STORE_TIMEOUT_SECONDS, DurableStore, open_store, sqlite_url  # noqa: E402
 from soklet_core.store.statements import POSTGRESQL, SQLITE, Statements  # noqa: E402
 from tools.postgres import PostgresCluster  # noqa: E402

@@ -21,8 +21,8 @@ def serve(variant: str) -> None:
     from soklet_apps import demo
     from soklet_core.keys import ProtectionKey, ProtectionKeyring
     from soklet_core.mcp import McpServer
-    from soklet_core.mcp.server import uvicorn_config, uvicorn_server_class
-    from soklet_core.mcp.server.metrics import ServerMetrics
+    from soklet_core.mcp.server.http import uvicorn_config, uvicorn_server_class
+    from soklet_core.mcp.server.ops._metrics import ServerMetrics
     from soklet_core.protection import ProtectionConfig
 
     ring = ProtectionKeyring(ProtectionKey.generate("bench"))

@@ -61,7 +61,7 @@ from soklet_core.mcp import (
     text_field,
     tool,
 )
-from soklet_core.mcp.server.jsonrpc import INTERNAL_ERROR
+from soklet_core.mcp.server._jsonrpc import INTERNAL_ERROR
 
 #: A 1×1 PNG.
 PNG_1X1 = base64.b64decode(

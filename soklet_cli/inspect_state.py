@@ -12,7 +12,7 @@ from rich.text import Text
 
 from soklet_core.json import JsonValue, canonical_bytes, canonical_text, parse, serialize
 from soklet_core.keys import ProtectionKeyring
-from soklet_core.mcp.server.handles import looks_like_handle
+from soklet_core.mcp.server.durable._handles import looks_like_handle
 from soklet_core.protection import (
     ANONYMOUS_PARTITION,
     DEFAULT_MAXIMUM_ENCODED_BYTES,

@@ -35,25 +35,19 @@ from soklet_core.json import encode_wire
 from soklet_core.keys import Fingerprint, KeyWrapError, KeyWrapper, ProtectionKey
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION
 from soklet_core.mcp import HttpLimits, McpServer, Registry
-from soklet_core.mcp.server import (
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_HEAD_BYTES,
+from soklet_core.mcp.server.durable import (
     DEFAULT_TASK_TTL_MS,
     MAX_STORED_TASK_BYTES_PER_PARTITION,
     MAX_STORED_TASKS_PER_PARTITION,
-    AdminApp,
-    AdminTokenError,
-    AdminTokens,
-    KeyringFileWatcher,
-    LiveKeyring,
+)
+from soklet_core.mcp.server.http import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEAD_BYTES,
     limited_uvicorn_config,
-    read_admin_tokens,
     uvicorn_config,
     uvicorn_server_class,
 )
-from soklet_core.mcp.server.admin import check_admin_tls_key
-from soklet_core.mcp.server.admin_snapshot import new_process_id
-from soklet_core.mcp.server.http_runner import (
+from soklet_core.mcp.server.http._runner import (
     DEFAULT_BODY_TIMEOUT_SECONDS,
     DEFAULT_HEADER_TIMEOUT_SECONDS,
     DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,
@@ -63,24 +57,34 @@ from soklet_core.mcp.server.http_runner import (
     MIN_HEAD_BYTES,
     serve_together,
 )
-from soklet_core.mcp.server.legacy import (
+from soklet_core.mcp.server.http._transport import MalformedAuthority, parse_authority, parse_origin
+from soklet_core.mcp.server.legacy._engine import (
     DEFAULT_INPUT_TIMEOUT_SECONDS,
     LEGACY_PROTOCOL_VERSIONS,
     MAX_INPUT_TIMEOUT_SECONDS,
     ProtocolEras,
 )
-from soklet_core.mcp.server.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
-from soklet_core.mcp.server.metrics import ServerMetrics
-from soklet_core.mcp.server.readiness import ExpectedFingerprint, NotReady, Readiness
-from soklet_core.mcp.server.sessions import (
+from soklet_core.mcp.server.legacy._sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_SECONDS,
     MAX_SESSION_IDLE_SECONDS,
     MAX_SESSIONS_LIMIT,
 )
-from soklet_core.mcp.server.stdio import StdioTransport, open_pipe_streams
-from soklet_core.mcp.server.store_keyring import HEARTBEAT_SECONDS, PROPAGATION_BOUND_SECONDS, StoreKeyring
-from soklet_core.mcp.server.transport import MalformedAuthority, parse_authority, parse_origin
+from soklet_core.mcp.server.ops import (
+    AdminApp,
+    AdminTokenError,
+    AdminTokens,
+    KeyringFileWatcher,
+    LiveKeyring,
+    read_admin_tokens,
+)
+from soklet_core.mcp.server.ops._admin import check_admin_tls_key
+from soklet_core.mcp.server.ops._live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
+from soklet_core.mcp.server.ops._metrics import ServerMetrics
+from soklet_core.mcp.server.ops._readiness import ExpectedFingerprint, NotReady, Readiness
+from soklet_core.mcp.server.ops._snapshot import new_process_id
+from soklet_core.mcp.server.ops._store_keyring import HEARTBEAT_SECONDS, PROPAGATION_BOUND_SECONDS, StoreKeyring
+from soklet_core.mcp.server.stdio._transport import StdioTransport, open_pipe_streams
 from soklet_core.protection import ProtectionConfig
 from soklet_core.protocol import (
     CLIENT_CAPABILITIES_META_KEY,

@@ -15,7 +15,7 @@ from typing import Annotated, Final, NoReturn, TypeVar
 
 import typer
 
-from soklet_core.mcp.server.tasks import iso_time
+from soklet_core.mcp.server.durable._tasks import iso_time
 from soklet_core.store import (
     DurableStore,
     StoreError,

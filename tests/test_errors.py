@@ -62,21 +62,12 @@ from soklet_core.mcp.model import (
     check_elicitation_url,
     tool,
 )
-from soklet_core.mcp.server import (
-    AdminTokenError,
-    AdmissionRefused,
-    AdmissionRefusedReason,
-    AdmissionRequest,
-    BearerTokenAdmission,
-    LiveKeyringError,
-    LiveKeyringRefusal,
-    McpError,
-    SessionLimitReason,
-    SessionsFull,
-    parse_authority,
-    read_admin_tokens,
-)
-from soklet_core.mcp.server.transport import MalformedAuthority
+from soklet_core.mcp.server import BearerTokenAdmission, McpError
+from soklet_core.mcp.server.engine import AdmissionRefused, AdmissionRefusedReason, AdmissionRequest
+from soklet_core.mcp.server.http import parse_authority
+from soklet_core.mcp.server.http._transport import MalformedAuthority
+from soklet_core.mcp.server.legacy import SessionLimitReason, SessionsFull
+from soklet_core.mcp.server.ops import AdminTokenError, LiveKeyringError, LiveKeyringRefusal, read_admin_tokens
 from soklet_core.protection import (
     EnvelopeHeader,
     ProtectionError,

@@ -132,8 +132,8 @@ def _tree(tmp_path: Path, module: str, source: str) -> Path:
         ("soklet_core.json.upward", "from soklet_core.mcp import McpServer\n", "soklet_core.mcp (mcp) is above json"),
         (
             "soklet_core.mcp.model.registry",
-            "from soklet_core.mcp.server.dispatcher import Dispatcher\n",
-            "soklet_core.mcp.server.dispatcher (mcp.server) is above mcp.model",
+            "from soklet_core.mcp.server.engine._dispatcher import Dispatcher\n",
+            "soklet_core.mcp.server.engine._dispatcher (mcp.server) is above mcp.model",
         ),
         (
             "soklet_core.mcp.model.registry",
@@ -157,9 +157,9 @@ def _tree(tmp_path: Path, module: str, source: str) -> Path:
             "soklet_core (errors) is above protocol",
         ),
         ("soklet_core.fleet.check", "import rich\n", "rich imported by soklet_core"),
-        ("soklet_core.mcp.server.app", "from soklet_apps import demo\n", "soklet_apps imported by soklet_core"),
+        ("soklet_core.mcp.server._server", "from soklet_apps import demo\n", "soklet_apps imported by soklet_core"),
         (
-            "soklet_core.mcp.server.app",
+            "soklet_core.mcp.server._server",
             "from soklet_cli.serve import serve\n",
             "soklet_cli.serve imported by soklet_core",
         ),
@@ -179,9 +179,12 @@ def test_the_check_sees_a_broken_rule(tmp_path: Path, module: str, source: str, 
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("soklet_core.mcp.server.app", "from soklet_core.mcp.model.registry import Registry\nfrom . import jsonrpc\n"),
+        (
+            "soklet_core.mcp.server._server",
+            "from soklet_core.mcp.model.registry import Registry\nfrom . import _jsonrpc\n",
+        ),
         ("soklet_core.mcp.__init__", "from .model import tool\nfrom .server import McpServer\n"),
-        ("soklet_core.fleet.tokens", "from soklet_core.mcp.server.admin import AdminTokens\n"),
+        ("soklet_core.fleet.tokens", "from soklet_core.mcp.server.ops._admin import AdminTokens\n"),
         ("soklet_core.errors", "from soklet_core.protocol import DEFAULT_ENDPOINT_PATH\n"),
         ("soklet_apps.demo", "from soklet_core.mcp import tool\n"),
         ("soklet_cli.serve", "from soklet_apps import demo\nfrom soklet_core.mcp import McpServer\nimport typer\n"),
@@ -219,7 +222,7 @@ def test_the_import_contracts_can_fail(tmp_path: Path) -> None:
     # A scratch tree shaped as the project passes the contracts, and one upward import breaks the one it should.
     clean = _lint_imports(tmp_path)
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    _tree(tmp_path, "soklet_core.mcp.model.registry", "from soklet_core.mcp.server import dispatcher\n")
+    _tree(tmp_path, "soklet_core.mcp.model.registry", "from soklet_core.mcp import server\n")
     broken = _lint_imports(tmp_path)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "The MCP model never imports the server machinery BROKEN" in broken.stdout

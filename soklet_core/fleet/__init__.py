@@ -6,7 +6,7 @@
 <FleetStatus.CONVERGED: 'converged'>
 """
 
-from soklet_core.mcp.server.admin_snapshot import (
+from soklet_core.mcp.server.ops._snapshot import (
     ADMIN_SNAPSHOT_PATH,
     MAX_PROCESS_ID_CHARS,
     MAX_SNAPSHOT_BYTES,

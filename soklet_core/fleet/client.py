@@ -22,7 +22,7 @@ from typing import Final
 import httpx
 
 from soklet_core.files import DEFAULT_FLEET_TIMEOUT_SECONDS, KeyringFileError, read_regular_file
-from soklet_core.mcp.server.admin_snapshot import (
+from soklet_core.mcp.server.ops._snapshot import (
     ADMIN_SNAPSHOT_PATH,
     MAX_SNAPSHOT_BYTES,
     AdminSnapshot,

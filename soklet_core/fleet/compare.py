@@ -32,7 +32,7 @@ from soklet_core.keys import (
     KeyringError,
     printable_name,
 )
-from soklet_core.mcp.server.admin_snapshot import AdminSnapshot
+from soklet_core.mcp.server.ops._snapshot import AdminSnapshot
 
 from .client import InstanceReading
 from .clock import ClockSkew, fleet_skew

@@ -55,7 +55,7 @@ from soklet_core.keys import (
     encode_base64url,
     is_valid_key_id,
 )
-from soklet_core.mcp.server.admin_snapshot import AdminSnapshot
+from soklet_core.mcp.server.ops._snapshot import AdminSnapshot
 
 from .client import AdminTarget, ChangeOutcome, InstanceReading, apply_changes, read_snapshots
 from .clock import fleet_skew

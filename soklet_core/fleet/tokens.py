@@ -1,12 +1,12 @@
 """The admin token a client sends, read from the same kind of source, in the same format, as the admin listener
-reads its own (:class:`soklet_core.mcp.server.admin.AdminTokens`): a bare token, or one ``label:token`` line."""
+reads its own (:class:`soklet_core.mcp.server.ops._admin.AdminTokens`): a bare token, or one ``label:token`` line."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from soklet_core.files import AdminTokenEnv, AdminTokenSource, FleetFileError, KeyringFileError, io_problem
-from soklet_core.mcp.server.admin import AdminTokenError, AdminTokens
+from soklet_core.mcp.server.ops._admin import AdminTokenError, AdminTokens
 
 __all__ = ["read_admin_token"]
 

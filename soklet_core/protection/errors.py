@@ -4,7 +4,7 @@ Two kinds of failure, one hierarchy (:class:`ProtectionError`):
 
 * :class:`RequestStateProtectionException` — a sealed state that will not open, or a state that cannot be
   sealed. Its :class:`Reason` is a closed enum; the reason goes to the operator log and to ``soklet
-  inspect-state``. What a client is told is the MCP layer's business (``soklet_core.mcp.server.jsonrpc``): it depends
+  inspect-state``. What a client is told is the MCP layer's business (``soklet_core.mcp.server._jsonrpc``): it depends
   only on the direction (:attr:`Reason.is_sealing`), so clients cannot tell reasons apart.
 * :class:`ProtectionUsageError` — a configuration or an argument the caller got wrong (a non-positive limit, an
   endpoint path that is not a path, a request id that is neither string nor number).

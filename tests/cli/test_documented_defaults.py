@@ -13,15 +13,14 @@ import pytest
 from soklet_cli.keys import DEFAULT_STATE_LIFETIME
 from soklet_cli.serve import serve
 from soklet_core.files import DEFAULT_FLEET_TIMEOUT_SECONDS, MAX_FLEET_TIMEOUT_SECONDS
-from soklet_core.mcp.server.legacy import (
+from soklet_core.mcp.server.legacy._engine import (
     DEFAULT_INPUT_TIMEOUT_SECONDS,
     LEGACY_PROTOCOL_VERSIONS,
     MAX_INITIALIZE_BYTES,
     MAX_INPUT_TIMEOUT_SECONDS,
     MIN_INPUT_TIMEOUT_SECONDS,
 )
-from soklet_core.mcp.server.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
-from soklet_core.mcp.server.sessions import (
+from soklet_core.mcp.server.legacy._sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_SECONDS,
     MAX_INFLIGHT_PER_SESSION,
@@ -31,6 +30,7 @@ from soklet_core.mcp.server.sessions import (
     PARTITION_SHARE_DIVISOR,
     PEER_SHARE_DIVISOR,
 )
+from soklet_core.mcp.server.ops._live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
 from soklet_core.protocol import (
     DEFAULT_ENDPOINT_PATH,
     DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,

@@ -20,12 +20,12 @@ from typing import IO, Any
 import httpx
 import pytest
 
-from soklet_core.mcp.server.legacy import (
+from soklet_core.mcp.server.legacy._engine import (
     DEFAULT_INPUT_TIMEOUT_SECONDS,
     LEGACY_PROTOCOL_VERSIONS,
     MAX_INPUT_TIMEOUT_SECONDS,
 )
-from soklet_core.mcp.server.sessions import (
+from soklet_core.mcp.server.legacy._sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_SECONDS,
     MAX_SESSION_IDLE_SECONDS,

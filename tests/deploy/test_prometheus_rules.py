@@ -21,8 +21,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from soklet_core.keys import ProtectionKey
-from soklet_core.mcp.server.metrics import RETIRED_KEY_REASON
-from soklet_core.mcp.server.readiness import NotReady
+from soklet_core.mcp.server.ops._metrics import RETIRED_KEY_REASON
+from soklet_core.mcp.server.ops._readiness import NotReady
 from soklet_core.protection import RequestStateProtectionReason
 from tests.server.support_admin import write_keyring
 

@@ -22,7 +22,7 @@ from soklet_core.files import (
     write_keyring_file,
 )
 from soklet_core.keys import KeyringManager, ProtectionKey
-from soklet_core.mcp.server import LiveKeyring
+from soklet_core.mcp.server.ops import LiveKeyring
 from tests.conftest import Soklet
 
 

@@ -17,7 +17,7 @@ from soklet_core.fleet import (
     parse_admin_snapshot,
 )
 from soklet_core.keys import ProtectionKey
-from soklet_core.mcp.server.admin_snapshot import new_process_id
+from soklet_core.mcp.server.ops._snapshot import new_process_id
 from tests.fleet.support_snapshots import A, B, document, keyring, process_id_of
 
 

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from soklet_core import __version__
 from soklet_core.keys import KeyringSnapshot, ProtectionKey, ProtectionKeyring
 from soklet_core.keys.snapshot import KeyUse
-from soklet_core.mcp.server.metrics import (
+from soklet_core.mcp.server.ops._metrics import (
     METRICS_CONTENT_TYPE,
     REQUEST_OUTCOMES,
     ServerMetrics,

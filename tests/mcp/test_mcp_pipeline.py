@@ -34,9 +34,7 @@ from soklet_core.mcp import (
     tool,
 )
 from soklet_core.mcp.model import methods
-from soklet_core.mcp.server import DispatchResult, HttpRequest
-from soklet_core.mcp.server.dispatcher import _METHODS, ValidatedRequest
-from soklet_core.mcp.server.jsonrpc import (
+from soklet_core.mcp.server._jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INTERNAL_ERROR_MESSAGE,
@@ -50,6 +48,8 @@ from soklet_core.mcp.server.jsonrpc import (
     encode_error,
     state_refusal,
 )
+from soklet_core.mcp.server.engine import DispatchResult, HttpRequest
+from soklet_core.mcp.server.engine._dispatcher import _METHODS, ValidatedRequest
 from soklet_core.protection import ProtectionConfig, RequestStateProtectionException, bind_request
 from soklet_core.protocol import PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 

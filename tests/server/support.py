@@ -15,7 +15,7 @@ import httpx
 import uvicorn
 
 from soklet_core.mcp import McpServer
-from soklet_core.mcp.server import uvicorn_config, uvicorn_server_class
+from soklet_core.mcp.server.http import uvicorn_config, uvicorn_server_class
 from soklet_core.protocol import TASKS_EXTENSION
 
 VERSION = "2026-07-28"

@@ -14,7 +14,7 @@ import pytest
 
 from soklet_core.files import MAX_INSTANCE_NAME_CHARS
 from soklet_core.keys import ProtectionKey
-from soklet_core.mcp.server.live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
+from soklet_core.mcp.server.ops._live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
 from soklet_core.protection import EnvelopeHeader
 from tests.server.support import FORM_CAPS, Client
 from tests.server.support_admin import (

@@ -16,16 +16,9 @@ import pytest
 from soklet_core.files import KeyringFileError, KeyringFileErrorReason, read_keyring_file
 from soklet_core.keys import KeyInUse, KeyringManager, ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import HttpLimits
-from soklet_core.mcp.server import (
-    MAX_ADMIN_BODY_BYTES,
-    AdminApp,
-    AdminTokenError,
-    AdminTokens,
-    LiveKeyring,
-    limited_uvicorn_config,
-    uvicorn_server_class,
-)
-from soklet_core.mcp.server.admin import (
+from soklet_core.mcp.server.http import limited_uvicorn_config, uvicorn_server_class
+from soklet_core.mcp.server.ops import MAX_ADMIN_BODY_BYTES, AdminApp, AdminTokenError, AdminTokens, LiveKeyring
+from soklet_core.mcp.server.ops._admin import (
     MAX_ADMIN_TOKEN_CHARS,
     MAX_ADMIN_TOKEN_FILE_BYTES,
     MAX_ADMIN_TOKENS,

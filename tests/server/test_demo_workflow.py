@@ -31,7 +31,8 @@ from soklet_core.mcp import (
     RequestStateMode,
     tool,
 )
-from soklet_core.mcp.server import HANDLE_REJECTED_REASON, uvicorn_config, uvicorn_server_class
+from soklet_core.mcp.server.durable import HANDLE_REJECTED_REASON
+from soklet_core.mcp.server.http import uvicorn_config, uvicorn_server_class
 from soklet_core.protection import ProtectionConfig
 from soklet_core.store import DurableStore, open_store
 from tests.server.support import CAPS, FORM_CAPS, PV, VERSION, Client, Reply

@@ -24,7 +24,7 @@ from soklet_core.mcp import (
     handle_rejected,
     mint_url_handle,
 )
-from soklet_core.mcp.server import HANDLE_BYTES, HANDLE_REJECTED_REASON, MAX_HANDLE_LIFETIME
+from soklet_core.mcp.server.durable import HANDLE_BYTES, HANDLE_REJECTED_REASON, MAX_HANDLE_LIFETIME
 from soklet_core.store import MAX_HANDLE_STATE_BYTES, DurableStore, StoreError, StoreErrorReason, open_store
 
 T = TypeVar("T")

@@ -31,8 +31,8 @@ from soklet_core.mcp import (
     prompt,
     tool,
 )
-from soklet_core.mcp.server.dispatcher import Dispatcher, DispatchResult, HttpRequest
-from soklet_core.mcp.server.legacy import (
+from soklet_core.mcp.server.engine._dispatcher import Dispatcher, DispatchResult, HttpRequest
+from soklet_core.mcp.server.legacy._engine import (
     LEGACY_PROTOCOL_VERSIONS,
     SESSION_HEADER,
     LegacyProtocol,
@@ -43,7 +43,7 @@ from soklet_core.mcp.server.legacy import (
     legacy_capabilities,
     modern_request,
 )
-from soklet_core.mcp.server.sessions import MAX_INFLIGHT_PER_SESSION, SessionTable
+from soklet_core.mcp.server.legacy._sessions import MAX_INFLIGHT_PER_SESSION, SessionTable
 from soklet_core.protection import ProtectionConfig, RequestStateSealer
 
 KEYRING = ProtectionKeyring(ProtectionKey.generate("legacy-engine"))

@@ -14,7 +14,7 @@ import pytest
 
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import McpServer
-from soklet_core.mcp.server.admission import BearerTokenAdmission
+from soklet_core.mcp.server._admission import BearerTokenAdmission
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import Entries, build_test_registry, running
 

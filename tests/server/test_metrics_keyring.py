@@ -12,8 +12,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from soklet_core.keys import KeyringManager, KeyringSnapshot, ProtectionKey, ProtectionKeyring
-from soklet_core.mcp.server.metrics import MAX_REMEMBERED_REMOVED_KEYS, RETIRED_KEY_REASON, ServerMetrics
-from soklet_core.mcp.server.readiness import NotReady, Readiness
+from soklet_core.mcp.server.ops._metrics import MAX_REMEMBERED_REMOVED_KEYS, RETIRED_KEY_REASON, ServerMetrics
+from soklet_core.mcp.server.ops._readiness import NotReady, Readiness
 from soklet_core.protection import EnvelopeProtector
 from tests.fleet.support_served import call_tool
 from tests.server.support_admin import Instance, material_text, write_keyring

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from soklet_core.mcp import McpServer, Registry
-from soklet_core.mcp.server.transport import MAX_MOUNTS, Message, Receive, Scope, Send
+from soklet_core.mcp.server.http._transport import MAX_MOUNTS, Message, Receive, Scope, Send
 from tests.server.support import Client, running
 
 

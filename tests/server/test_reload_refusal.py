@@ -21,9 +21,9 @@ import pytest
 
 from soklet_core.files import atomic_write, read_keyring_file, render_keyring_document
 from soklet_core.keys import KeyInUse, KeyringManager, LocalKek, ProtectionKey
-from soklet_core.mcp.server import LiveKeyring
-from soklet_core.mcp.server.live_keyring import LiveKeyringError, LiveKeyringRefusal
-from soklet_core.mcp.server.readiness import NotReady, Readiness
+from soklet_core.mcp.server.ops import LiveKeyring
+from soklet_core.mcp.server.ops._live_keyring import LiveKeyringError, LiveKeyringRefusal
+from soklet_core.mcp.server.ops._readiness import NotReady, Readiness
 from tests.fleet.support_served import call_tool
 from tests.server.support_admin import Instance, write_keyring
 

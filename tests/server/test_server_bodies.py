@@ -21,7 +21,7 @@ from test_server_flows import make_server
 
 from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, params_digest, parse
 from soklet_core.mcp import Registry
-from soklet_core.mcp.server.dispatcher import (
+from soklet_core.mcp.server.engine._dispatcher import (
     INLINE_BODY_BYTES,
     LARGE_BODY_WAIT_SECONDS,
     MAX_CONCURRENT_LARGE_BODIES,

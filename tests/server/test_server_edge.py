@@ -22,9 +22,9 @@ from soklet_apps import conformance
 from soklet_cli.serve import EXAMPLE_END
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import HttpLimits, McpServer
-from soklet_core.mcp.server import DEFAULT_MAX_HEAD_BYTES, parse_authority, parse_origin
-from soklet_core.mcp.server.http_runner import MAX_HEAD_BYTES_CEILING, MAX_TIMEOUT_SECONDS, MIN_HEAD_BYTES
-from soklet_core.mcp.server.transport import MalformedAuthority
+from soklet_core.mcp.server.http import DEFAULT_MAX_HEAD_BYTES, parse_authority, parse_origin
+from soklet_core.mcp.server.http._runner import MAX_HEAD_BYTES_CEILING, MAX_TIMEOUT_SECONDS, MIN_HEAD_BYTES
+from soklet_core.mcp.server.http._transport import MalformedAuthority
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import CAPS, PV, VERSION, Client, running
 
@@ -534,7 +534,7 @@ def test_dev_key_tokens_can_be_inspected_and_the_key_is_logged(processes: list[s
 
 def test_limits_table_matches_the_constants() -> None:
     from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, MAX_REQUEST_BODY_BYTES, RESPONSE_OUTPUT_CEILING_BYTES
-    from soklet_core.mcp.server import http_runner
+    from soklet_core.mcp.server.http import _runner as http_runner
     from soklet_core.protection import MAX_ENDPOINT_PATH_CHARS
 
     doc = (HERE.parents[1] / "docs" / "server.md").read_text()

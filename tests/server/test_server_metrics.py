@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import McpServer
-from soklet_core.mcp.server.metrics import ServerMetrics
+from soklet_core.mcp.server.ops._metrics import ServerMetrics
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import FORM_CAPS, Client, Entries, build_test_registry, running
 

@@ -12,8 +12,8 @@ import pytest
 
 from soklet_core.json import JsonObject, parse
 from soklet_core.mcp import ClientCapabilities
-from soklet_core.mcp.server import sessions as sessions_module
-from soklet_core.mcp.server.sessions import (
+from soklet_core.mcp.server.legacy import _sessions as sessions_module
+from soklet_core.mcp.server.legacy._sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_SECONDS,
     MAX_INFLIGHT_PER_SESSION,

@@ -15,9 +15,9 @@ import pytest
 from soklet_apps import demo
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import McpServer
-from soklet_core.mcp.server.http_runner import MAX_TIMEOUT_SECONDS
-from soklet_core.mcp.server.legacy import LegacyProtocol, ProtocolEras
-from soklet_core.mcp.server.stdio import StdioTransport, open_pipe_streams
+from soklet_core.mcp.server.http._runner import MAX_TIMEOUT_SECONDS
+from soklet_core.mcp.server.legacy._engine import LegacyProtocol, ProtocolEras
+from soklet_core.mcp.server.stdio._transport import StdioTransport, open_pipe_streams
 from soklet_core.protection import ProtectionConfig
 
 VERSION = "2026-07-28"
@@ -361,7 +361,7 @@ def test_end_of_input_cancels_a_request_waiting_for_the_client() -> None:
 
 
 def test_requests_past_the_in_flight_bound_are_answered_busy() -> None:
-    from soklet_core.mcp.server.sessions import MAX_INFLIGHT_PER_SESSION
+    from soklet_core.mcp.server.legacy._sessions import MAX_INFLIGHT_PER_SESSION
 
     async def scenario(client: Client, _serving: asyncio.Task[None]) -> None:
         await handshake(client)

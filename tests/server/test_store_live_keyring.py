@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 import pytest
 
 from soklet_core.keys import KeyInUse, KeyringManager, LocalKek, ProtectionKey, ProtectionKeyring
-from soklet_core.mcp.server.readiness import NotReady, Readiness
-from soklet_core.mcp.server.store_keyring import StoreKeyring
+from soklet_core.mcp.server.ops._readiness import NotReady, Readiness
+from soklet_core.mcp.server.ops._store_keyring import StoreKeyring
 from soklet_core.store import FleetKeyring, SqliteStore, StoreUrl, sqlite_url
 
 _T = TypeVar("_T")

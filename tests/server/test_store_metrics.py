@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from soklet_core.mcp.server.metrics import ServerMetrics
+from soklet_core.mcp.server.ops._metrics import ServerMetrics
 from soklet_core.store import TaskStatus, open_store
 from tests.cli.store_seed import seed_handles, seed_tasks, task
 

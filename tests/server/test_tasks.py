@@ -41,7 +41,7 @@ from soklet_core.mcp import (
     task_tool,
     tool,
 )
-from soklet_core.mcp.server.tasks import TaskManager
+from soklet_core.mcp.server.durable._tasks import TaskManager
 from soklet_core.store import DurableStore, open_store
 from tests.server.support import Client, running, task_request, wait_for_task
 
@@ -507,7 +507,7 @@ def test_unlimited_ttl_is_null(sqlite_store_url: str) -> None:
 
 
 def test_one_caller_has_a_bounded_number_of_live_tasks(sqlite_store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from soklet_core.mcp.server import tasks as task_module
+    from soklet_core.mcp.server.durable import _tasks as task_module
 
     monkeypatch.setattr(task_module, "MAX_LIVE_TASKS_PER_CALLER", 2)
     with serving(sqlite_store_url) as (base, _server):
@@ -525,7 +525,7 @@ def test_one_caller_has_a_bounded_number_of_live_tasks(sqlite_store_url: str, mo
 _CHILD = """
 import sys
 from soklet_core.mcp import BearerTokenAdmission, McpServer
-from soklet_core.mcp.server import uvicorn_config, uvicorn_server_class
+from soklet_core.mcp.server.http import uvicorn_config, uvicorn_server_class
 from soklet_core.store import open_store
 from tests.server.test_tasks import REGISTRY, TOKENS
 server = McpServer(REGISTRY, store=open_store(sys.argv[1]), admission=BearerTokenAdmission(TOKENS))

@@ -30,7 +30,7 @@ from soklet_core.mcp import (
     Registry,
     StartTask,
 )
-from soklet_core.mcp.server.tasks import (
+from soklet_core.mcp.server.durable._tasks import (
     MAX_STORED_TASK_BYTES_PER_PARTITION,
     MAX_STORED_TASKS_PER_PARTITION,
     ORPHAN_SWEEP_BATCH,

@@ -114,6 +114,33 @@ from soklet_core.mcp.model.results import (
     ReadResourceResult,
 )
 from soklet_core.mcp.model.tasks import TASKS_CAPABILITIES, StartTask, TaskSupport
+from soklet_core.mcp.server._admission import (
+    Admission,
+    AdmissionPolicy,
+    AdmissionRefused,
+    AdmissionRequest,
+    AnonymousAdmission,
+)
+from soklet_core.mcp.server._jsonrpc import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INTERNAL_ERROR_MESSAGE,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_CAPABILITY,
+    PARSE_ERROR,
+    RESPONSE_TOO_LARGE_MESSAGE,
+    UNSUPPORTED_VERSION,
+    McpError,
+    encode_error,
+    encode_result,
+    error_response,
+    missing_capabilities,
+    state_refusal,
+    store_refusal,
+)
+from soklet_core.mcp.server.durable._tasks import task_not_found
 from soklet_core.protection import (
     BoundRequest,
     OpenedRequestState,
@@ -133,31 +160,9 @@ from soklet_core.protocol import (
 )
 from soklet_core.store import StoreError
 
-from .admission import Admission, AdmissionPolicy, AdmissionRefused, AdmissionRequest, AnonymousAdmission
-from .jsonrpc import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    INTERNAL_ERROR_MESSAGE,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    MISSING_CAPABILITY,
-    PARSE_ERROR,
-    RESPONSE_TOO_LARGE_MESSAGE,
-    UNSUPPORTED_VERSION,
-    McpError,
-    encode_error,
-    encode_result,
-    error_response,
-    missing_capabilities,
-    state_refusal,
-    store_refusal,
-)
-from .tasks import task_not_found
-
 if TYPE_CHECKING:
-    from .metrics import ServerMetrics
-    from .tasks import TaskManager
+    from soklet_core.mcp.server.durable._tasks import TaskManager
+    from soklet_core.mcp.server.ops._metrics import ServerMetrics
 
 __all__ = [
     "DEFAULT_LIST_CACHE_HINT",

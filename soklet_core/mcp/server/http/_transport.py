@@ -7,7 +7,7 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
 * both protocol eras on that endpoint (:class:`~.legacy.ProtocolEras`). A POST without ``Mcp-Session-Id`` whose
   ``MCP-Protocol-Version`` header names a modern version is 2026-07-28, decided from the headers alone; only
   otherwise is the body read for the era (:func:`~.legacy.is_legacy_message`), and a 2025-era message goes to
-  :meth:`.LegacyProtocol.handle <soklet_core.mcp.server.legacy.LegacyProtocol.handle>` with this POST's
+  :meth:`.LegacyProtocol.handle <soklet_core.mcp.server.legacy._engine.LegacyProtocol.handle>` with this POST's
   response stream as its channel: the server's own requests to the client (``elicitation/create``...) are
   ``event: message`` frames of that stream, which starts at the first frame (a request that needs no input gets
   a plain JSON answer). An unknown or expired ``Mcp-Session-Id``: 404, JSON-RPC -32001 ``Session not found``;
@@ -69,19 +69,16 @@ from soklet_core.json import (
     parse,
 )
 from soklet_core.mcp.model.context import RequestId
-from soklet_core.protection import normalize_endpoint_path
-from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
-
-from .access_log import record_answer
-from .dispatcher import (
+from soklet_core.mcp.server._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, McpError, encode_error
+from soklet_core.mcp.server.engine._dispatcher import (
     INLINE_BODY_BYTES,
     Dispatcher,
     DispatchResult,
     HttpRequest,
 )
-from .http_runner import SHUTDOWN_MARGIN_SECONDS, HttpLimits
-from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, McpError, encode_error
-from .legacy import (
+from soklet_core.mcp.server.http._access_log import record_answer
+from soklet_core.mcp.server.http._runner import SHUTDOWN_MARGIN_SECONDS, HttpLimits
+from soklet_core.mcp.server.legacy._engine import (
     SESSION_HEADER,
     SESSION_NOT_FOUND,
     SESSION_NOT_FOUND_MESSAGE,
@@ -90,8 +87,10 @@ from .legacy import (
     ProtocolEras,
     era_from_headers,
 )
-from .readiness import RETRY_AFTER_SECONDS, Readiness
-from .sessions import LegacySession
+from soklet_core.mcp.server.legacy._sessions import LegacySession
+from soklet_core.mcp.server.ops._readiness import RETRY_AFTER_SECONDS, Readiness
+from soklet_core.protection import normalize_endpoint_path
+from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 
 _DEFAULT_LIMITS: Final = HttpLimits()
 

@@ -22,12 +22,15 @@ from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, MAX_REQUEST_BODY_BYTES,
 from soklet_core.keys import KeyringManager
 from soklet_core.mcp.model.registry import Registry
 from soklet_core.mcp.model.results import CacheHint
-from soklet_core.protection import ProtectionConfig, RequestStateSealer
-from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
-from soklet_core.store import DurableStore
-
-from .admission import AdmissionPolicy, AnonymousAdmission
-from .dispatcher import (
+from soklet_core.mcp.server._admission import AdmissionPolicy, AnonymousAdmission
+from soklet_core.mcp.server.durable._tasks import (
+    DEFAULT_POLL_INTERVAL_MS,
+    DEFAULT_TASK_TTL_MS,
+    MAX_STORED_TASK_BYTES_PER_PARTITION,
+    MAX_STORED_TASKS_PER_PARTITION,
+    TaskManager,
+)
+from soklet_core.mcp.server.engine._dispatcher import (
     DEFAULT_LIST_CACHE_HINT,
     DEFAULT_SERVER_NAME,
     SUPPORTED_PROTOCOL_VERSIONS,
@@ -35,19 +38,19 @@ from .dispatcher import (
     Interceptor,
     LifecycleCallback,
 )
-from .http_runner import HttpLimits
-from .legacy import DEFAULT_INPUT_TIMEOUT_SECONDS, LegacyProtocol, ProtocolEras
-from .metrics import ServerMetrics
-from .readiness import Readiness
-from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_SECONDS, SessionTable
-from .tasks import (
-    DEFAULT_POLL_INTERVAL_MS,
-    DEFAULT_TASK_TTL_MS,
-    MAX_STORED_TASK_BYTES_PER_PARTITION,
-    MAX_STORED_TASKS_PER_PARTITION,
-    TaskManager,
+from soklet_core.mcp.server.http._runner import HttpLimits
+from soklet_core.mcp.server.http._transport import ASGIApp, McpAsgiApp
+from soklet_core.mcp.server.legacy._engine import DEFAULT_INPUT_TIMEOUT_SECONDS, LegacyProtocol, ProtocolEras
+from soklet_core.mcp.server.legacy._sessions import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_SECONDS,
+    SessionTable,
 )
-from .transport import ASGIApp, McpAsgiApp
+from soklet_core.mcp.server.ops._metrics import ServerMetrics
+from soklet_core.mcp.server.ops._readiness import Readiness
+from soklet_core.protection import ProtectionConfig, RequestStateSealer
+from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
+from soklet_core.store import DurableStore
 
 __all__ = ["DEFAULT_ENDPOINT_PATH", "McpServer"]
 

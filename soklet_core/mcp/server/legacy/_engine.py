@@ -51,21 +51,7 @@ from soklet_core.mcp.model.context import RequestId
 from soklet_core.mcp.model.errors import McpModelError
 from soklet_core.mcp.model.input_required_result import RequestStateMode
 from soklet_core.mcp.model.registry import Registry
-from soklet_core.protocol import (
-    CLIENT_CAPABILITIES_META_KEY,
-    CLIENT_INFO_META_KEY,
-    DEFAULT_ENDPOINT_PATH,
-    DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
-    PROTOCOL_VERSION_META_KEY,
-)
-
-from .dispatcher import (
-    Dispatcher,
-    DispatchResult,
-    HttpRequest,
-    encode_header,
-)
-from .jsonrpc import (
+from soklet_core.mcp.server._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -76,7 +62,25 @@ from .jsonrpc import (
     capability_names,
     encode_result,
 )
-from .sessions import LegacySession, SessionLimitReason, SessionsFull, SessionTable
+from soklet_core.mcp.server.engine._dispatcher import (
+    Dispatcher,
+    DispatchResult,
+    HttpRequest,
+    encode_header,
+)
+from soklet_core.mcp.server.legacy._sessions import (
+    LegacySession,
+    SessionLimitReason,
+    SessionsFull,
+    SessionTable,
+)
+from soklet_core.protocol import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    DEFAULT_ENDPOINT_PATH,
+    DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
+    PROTOCOL_VERSION_META_KEY,
+)
 
 __all__ = [
     "DEFAULT_INPUT_TIMEOUT_SECONDS",

@@ -6,12 +6,12 @@ seal and open refusal reasons are :class:`~soklet_core.protection.RequestStatePr
 ``retired-key`` (:data:`RETIRED_KEY_REASON`) for an ``unknown-key`` refusal whose key id this instance held and
 removed; key ids come from the keyring (RFC 9110 tokens of at most 64 characters, as many as the keyring holds) and
 key roles from :class:`~soklet_core.files.KeyRole`; readiness reasons are
-:class:`~soklet_core.mcp.server.readiness.NotReady` values; task statuses are :class:`~soklet_core.store.TaskStatus`
+:class:`~soklet_core.mcp.server.ops.NotReady` values; task statuses are :class:`~soklet_core.store.TaskStatus`
 values. Anything outside a set is counted as ``other``, so a weird method string or an unregistered tool name can
 never become a series.
 
 Readiness (``soklet_ready``, ``soklet_not_ready{reason}``, ``soklet_keyring_file_refused``) is read from the watched
-:class:`~soklet_core.mcp.server.readiness.Readiness` at scrape time (:meth:`ServerMetrics.watch_readiness`);
+:class:`~soklet_core.mcp.server.ops._readiness.Readiness` at scrape time (:meth:`ServerMetrics.watch_readiness`);
 ``soklet_fleet_generation`` is exposed only once a store-mode server has set it
 (:meth:`ServerMetrics.fleet_generation`).
 
@@ -39,12 +39,11 @@ from prometheus_client.registry import Collector
 
 from soklet_core import __version__
 from soklet_core.files import KeyRole
+from soklet_core.mcp.server.durable._handles import HANDLE_REJECTED_REASON
+from soklet_core.mcp.server.engine._dispatcher import _KNOWN_METHODS
+from soklet_core.mcp.server.ops._readiness import NotReady, Readiness
 from soklet_core.protection import EnvelopeHeader, RequestStateProtectionException, RequestStateProtectionReason
 from soklet_core.store import DurableStore, StoreError, TaskStatus
-
-from .dispatcher import _KNOWN_METHODS
-from .handles import HANDLE_REJECTED_REASON
-from .readiness import NotReady, Readiness
 
 if TYPE_CHECKING:
     from soklet_core.keys import KeyringSnapshot

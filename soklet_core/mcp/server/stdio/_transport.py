@@ -57,15 +57,14 @@ from soklet_core.json import (
     encode_wire,
 )
 from soklet_core.mcp.model.context import RequestId
+from soklet_core.mcp.server._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, McpError
+from soklet_core.mcp.server.engine._dispatcher import DispatchResult, HttpRequest
+from soklet_core.mcp.server.http._access_log import record_answer
+from soklet_core.mcp.server.http._runner import MAX_TIMEOUT_SECONDS
+from soklet_core.mcp.server.legacy._engine import SESSION_HEADER, LegacyProtocol, LegacyRequest, modern_request
+from soklet_core.mcp.server.legacy._sessions import MAX_INFLIGHT_PER_SESSION, LegacySession
 from soklet_core.protection import normalize_endpoint_path
 from soklet_core.protocol import DEFAULT_SHUTDOWN_GRACE_SECONDS, PROTOCOL_VERSION_META_KEY
-
-from .access_log import record_answer
-from .dispatcher import DispatchResult, HttpRequest
-from .http_runner import MAX_TIMEOUT_SECONDS
-from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, McpError
-from .legacy import SESSION_HEADER, LegacyProtocol, LegacyRequest, modern_request
-from .sessions import MAX_INFLIGHT_PER_SESSION, LegacySession
 
 __all__ = ["StdioTransport", "open_pipe_streams"]
 

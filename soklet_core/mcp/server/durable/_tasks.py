@@ -64,6 +64,16 @@ from soklet_core.mcp.model.input_responses import InputResponses
 from soklet_core.mcp.model.registry import Registry, ToolRegistration
 from soklet_core.mcp.model.results import CallToolResult
 from soklet_core.mcp.model.tasks import StartTask, TaskContext, TaskFailed, TaskInputRequired, TaskStep
+from soklet_core.mcp.server._admission import Admission
+from soklet_core.mcp.server._jsonrpc import (
+    INTERNAL_ERROR,
+    INTERNAL_ERROR_MESSAGE,
+    INVALID_PARAMS,
+    RESPONSE_TOO_LARGE_MESSAGE,
+    McpError,
+    missing_capabilities,
+)
+from soklet_core.mcp.server.durable._handles import DEFAULT_PURGE_EVERY
 from soklet_core.store import (
     MAX_KEY_CHARS,
     DurableStore,
@@ -74,17 +84,6 @@ from soklet_core.store import (
     TaskStatus,
 )
 from soklet_core.store.records import from_millis, to_millis
-
-from .admission import Admission
-from .handles import DEFAULT_PURGE_EVERY
-from .jsonrpc import (
-    INTERNAL_ERROR,
-    INTERNAL_ERROR_MESSAGE,
-    INVALID_PARAMS,
-    RESPONSE_TOO_LARGE_MESSAGE,
-    McpError,
-    missing_capabilities,
-)
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL_MS",

@@ -39,15 +39,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
 
+from soklet_core.mcp.server._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, encode_error
 from soklet_core.protocol import DEFAULT_SHUTDOWN_GRACE_SECONDS
-
-from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, encode_error
 
 if TYPE_CHECKING:
     import uvicorn
 
-    from .app import McpServer
-    from .transport import McpAsgiApp
+    from soklet_core.mcp.server._server import McpServer
+    from soklet_core.mcp.server.http._transport import McpAsgiApp
 
 __all__ = [
     "DEFAULT_BODY_TIMEOUT_SECONDS",
@@ -252,7 +251,7 @@ def http_protocol_class(limits: HttpLimits) -> type[asyncio.Protocol]:
 
 
 def _app_of(target: McpServer | McpAsgiApp) -> McpAsgiApp:
-    from .transport import McpAsgiApp
+    from soklet_core.mcp.server.http._transport import McpAsgiApp
 
     return target if isinstance(target, McpAsgiApp) else target.asgi_app()
 
@@ -309,7 +308,7 @@ def uvicorn_server_class() -> type[uvicorn.Server]:
         return _server_class[0]
     import uvicorn
 
-    from .transport import McpAsgiApp
+    from soklet_core.mcp.server.http._transport import McpAsgiApp
 
     class DrainingServer(uvicorn.Server):
         """uvicorn's server; on stop, :meth:`McpAsgiApp.begin_drain` runs first."""

@@ -36,10 +36,9 @@ from typing import Any, Final
 from soklet_core.json import JsonError, JsonValue, parse, serialize
 from soklet_core.mcp.model.context import RequestContext
 from soklet_core.mcp.model.url_policy import DEFAULT_HANDLE_BYTES, is_opaque_handle, mint_url_handle
+from soklet_core.mcp.server._jsonrpc import INVALID_PARAMS, INVALID_STATE_MESSAGE, McpError
 from soklet_core.store import MAX_HANDLE_STATE_BYTES, MAX_KEY_CHARS, DurableStore, HandleBinding, HandleRecord
 from soklet_core.store.records import from_millis, to_millis
-
-from .jsonrpc import INVALID_PARAMS, INVALID_STATE_MESSAGE, McpError
 
 __all__ = [
     "DEFAULT_HANDLE_LIFETIME",

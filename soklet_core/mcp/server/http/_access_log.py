@@ -12,11 +12,11 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from .metrics import request_outcome
+from soklet_core.mcp.server.ops._metrics import request_outcome
 
 if TYPE_CHECKING:
-    from .dispatcher import DispatchResult
-    from .metrics import ServerMetrics
+    from soklet_core.mcp.server.engine._dispatcher import DispatchResult
+    from soklet_core.mcp.server.ops._metrics import ServerMetrics
 
 __all__ = ["record_answer"]
 

@@ -17,8 +17,8 @@ A reload (file watch, SIGHUP, the admin API's reload) is refused exactly as a ch
 the live keyring holds other bytes (``keyring-file-diverged``, a WARNING line naming the id, never material), a
 file that cannot be read, parsed or trusted (``keyring-file-refused``), a file that drops a key still reserved for
 sealing. The live keyring is kept and goes on serving; while the file on disk is refused the instance is held not
-ready (:attr:`~soklet_core.mcp.server.readiness.NotReady.KEYRING_FILE_REFUSED`, when a
-:class:`~soklet_core.mcp.server.readiness.Readiness` is given) and :attr:`LiveKeyring.file_refused` is true (the
+ready (:attr:`~soklet_core.mcp.server.ops._readiness.NotReady.KEYRING_FILE_REFUSED`, when a
+:class:`~soklet_core.mcp.server.ops._readiness.Readiness` is given) and :attr:`LiveKeyring.file_refused` is true (the
 ``soklet_keyring_file_refused`` metric); the next reload or change that succeeds clears both.
 
 Each applied change writes one line to the ``soklet.admin.audit`` logger: who, what, key id, generation and the
@@ -56,8 +56,7 @@ from soklet_core.keys import (
     printable_name,
 )
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION, FINGERPRINT_VERSIONS
-
-from .readiness import NotReady, Readiness
+from soklet_core.mcp.server.ops._readiness import NotReady, Readiness
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL_SECONDS",

@@ -58,13 +58,12 @@ from soklet_core.keys import (
 )
 from soklet_core.keys.base64url import decode_base64url
 from soklet_core.keys.profile import PROTECTION_PROFILE
+from soklet_core.mcp.server.http._runner import DEFAULT_BODY_TIMEOUT_SECONDS
+from soklet_core.mcp.server.ops._live_keyring import KeyringHolder, LiveKeyringError
+from soklet_core.mcp.server.ops._metrics import ServerMetrics
+from soklet_core.mcp.server.ops._readiness import RETRY_AFTER_SECONDS, NotReady, Readiness
+from soklet_core.mcp.server.ops._snapshot import AdminKey, AdminSnapshot, KeyRoleName, new_process_id
 from soklet_core.store import DurableStore, SqliteStore, StoreError, StoreErrorReason
-
-from .admin_snapshot import AdminKey, AdminSnapshot, KeyRoleName, new_process_id
-from .http_runner import DEFAULT_BODY_TIMEOUT_SECONDS
-from .live_keyring import KeyringHolder, LiveKeyringError
-from .metrics import ServerMetrics
-from .readiness import RETRY_AFTER_SECONDS, NotReady, Readiness
 
 __all__ = [
     "ADMIN_DEFAULT_LABEL",

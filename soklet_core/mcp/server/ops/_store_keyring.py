@@ -47,13 +47,12 @@ from soklet_core.keys import (
     printable_name,
 )
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION, FINGERPRINT_VERSIONS
+from soklet_core.mcp.server.ops._live_keyring import announce_change
+from soklet_core.mcp.server.ops._metrics import ServerMetrics
+from soklet_core.mcp.server.ops._readiness import NotReady, Readiness
 from soklet_core.store import FleetKeyring, LoadedFleetKeyring, SqliteStore, StoreError, StoreErrorReason
 from soklet_core.store.keyring_records import KEYRING_POLL_SECONDS, Heartbeat
 from soklet_core.store.records import STORE_TIMEOUT_SECONDS
-
-from .live_keyring import announce_change
-from .metrics import ServerMetrics
-from .readiness import NotReady, Readiness
 
 __all__ = [
     "FOLLOW_WAIT_SECONDS",
