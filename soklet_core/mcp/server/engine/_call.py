@@ -1,0 +1,160 @@
+"""What crosses the engine: a :class:`Call` in, an :class:`Outcome` out. No HTTP header and no encoded bytes.
+
+Every transport (the 2026-07-28 HTTP transport, the 2025-era session engine, stdio) reads its own wire, builds a
+:class:`Call` from values it has already checked, and encodes the :class:`Outcome` in its own framing. The engine
+(:class:`~soklet_core.mcp.server.engine.Engine`) never sees where a call came from.
+
+>>> RefusalKind("state-refused") is RefusalKind.STATE_REFUSED
+True
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias
+
+from soklet_core.json import JsonObject, ParamsDigest
+from soklet_core.mcp.model.capabilities import ClientCapabilities
+from soklet_core.mcp.model.context import RequestId
+from soklet_core.mcp.model.input_required_result import InputRequiredResult
+from soklet_core.mcp.server._admission import Admission
+from soklet_core.mcp.server._jsonrpc import McpError
+
+__all__ = [
+    "Call",
+    "Complete",
+    "DigestSource",
+    "InputRequired",
+    "Outcome",
+    "ProgressChannel",
+    "RefusalKind",
+    "Refused",
+    "ResultValue",
+    "TaskCreated",
+]
+
+
+class DigestSource(Protocol):
+    """Where the engine takes a call's params digest from, at most once and only when a framework-protected state
+    is opened or sealed: the body bytes on HTTP, the canonical params elsewhere."""
+
+    @property
+    def size(self) -> int:
+        """How much work taking the digest is, in bytes: above the inline body size it runs in a worker."""
+        ...
+
+    def take(self) -> ParamsDigest:
+        """The digest (raises :class:`~soklet_core.json.JsonError` for params that cannot be digested)."""
+        ...
+
+
+class ProgressChannel(Protocol):
+    """Where the transport receives a running handler's progress frames (called on the event-loop thread).
+
+    ``allow_streaming()`` is called before the handler runs when no unmet CONDITIONAL capability can still turn
+    the answer into an error; until then frames must be held back, not streamed. ``cancelled`` turns true when
+    the client disconnects.
+    """
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the client has gone."""
+        ...
+
+    def allow_streaming(self) -> None:
+        """The response may now be committed as a stream when a frame arrives."""
+        ...
+
+    def progress(self, frame: JsonObject) -> None:
+        """One ``notifications/progress`` message."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Call:
+    """One request as the engine runs it, from any transport: every member already checked by the transport
+    (envelope, version, ``_meta``, admission) or by the era's rules."""
+
+    method: str
+    request_id: RequestId
+    protocol_version: str
+    params: JsonObject
+    meta: JsonObject
+    capabilities: ClientCapabilities
+    admission: Admission
+    endpoint_path: str
+    digest: DigestSource
+
+    def __repr__(self) -> str:
+        # Params and _meta are attacker input: never in a repr.
+        return f"Call(method={self.method!r}, protocol_version={self.protocol_version!r})"
+
+
+class ResultValue(Protocol):
+    """A complete result as a value: the transport asks for bytes (the 2026-07-28 wire) or for the JSON value
+    (the 2025 era rewrites it)."""
+
+    def to_wire(self) -> JsonObject:
+        """The result object."""
+        ...
+
+
+class RefusalKind(enum.Enum):
+    """Why the engine refused a call: a closed set, so that a transport decides what to do from a value and never
+    from a log string."""
+
+    ENVELOPE = "envelope"
+    META = "meta"
+    UNSUPPORTED_VERSION = "unsupported-version"
+    METHOD_NOT_FOUND = "method-not-found"
+    UNAUTHORIZED = "unauthorized"
+    INVALID_PARAMS = "invalid-params"
+    UNKNOWN_OPERATION = "unknown-operation"
+    INPUT_RESPONSES = "input-responses"
+    MISSING_CAPABILITY = "missing-capability"
+    STATE_REFUSED = "state-refused"
+    ROUND_LIMIT = "round-limit"
+    TASK_NOT_FOUND = "task-not-found"
+    BUSY = "busy"
+    STORE_UNAVAILABLE = "store-unavailable"
+    HANDLER_FAILED = "handler-failed"
+    INTERNAL = "internal"
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """A complete result (a handler's, a list, discovery, a task's state or acknowledgement)."""
+
+    result: ResultValue
+    operation: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequired:
+    """The handler needs input: its requests, and the framework state sealed for the retry (``None``: none)."""
+
+    result: InputRequiredResult
+    sealed_state: str | None
+    operation: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCreated:
+    """A task tool's call stored as a task: the ``CreateTaskResult``."""
+
+    result: ResultValue
+    operation: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The call was refused: the closed kind a transport may act on, and the wire error it answers with."""
+
+    kind: RefusalKind
+    error: McpError
+    operation: str | None = None
+
+
+#: What :meth:`Engine.call` answers: one of four values.
+Outcome: TypeAlias = Complete | InputRequired | TaskCreated | Refused
