@@ -10,9 +10,8 @@ from soklet_core.mcp.server.http._runner import (
     HttpLimits,
     limited_uvicorn_config,
     run_together,
-    uvicorn_config,
-    uvicorn_server_class,
 )
+from soklet_core.mcp.server.http._serving import ServesAsgi, uvicorn_config, uvicorn_server_class
 from soklet_core.mcp.server.http._transport import (
     LOCAL_HOSTS,
     McpAsgiApp,
@@ -30,6 +29,7 @@ __all__ = [
     "LOCAL_HOSTS",
     "HttpLimits",
     "McpAsgiApp",
+    "ServesAsgi",
     "limited_uvicorn_config",
     "parse_authority",
     "parse_origin",

@@ -45,9 +45,6 @@ from soklet_core.protocol import DEFAULT_SHUTDOWN_GRACE_SECONDS
 if TYPE_CHECKING:
     import uvicorn
 
-    from soklet_core.mcp.server._server import McpServer
-    from soklet_core.mcp.server.http._transport import McpAsgiApp
-
 __all__ = [
     "DEFAULT_BODY_TIMEOUT_SECONDS",
     "DEFAULT_HEADER_TIMEOUT_SECONDS",
@@ -64,8 +61,6 @@ __all__ = [
     "limited_uvicorn_config",
     "run_together",
     "serve_together",
-    "uvicorn_config",
-    "uvicorn_server_class",
 ]
 
 #: Request line plus header fields, in bytes as received (64 KiB).
@@ -250,22 +245,6 @@ def http_protocol_class(limits: HttpLimits) -> type[asyncio.Protocol]:
     return LimitedHttpToolsProtocol
 
 
-def _app_of(target: McpServer | McpAsgiApp) -> McpAsgiApp:
-    from soklet_core.mcp.server.http._transport import McpAsgiApp
-
-    return target if isinstance(target, McpAsgiApp) else target.asgi_app()
-
-
-def uvicorn_config(target: McpServer | McpAsgiApp, **options: Any) -> uvicorn.Config:
-    """A ``uvicorn.Config`` serving ``target`` with its :class:`HttpLimits` (uvloop, httptools, lifespan on).
-
-    ``options`` go to ``uvicorn.Config`` (``log_level``, ``host``, ``port``…); the limit settings cannot be
-    overridden there: set them on the server with ``McpServer(..., http_limits=...)``.
-    """
-    app = _app_of(target)
-    return limited_uvicorn_config(app, app.http_limits, **options)
-
-
 def limited_uvicorn_config(app: Any, limits: HttpLimits, **options: Any) -> uvicorn.Config:
     """A hardened ``uvicorn.Config`` for any ASGI ``app`` (the admin listener's) under ``limits``.
 
@@ -293,36 +272,6 @@ def limited_uvicorn_config(app: Any, limits: HttpLimits, **options: Any) -> uvic
         timeout_graceful_shutdown=limits.uvicorn_shutdown_timeout_seconds,
         **settings,
     )
-
-
-_server_class: list[type[uvicorn.Server]] = []
-
-
-def uvicorn_server_class() -> type[uvicorn.Server]:
-    """A ``uvicorn.Server`` whose stop starts the app's drain before uvicorn closes its listeners.
-
-    uvicorn sends the ASGI lifespan shutdown only after every connection has ended, far too late for the app to
-    answer new requests 503 or to cancel the ones past the grace period with a JSON-RPC answer.
-    """
-    if _server_class:
-        return _server_class[0]
-    import uvicorn
-
-    from soklet_core.mcp.server.http._transport import McpAsgiApp
-
-    class DrainingServer(uvicorn.Server):
-        """uvicorn's server; on stop, :meth:`McpAsgiApp.begin_drain` runs first."""
-
-        async def shutdown(self, sockets: Any = None) -> None:
-            app = self.config.loaded_app if self.config.loaded else self.config.app
-            while not isinstance(app, McpAsgiApp) and hasattr(app, "app"):
-                app = app.app  # uvicorn's wrappers (proxy headers, message logger) keep the real app as .app
-            if isinstance(app, McpAsgiApp):
-                app.begin_drain()
-            await super().shutdown(sockets)
-
-    _server_class.append(DrainingServer)
-    return DrainingServer
 
 
 async def serve_together(
