@@ -56,13 +56,17 @@ _RETRY_STEPS: Final = frozenset(
 # ------------------------------------------------------------------------------------------ times in words
 
 
-def iso_time(ms: int) -> str:
-    """Epoch milliseconds as an ISO 8601 UTC time with milliseconds (``2026-08-01T00:00:00.000Z``); a time no
-    calendar can spell stays ``<ms> ms``."""
+def iso_time(moment: int | datetime) -> str:
+    """A time as the wire, the CLI and the diagnosis write it: ISO 8601 in UTC with milliseconds and ``Z``
+    (``2026-08-01T00:00:00.000Z``), from epoch milliseconds or an aware ``datetime``; milliseconds no calendar
+    can spell stay ``<ms> ms``."""
+    if isinstance(moment, datetime):
+        moment = moment.astimezone(UTC)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
     try:
-        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        return datetime.fromtimestamp(moment / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     except (OverflowError, OSError, ValueError):
-        return f"{ms} ms"
+        return f"{moment} ms"
 
 
 def relative_time(ms: int) -> str:

@@ -13,6 +13,7 @@ __all__ = [
     "ELICITATION_CREATE",
     "INPUT_REQUEST_METHODS",
     "INPUT_REQUIRED_CAPABLE_METHODS",
+    "KNOWN_METHODS",
     "PROMPTS_GET",
     "PROMPTS_LIST",
     "RESOURCES_LIST",
@@ -51,3 +52,22 @@ TASKS_CANCEL: Final = "tasks/cancel"
 
 #: The only requests an ``input_required`` result may answer.
 INPUT_REQUIRED_CAPABLE_METHODS: Final = frozenset({TOOLS_CALL, PROMPTS_GET, RESOURCES_READ})
+
+#: Every client request a server answers (the method table of the engine has one entry for each; the access log and
+#: the metrics name no other method).
+KNOWN_METHODS: Final = frozenset(
+    {
+        SERVER_DISCOVER,
+        TOOLS_LIST,
+        TOOLS_CALL,
+        PROMPTS_LIST,
+        PROMPTS_GET,
+        RESOURCES_LIST,
+        RESOURCES_READ,
+        RESOURCES_TEMPLATES_LIST,
+        COMPLETION_COMPLETE,
+        TASKS_GET,
+        TASKS_UPDATE,
+        TASKS_CANCEL,
+    }
+)

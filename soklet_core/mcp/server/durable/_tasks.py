@@ -73,13 +73,20 @@ from soklet_core.mcp.server._jsonrpc import (
     McpError,
     missing_capabilities,
 )
+from soklet_core.mcp.server._options import (
+    DEFAULT_POLL_INTERVAL_MS,
+    DEFAULT_TASK_TTL_MS,
+    MAX_STORED_TASK_BYTES_PER_PARTITION,
+    MAX_STORED_TASKS_PER_PARTITION,
+    TaskOptions,
+)
 from soklet_core.mcp.server.durable._handles import DEFAULT_PURGE_EVERY
+from soklet_core.protection.diagnosis import iso_time
 from soklet_core.store import (
     MAX_KEY_CHARS,
     DurableStore,
     StoreError,
     StoreErrorReason,
-    TaskQuota,
     TaskRecord,
     TaskStatus,
 )
@@ -111,10 +118,8 @@ __all__ = [
 
 _logger = logging.getLogger("soklet.mcp.tasks")
 
-#: How long a task is kept from its creation (``ttlMs``): one hour.
-DEFAULT_TASK_TTL_MS: Final = 3_600_000
-#: How often a client should poll ``tasks/get`` (``pollIntervalMs``).
-DEFAULT_POLL_INTERVAL_MS: Final = 500
+_DEFAULT_OPTIONS: Final = TaskOptions()
+
 #: Non-terminal tasks one caller (partition and subject) may have created through one process.
 MAX_LIVE_TASKS_PER_CALLER: Final = 256
 #: Non-terminal tasks one process tracks for all callers together (the bound of the per-caller accounting).
@@ -127,10 +132,6 @@ LEASE_SECONDS: Final = 10.0
 LEASE_RENEW_SECONDS: Final = 3.0
 #: Step runs one round may start (re-runs after a lost lease included) before the task fails.
 MAX_STEP_ATTEMPTS: Final = 3
-#: Tasks one partition may keep in the store (finished ones included, until their ``ttlMs`` ends).
-MAX_STORED_TASKS_PER_PARTITION: Final = 1000
-#: Bytes of task documents (arguments, state, answers, result) one partition may keep in the store: 32 MiB.
-MAX_STORED_TASK_BYTES_PER_PARTITION: Final = 32 * 1024 * 1024
 #: How often a served manager looks for orphaned steps (``working`` tasks whose lease ran out) and runs them.
 ORPHAN_SWEEP_SECONDS: Final = 5.0
 #: The most ``working`` tasks one sweep reads; the next sweep goes on from where it stopped.
@@ -165,13 +166,6 @@ def _holder_name() -> str:
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def iso_time(moment: datetime) -> str:
-    """A task time as the wire and the CLI write it: ISO-8601 in UTC with milliseconds and ``Z``
-    (``2026-07-28T10:30:00.000Z``)."""
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def _short(task_id: str) -> str:
@@ -303,12 +297,12 @@ class _Running:
 class TaskManager:
     """Durable tasks over ``store`` for the task tools of ``registry``.
 
-    ``ttl_ms`` (default one hour; ``None``: unlimited) and ``poll_interval_ms`` (default 500) are what every new
-    task says; ``step_timeout_seconds`` bounds one step run (default 10 minutes); ``lease_seconds`` is how long a
-    dead process's step waits before another process re-runs it (default 10 s); ``purge_every`` is how many tasks
-    it creates between two deletions of the store's expired tasks (:meth:`purge_expired`);
-    ``max_tasks_per_partition`` and ``max_task_bytes_per_partition`` bound what one partition keeps in the store
-    (defaults :data:`MAX_STORED_TASKS_PER_PARTITION`, :data:`MAX_STORED_TASK_BYTES_PER_PARTITION`);
+    ``options`` (:class:`~soklet_core.mcp.server.TaskOptions`): its ``ttl_ms`` (default one hour; ``None``:
+    unlimited) and ``poll_interval_ms`` (default 500) are what every new task says, its ``max_per_partition`` and
+    ``max_bytes_per_partition`` bound what one partition keeps in the store; ``step_timeout_seconds`` bounds one
+    step run (default 10 minutes); ``lease_seconds`` is how long a dead process's step waits before another
+    process re-runs it (default 10 s); ``purge_every`` is how many tasks it creates between two deletions of the
+    store's expired tasks (:meth:`purge_expired`);
     ``sweep_seconds`` and ``purge_seconds`` are the intervals of the background work :meth:`start` runs. The store
     is opened on first use; :meth:`close` stops the background work and the local steps and gives their leases
     back (it does not close the store: its owner does).
@@ -319,23 +313,17 @@ class TaskManager:
         store: DurableStore,
         *,
         registry: Registry,
-        ttl_ms: int | None = DEFAULT_TASK_TTL_MS,
-        poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
+        options: TaskOptions = _DEFAULT_OPTIONS,
         step_timeout_seconds: float = DEFAULT_STEP_TIMEOUT_SECONDS,
         lease_seconds: float = LEASE_SECONDS,
         purge_every: int = DEFAULT_PURGE_EVERY,
-        max_tasks_per_partition: int = MAX_STORED_TASKS_PER_PARTITION,
-        max_task_bytes_per_partition: int = MAX_STORED_TASK_BYTES_PER_PARTITION,
         sweep_seconds: float = ORPHAN_SWEEP_SECONDS,
         purge_seconds: float = PURGE_INTERVAL_SECONDS,
     ) -> None:
         if not isinstance(registry, Registry):
             raise TypeError("registry must be a Registry")
-        for name, value in (("ttl_ms", ttl_ms), ("poll_interval_ms", poll_interval_ms)):
-            if value is None and name == "ttl_ms":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 2**53:
-                raise ValueError(f"{name} must be a positive int (milliseconds)")
+        if not isinstance(options, TaskOptions):
+            raise TypeError("options must be a TaskOptions")
         intervals = (
             ("step_timeout_seconds", step_timeout_seconds),
             ("lease_seconds", lease_seconds),
@@ -348,18 +336,15 @@ class TaskManager:
         if isinstance(purge_every, bool) or not isinstance(purge_every, int) or purge_every < 1:
             raise ValueError("purge_every must be an integer of at least 1")
         self._purge_every = purge_every
-        try:
-            self._quota = TaskQuota(max_tasks=max_tasks_per_partition, max_bytes=max_task_bytes_per_partition)
-        except StoreError:
-            raise ValueError("max_tasks_per_partition and max_task_bytes_per_partition must be positive") from None
+        self._quota = options.quota()
         self._sweep_seconds = float(sweep_seconds)
         self._purge_seconds = float(purge_seconds)
         self._maintenance: asyncio.Task[None] | None = None
         self._sweep_after: str | None = None
         self._store = store
         self._registry = registry
-        self._ttl_ms = ttl_ms
-        self._poll_ms = poll_interval_ms
+        self._ttl_ms = options.ttl_ms
+        self._poll_ms = options.poll_interval_ms
         self._step_timeout = float(step_timeout_seconds)
         self._lease = float(lease_seconds)
         self._renew = min(LEASE_RENEW_SECONDS, self._lease / 3)

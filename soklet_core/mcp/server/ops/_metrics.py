@@ -39,8 +39,8 @@ from prometheus_client.registry import Collector
 
 from soklet_core import __version__
 from soklet_core.files import KeyRole
+from soklet_core.mcp.model.methods import KNOWN_METHODS
 from soklet_core.mcp.server.durable._handles import HANDLE_REJECTED_REASON
-from soklet_core.mcp.server.engine._dispatcher import _KNOWN_METHODS
 from soklet_core.mcp.server.ops._readiness import NotReady, Readiness
 from soklet_core.protection import EnvelopeHeader, RequestStateProtectionException, RequestStateProtectionReason
 from soklet_core.store import DurableStore, StoreError, TaskStatus
@@ -69,8 +69,8 @@ OTHER: Final = "other"
 NO_REASON: Final = "none"
 #: ``generate_latest`` writes the classic text format (names are plain ASCII), so the response says so.
 METRICS_CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
-#: The method label values besides ``other``: the client requests the server answers (the dispatcher's set).
-METRIC_METHODS: Final = _KNOWN_METHODS
+#: The method label values besides ``other``: the client requests the server answers (``methods.KNOWN_METHODS``).
+METRIC_METHODS: Final = KNOWN_METHODS
 #: Request outcomes (see :func:`request_outcome`).
 REQUEST_OUTCOMES: Final = frozenset(
     {
