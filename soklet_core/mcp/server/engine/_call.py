@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from soklet_core.json import JsonObject, ParamsDigest
+from soklet_core.json import JsonObject, ParamsDigest, parse
 from soklet_core.mcp.model.capabilities import ClientCapabilities
 from soklet_core.mcp.model.context import RequestId
 from soklet_core.mcp.model.input_required_result import InputRequiredResult
@@ -25,6 +25,7 @@ __all__ = [
     "Call",
     "Complete",
     "DigestSource",
+    "EncodedResult",
     "InputRequired",
     "Outcome",
     "ProgressChannel",
@@ -100,6 +101,28 @@ class ResultValue(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedResult:
+    """A complete result the engine holds encoded already (the lists and ``server/discover``, encoded once at start;
+    a task's document; the tasks acknowledgement): the result object's bytes, without the server's ``_meta``, so
+    that the 2026-07-28 transport splices them as they are."""
+
+    body: bytes
+
+    def encode(self) -> bytes:
+        """The result object's bytes."""
+        return self.body
+
+    def to_wire(self) -> JsonObject:
+        """The result object as a value (parsed: for the transports that rewrite it, not the 2026-07-28 path)."""
+        value = parse(self.body)
+        assert isinstance(value, JsonObject)
+        return value
+
+    def __repr__(self) -> str:
+        return f"EncodedResult(bytes={len(self.body)})"
+
+
 class RefusalKind(enum.Enum):
     """Why the engine refused a call: a closed set, so that a transport decides what to do from a value and never
     from a log string."""
@@ -119,6 +142,10 @@ class RefusalKind(enum.Enum):
     BUSY = "busy"
     STORE_UNAVAILABLE = "store-unavailable"
     HANDLER_FAILED = "handler-failed"
+    #: The handler or the interceptor raised an :class:`~soklet_core.mcp.server.McpError` of its own: its answer.
+    APPLICATION = "application"
+    #: The task manager refused a ``tasks/*`` request or a task's creation (other than not found).
+    TASK_REFUSED = "task-refused"
     INTERNAL = "internal"
 
 
