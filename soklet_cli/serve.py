@@ -34,7 +34,16 @@ from soklet_core.fleet import parse_expected_fingerprint
 from soklet_core.json import encode_wire
 from soklet_core.keys import Fingerprint, KeyWrapError, KeyWrapper, ProtectionKey
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION
-from soklet_core.mcp import HttpLimits, McpServer, Registry
+from soklet_core.mcp import (
+    HttpLimits,
+    HttpOptions,
+    McpServer,
+    ProtocolOptions,
+    Registry,
+    ServerOptions,
+    SessionOptions,
+    TaskOptions,
+)
 from soklet_core.mcp.server.durable import (
     DEFAULT_TASK_TTL_MS,
     MAX_STORED_TASK_BYTES_PER_PARTITION,
@@ -1160,21 +1169,25 @@ def _serve(
     readiness = Readiness() if fleet is None else Readiness(NotReady.KEYRING_NOT_LOADED)  # cleared by its load
     server = McpServer(
         Registry.merge(*registries),
+        options=ServerOptions(
+            protocol=ProtocolOptions(eras=sessions.eras),
+            http=HttpOptions(allowed_hosts=tuple(allowed_hosts), allowed_origins=tuple(allowed_origins), limits=limits),
+            sessions=SessionOptions(
+                max_sessions=sessions.max_sessions,
+                idle_seconds=sessions.idle_seconds,
+                input_timeout_seconds=sessions.input_timeout_seconds,
+            ),
+            tasks=TaskOptions(
+                ttl_ms=tasks.ttl_ms,
+                max_per_partition=tasks.max_per_partition,
+                max_bytes_per_partition=tasks.max_bytes_per_partition,
+            ),
+        ),
         protection=config,
-        http_limits=limits,
         metrics=metrics,
         mounts=mounts,
         store=durable,
-        task_ttl_ms=tasks.ttl_ms,
-        task_max_per_partition=tasks.max_per_partition,
-        task_max_bytes_per_partition=tasks.max_bytes_per_partition,
-        protocol_eras=sessions.eras,
-        max_sessions=sessions.max_sessions,
-        session_idle_seconds=sessions.idle_seconds,
-        input_timeout_seconds=sessions.input_timeout_seconds,
         readiness=readiness,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
     )
     url = "stdio" if sock is None else f"http://{url_host}:{bound_port}{server.path}"
     manager = server.protection_keyring_manager

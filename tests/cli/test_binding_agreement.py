@@ -25,7 +25,7 @@ import pytest
 
 from soklet_apps import demo
 from soklet_core.files import read_keyring_file
-from soklet_core.mcp import McpServer
+from soklet_core.mcp import McpServer, ProtocolOptions, ServerOptions
 from soklet_core.protection import ProtectionConfig
 from soklet_core.protocol import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 from tests.conftest import Result, Soklet
@@ -189,7 +189,7 @@ def two_versions(soklet: Soklet) -> Iterator[str]:
     server = McpServer(
         demo.build_registry(),
         protection=ProtectionConfig(keyring=keyring),
-        supported_versions=(PROTOCOL_VERSION, OTHER_VERSION),
+        options=ServerOptions(protocol=ProtocolOptions(supported_versions=(PROTOCOL_VERSION, OTHER_VERSION))),
     )
     with running(server) as base:
         yield base + server.path

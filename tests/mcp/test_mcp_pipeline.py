@@ -27,10 +27,12 @@ from soklet_core.mcp import (
     InputRequirement,
     McpError,
     McpServer,
+    ProtocolOptions,
     RegistrationError,
     Registry,
     RequestContext,
     RequestStateMode,
+    ServerOptions,
     tool,
 )
 from soklet_core.mcp.model import methods
@@ -103,7 +105,8 @@ def counting_registry(calls: Calls) -> Registry:
 def make_server(calls: Calls | None = None, *, rounds: int = 10, versions: tuple[str, ...] = ()) -> McpServer:
     registry = demo.build_registry() if calls is None else counting_registry(calls)
     if versions:
-        return McpServer(registry, protection=config(rounds), supported_versions=versions)
+        options = ServerOptions(protocol=ProtocolOptions(supported_versions=tuple(versions)))
+        return McpServer(registry, protection=config(rounds), options=options)
     return McpServer(registry, protection=config(rounds))
 
 

@@ -27,10 +27,12 @@ from soklet_core.mcp import (
     McpServer,
     PromptArgument,
     PromptMessage,
+    ProtocolOptions,
     ReadResourceResult,
     Registry,
     RequestContext,
     ResourceArguments,
+    ServerOptions,
     TextResourceContents,
     completion,
     prompt,
@@ -116,7 +118,10 @@ def test_the_conformance_fixtures_keep_every_capability() -> None:
 
 
 def test_the_list_cache_hint_stays_configurable() -> None:
-    found, lists = discover(demo.build_registry(), list_cache_hint=CacheHint(300_000, CacheScope.PUBLIC))
+    hint = CacheHint(300_000, CacheScope.PUBLIC)
+    found, lists = discover(
+        demo.build_registry(), options=ServerOptions(protocol=ProtocolOptions(list_cache_hint=hint))
+    )
     assert (found["ttlMs"], found["cacheScope"]) == (300_000, "public")
     assert all((item["ttlMs"], item["cacheScope"]) == (300_000, "public") for item in lists.values())
 

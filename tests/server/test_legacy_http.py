@@ -18,7 +18,7 @@ import pytest
 
 from soklet_apps import demo
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import McpServer, Registry
+from soklet_core.mcp import McpServer, ProtocolOptions, Registry, ServerOptions, SessionOptions
 from soklet_core.mcp.server.legacy._engine import LEGACY_PROTOCOL_VERSIONS, ProtocolEras
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import VERSION, Client, Entries, build_test_registry, running
@@ -123,7 +123,7 @@ def entries() -> Entries:
 
 @pytest.fixture(scope="module")
 def server(entries: Entries) -> McpServer:
-    return make_server(entries, max_sessions=64)
+    return make_server(entries, options=ServerOptions(sessions=SessionOptions(max_sessions=64)))
 
 
 @pytest.fixture(scope="module")
@@ -324,7 +324,7 @@ def _wait_for(condition: Callable[[], bool]) -> None:
 
 
 def test_a_full_session_table_evicts_the_longest_idle_session(entries: Entries) -> None:
-    with running(make_server(entries, max_sessions=1)) as url:
+    with running(make_server(entries, options=ServerOptions(sessions=SessionOptions(max_sessions=1)))) as url:
         first, second = Legacy(url), Legacy(url)
         try:
             assert first.initialize().status_code == 200
@@ -339,7 +339,8 @@ def test_a_full_session_table_evicts_the_longest_idle_session(entries: Entries) 
 
 def test_a_modern_only_server_refuses_a_2025_initialize(entries: Entries, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="soklet.mcp.access")
-    with running(make_server(entries, protocol_eras=ProtocolEras.MODERN)) as url:
+    modern = ServerOptions(protocol=ProtocolOptions(eras=ProtocolEras.MODERN))
+    with running(make_server(entries, options=modern)) as url:
         client = Legacy(url)
         try:
             response = client.initialize()
@@ -366,7 +367,8 @@ def test_a_modern_only_server_refuses_a_2025_initialize(entries: Entries, caplog
 
 def test_a_legacy_only_server_refuses_modern_requests(entries: Entries, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="soklet.mcp.access")
-    with running(make_server(entries, protocol_eras=ProtocolEras.LEGACY)) as url:
+    legacy = ServerOptions(protocol=ProtocolOptions(eras=ProtocolEras.LEGACY))
+    with running(make_server(entries, options=legacy)) as url:
         modern = Client(url)
         try:
             reply = modern.post("tools/list")
@@ -412,7 +414,8 @@ def test_notifications_cancelled_ends_a_running_request(legacy: Legacy, entries:
 
 
 def test_an_unanswered_round_ends_in_an_error_result(entries: Entries) -> None:
-    with running(make_server(entries, input_timeout_seconds=1)) as url:
+    quick = ServerOptions(sessions=SessionOptions(input_timeout_seconds=1))
+    with running(make_server(entries, options=quick)) as url:
         client = Legacy(url)
         try:
             client.initialize()
@@ -446,24 +449,27 @@ def test_a_2025_06_18_session_gets_the_elicitation_of_its_version(base_url: str)
 
 
 @pytest.mark.parametrize(
-    ("options", "error"),
+    ("build", "error"),
     [
-        ({"protocol_eras": "both"}, TypeError),
-        ({"max_sessions": 0}, ValueError),
-        ({"max_sessions": 65537}, ValueError),
-        ({"session_idle_seconds": 0}, ValueError),
-        ({"session_idle_seconds": 86401}, ValueError),
-        ({"input_timeout_seconds": 0.5}, ValueError),
-        ({"input_timeout_seconds": 3601}, ValueError),
+        (lambda: ProtocolOptions(eras="both"), TypeError),  # type: ignore[arg-type]
+        (lambda: SessionOptions(max_sessions=0), ValueError),
+        (lambda: SessionOptions(max_sessions=65537), ValueError),
+        (lambda: SessionOptions(idle_seconds=0), ValueError),
+        (lambda: SessionOptions(idle_seconds=86401), ValueError),
+        (lambda: SessionOptions(input_timeout_seconds=0.5), ValueError),
+        (lambda: SessionOptions(input_timeout_seconds=3601), ValueError),
     ],
 )
-def test_the_options_are_checked(options: dict[str, Any], error: type[Exception]) -> None:
+def test_the_options_are_checked(build: Callable[[], object], error: type[Exception]) -> None:
     with pytest.raises(error):
-        McpServer(Registry(), **options)
+        build()
 
 
 def test_the_server_names_its_eras_and_engine() -> None:
-    server = McpServer(Registry(), protocol_eras=ProtocolEras.LEGACY, max_sessions=3, session_idle_seconds=60)
+    options = ServerOptions(
+        protocol=ProtocolOptions(eras=ProtocolEras.LEGACY), sessions=SessionOptions(max_sessions=3, idle_seconds=60)
+    )
+    server = McpServer(Registry(), options=options)
     assert server.protocol_eras is ProtocolEras.LEGACY
     assert server.legacy_protocol.sessions.max_sessions == 3
     assert server.legacy_protocol.sessions.idle_seconds == 60

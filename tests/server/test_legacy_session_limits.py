@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import McpServer
+from soklet_core.mcp import McpServer, ServerOptions, SessionOptions
 from soklet_core.mcp.server._admission import BearerTokenAdmission
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import Entries, build_test_registry, running
@@ -65,13 +65,16 @@ class Session:
         return self.http.delete(self.url, headers=self.headers(token=token))
 
 
+LIMITED = ServerOptions(sessions=SessionOptions(max_sessions=MAX_SESSIONS))
+
+
 def make_server(**options: Any) -> McpServer:
     return McpServer(build_test_registry(Entries()), protection=ProtectionConfig(keyring=KEYRING), **options)
 
 
 @pytest.fixture(scope="module")
 def bearer_url() -> Iterator[str]:
-    with running(make_server(admission=BearerTokenAdmission(TOKENS), max_sessions=MAX_SESSIONS)) as url:
+    with running(make_server(admission=BearerTokenAdmission(TOKENS), options=LIMITED)) as url:
         yield url + "/mcp"
 
 
@@ -118,7 +121,7 @@ def test_a_partition_that_floods_initialize_does_not_lock_out_another(bearer_url
 
 
 def test_an_anonymous_peer_that_floods_initialize_does_not_lock_out_another() -> None:
-    with running(make_server(max_sessions=MAX_SESSIONS)) as base:
+    with running(make_server(options=LIMITED)) as base:
         url = base + "/mcp"
         other = Session(url, None, source="127.0.0.2")
         assert other.initialize().status_code == 200

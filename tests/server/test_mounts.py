@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from soklet_core.mcp import McpServer, Registry
+from soklet_core.mcp import HttpOptions, McpServer, Registry, ServerOptions
 from soklet_core.mcp.server.http._transport import MAX_MOUNTS, Message, Receive, Scope, Send
 from tests.server.support import Client, running
 
@@ -42,7 +42,8 @@ def page() -> Page:
 
 @pytest.fixture(scope="module")
 def base_url(page: Page) -> Iterator[str]:
-    server = McpServer(Registry(), mounts={"/link/": page}, allowed_origins=["https://app.example.com"])
+    options = ServerOptions(http=HttpOptions(allowed_origins=("https://app.example.com",)))
+    server = McpServer(Registry(), mounts={"/link/": page}, options=options)
     with running(server) as url:
         yield url
 
@@ -139,5 +140,6 @@ def test_mount_prefixes_are_checked(mounts: Any, error: type[Exception]) -> None
 
 
 def test_a_prefix_beside_the_endpoint_is_allowed() -> None:
-    server = McpServer(Registry(), path="/api/mcp", mounts={"/api/link/": Page(), "/mcpx/": Page()})
+    options = ServerOptions(http=HttpOptions(path="/api/mcp"))
+    server = McpServer(Registry(), options=options, mounts={"/api/link/": Page(), "/mcpx/": Page()})
     assert server.path == "/api/mcp"

@@ -21,7 +21,7 @@ import pytest
 from soklet_apps import conformance
 from soklet_cli.serve import EXAMPLE_END
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import HttpLimits, McpServer
+from soklet_core.mcp import HttpLimits, HttpOptions, McpServer, ServerOptions
 from soklet_core.mcp.server.http import DEFAULT_MAX_HEAD_BYTES, parse_authority, parse_origin
 from soklet_core.mcp.server.http._runner import MAX_HEAD_BYTES_CEILING, MAX_TIMEOUT_SECONDS, MIN_HEAD_BYTES
 from soklet_core.mcp.server.http._transport import MalformedAuthority
@@ -99,9 +99,13 @@ def _server(**limits: Any) -> McpServer:
     return McpServer(
         conformance.build_registry(tasks=False),
         protection=ProtectionConfig(keyring=KEYRING),
-        allowed_hosts=["mcp.example.com", "api.example.com:8443"],
-        allowed_origins=["https://app.example.com"],
-        http_limits=HttpLimits(**limits),
+        options=ServerOptions(
+            http=HttpOptions(
+                allowed_hosts=("mcp.example.com", "api.example.com:8443"),
+                allowed_origins=("https://app.example.com",),
+                limits=HttpLimits(**limits),
+            )
+        ),
     )
 
 
@@ -322,10 +326,16 @@ def test_parsers_directly() -> None:
             parse_authority(text)
     config = ProtectionConfig(keyring=KEYRING)
     with pytest.raises(ValueError, match="allowed hosts"):
-        McpServer(conformance.build_registry(tasks=False), protection=config, allowed_hosts=["[::1]x"])
+        McpServer(
+            conformance.build_registry(tasks=False),
+            protection=config,
+            options=ServerOptions(http=HttpOptions(allowed_hosts=("[::1]x",))),
+        )
     with pytest.raises(ValueError, match="allowed origins"):
         McpServer(
-            conformance.build_registry(tasks=False), protection=config, allowed_origins=["https://app.example.com/"]
+            conformance.build_registry(tasks=False),
+            protection=config,
+            options=ServerOptions(http=HttpOptions(allowed_origins=("https://app.example.com/",))),
         )
 
 

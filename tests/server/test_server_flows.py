@@ -13,7 +13,7 @@ import pytest
 
 from soklet_apps import demo
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import BearerTokenAdmission, McpServer, Registry
+from soklet_core.mcp import BearerTokenAdmission, HttpOptions, McpServer, ProtocolOptions, Registry, ServerOptions
 from soklet_core.mcp.server._jsonrpc import INTERNAL_ERROR_MESSAGE, INVALID_STATE_MESSAGE
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import FORM_CAPS, Client, Entries, build_test_registry, running
@@ -32,10 +32,12 @@ def make_server(entries: Entries, **options: object) -> McpServer:
     registry = Registry.merge(demo.build_registry(), build_test_registry(entries))
     protection = config(rounds=int(options.pop("rounds", 10)), lifetime=options.pop("lifetime", timedelta(minutes=15)))  # type: ignore[arg-type]
     settings: dict[str, Any] = {}
-    if "path" in options:
-        settings["path"] = str(options.pop("path"))
+    http = HttpOptions(path=str(options.pop("path"))) if "path" in options else HttpOptions()
     if "versions" in options:
-        settings["supported_versions"] = options.pop("versions")
+        protocol = ProtocolOptions(supported_versions=options.pop("versions"))  # type: ignore[arg-type]
+    else:
+        protocol = ProtocolOptions()
+    settings["options"] = ServerOptions(protocol=protocol, http=http)
     if "tokens" in options:
         settings["admission"] = BearerTokenAdmission(options.pop("tokens"))  # type: ignore[arg-type]
     assert not options
@@ -359,7 +361,8 @@ def test_64_interleaved_flows_from_8_clients_have_no_cross_talk(entries: Entries
 
 def test_sync_handlers_on_the_loop_when_opted_in(entries: Entries) -> None:
     registry = Registry.merge(demo.build_registry(), build_test_registry(entries))
-    server = McpServer(registry, protection=config(), sync_handlers_in_thread=False)
+    options = ServerOptions(protocol=ProtocolOptions(sync_handlers_in_thread=False))
+    server = McpServer(registry, protection=config(), options=options)
     with running(server) as url:
         c = Client(url)
         first = c.call("catalog.continue", {}, capabilities=FORM_CAPS)

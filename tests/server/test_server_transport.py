@@ -14,7 +14,7 @@ import pytest
 
 from soklet_apps import conformance
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import McpServer, Registry
+from soklet_core.mcp import HttpOptions, McpServer, Registry, ServerOptions
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import CAPS, FORM_CAPS, PV, VERSION, Client, Entries, build_test_registry, running
 
@@ -34,10 +34,14 @@ def base_url(entries: Entries) -> Iterator[str]:
     server = McpServer(
         registry,
         protection=ProtectionConfig(keyring=KEYRING),
-        max_request_body_bytes=BODY_LIMIT,
-        output_ceiling_bytes=CEILING,
-        allowed_origins=["https://app.example.com"],
-        allowed_hosts=["mcp.example.com"],
+        options=ServerOptions(
+            http=HttpOptions(
+                max_request_body_bytes=BODY_LIMIT,
+                output_ceiling_bytes=CEILING,
+                allowed_origins=("https://app.example.com",),
+                allowed_hosts=("mcp.example.com",),
+            )
+        ),
     )
     with running(server) as url:
         yield url
@@ -180,11 +184,12 @@ def test_body_limit_at_its_edge(client: Client) -> None:
 def test_server_body_limit_configuration_edges() -> None:
     registry = conformance.build_registry(tasks=False)
     protection = ProtectionConfig(keyring=KEYRING)
-    assert McpServer(registry, protection=protection, max_request_body_bytes=16 * 1024 * 1024) is not None
+    largest = ServerOptions(http=HttpOptions(max_request_body_bytes=16 * 1024 * 1024))
+    assert McpServer(registry, protection=protection, options=largest) is not None
     with pytest.raises(ValueError, match="body limit"):
-        McpServer(registry, protection=protection, max_request_body_bytes=16 * 1024 * 1024 + 1)
+        HttpOptions(max_request_body_bytes=16 * 1024 * 1024 + 1)
     with pytest.raises(ValueError, match="protection config"):
-        McpServer(registry, max_request_body_bytes=16 * 1024 * 1024)
+        McpServer(registry, options=largest)
 
 
 def test_output_ceiling_at_its_edge(client: Client) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from soklet_apps import demo
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import McpServer
+from soklet_core.mcp import HttpOptions, McpServer, ServerOptions
 from soklet_core.mcp.server.http._runner import MAX_TIMEOUT_SECONDS
 from soklet_core.mcp.server.legacy._engine import LegacyProtocol, ProtocolEras
 from soklet_core.mcp.server.stdio._transport import StdioTransport, open_pipe_streams
@@ -192,7 +192,8 @@ def test_oversized_line_is_refused_and_dropped_then_the_next_line_is_answered() 
         assert "result" in listed
 
     async def main() -> None:
-        transport = StdioTransport(_engine(max_request_body_bytes=limit), max_line_bytes=limit)
+        options = ServerOptions(http=HttpOptions(max_request_body_bytes=limit))
+        transport = StdioTransport(_engine(options=options), max_line_bytes=limit)
         async with connected(transport) as (client, serving):
             await scenario(client, serving)
 

@@ -32,10 +32,12 @@ from soklet_core.mcp import (
     McpServer,
     Registry,
     RequestContext,
+    ServerOptions,
     StartTask,
     TaskContext,
     TaskFailed,
     TaskInputRequired,
+    TaskOptions,
     TaskSupport,
     ToolRegistration,
     task_tool,
@@ -485,7 +487,7 @@ def test_inline_runs_answer_a_failed_step_as_its_error(base: str) -> None:
 
 
 def test_an_expired_task_is_not_found_and_its_owner_is_told_why(sqlite_store_url: str) -> None:
-    with serving(sqlite_store_url, task_ttl_ms=1) as (base, _server):
+    with serving(sqlite_store_url, options=ServerOptions(tasks=TaskOptions(ttl_ms=1))) as (base, _server):
         client = _client(base)
         created = client.call("slow", {}, capabilities=TASKS).result
         assert created["ttlMs"] == 1
@@ -498,7 +500,8 @@ def test_an_expired_task_is_not_found_and_its_owner_is_told_why(sqlite_store_url
 
 
 def test_unlimited_ttl_is_null(sqlite_store_url: str) -> None:
-    with serving(sqlite_store_url, task_ttl_ms=None, task_poll_interval_ms=2000) as (base, _server):
+    unlimited = ServerOptions(tasks=TaskOptions(ttl_ms=None, poll_interval_ms=2000))
+    with serving(sqlite_store_url, options=unlimited) as (base, _server):
         client = _client(base)
         created = client.call("echo", {}, capabilities=TASKS).result
         assert created["ttlMs"] is None
@@ -585,7 +588,7 @@ def test_the_manager_purges_expired_tasks_before_every_nth_creation(store_url: s
     async def scenario() -> tuple[int, list[str], list[str]]:
         store = open_store(store_url)
         await store.open()
-        manager = TaskManager(store, registry=Registry(echo), ttl_ms=1, purge_every=3)
+        manager = TaskManager(store, registry=Registry(echo), options=TaskOptions(ttl_ms=1), purge_every=3)
         owner = Admission(Identity("alice"), "p-alice")
         capabilities = ClientCapabilities.from_mapping(TASKS)
 

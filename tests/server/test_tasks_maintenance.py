@@ -28,7 +28,9 @@ from soklet_core.mcp import (
     McpError,
     McpServer,
     Registry,
+    ServerOptions,
     StartTask,
+    TaskOptions,
 )
 from soklet_core.mcp.server.durable._tasks import (
     MAX_STORED_TASK_BYTES_PER_PARTITION,
@@ -126,7 +128,7 @@ async def _create(manager: TaskManager, partition: str, text: str = "") -> bytes
 
 def test_expired_tasks_are_purged_without_a_creation(store_url: str) -> None:
     async def scenario(store: object) -> tuple[int, int]:
-        manager = _manager(store, ttl_ms=1, sweep_seconds=0.1, purge_seconds=0.1)
+        manager = _manager(store, options=TaskOptions(ttl_ms=1), sweep_seconds=0.1, purge_seconds=0.1)
         await _create(manager, "p-1")
         await _create(manager, "p-1")
         listed = await store.list_tasks()  # type: ignore[attr-defined]
@@ -145,7 +147,7 @@ def test_expired_tasks_are_purged_without_a_creation(store_url: str) -> None:
 
 def test_one_partition_at_its_bound_leaves_others_creating(store_url: str) -> None:
     async def scenario(store: object) -> None:
-        manager = _manager(store, max_tasks_per_partition=2)
+        manager = _manager(store, options=TaskOptions(max_per_partition=2))
         try:
             await _create(manager, "p-busy")
             await _create(manager, "p-busy")
@@ -158,7 +160,7 @@ def test_one_partition_at_its_bound_leaves_others_creating(store_url: str) -> No
             assert b'"status":"working"' in await _create(manager, "p-quiet")
         finally:
             await manager.close()
-        bytes_bound = _manager(store, max_task_bytes_per_partition=64 * 1024)
+        bytes_bound = _manager(store, options=TaskOptions(max_bytes_per_partition=64 * 1024))
         try:
             with pytest.raises(McpError) as large:
                 await _create(bytes_bound, "p-large", "x" * 70_000)  # one large task is over the bytes bound
@@ -200,7 +202,8 @@ def test_a_served_partition_at_its_bound_is_refused_and_another_is_not(sqlite_st
         "carol-token": BearerTokenEntry("carol", "p-carol"),
     }
     store = open_store(sqlite_store_url)
-    server = McpServer(REGISTRY, store=store, admission=BearerTokenAdmission(tokens), task_max_per_partition=2)
+    options = ServerOptions(tasks=TaskOptions(max_per_partition=2))
+    server = McpServer(REGISTRY, store=store, admission=BearerTokenAdmission(tokens), options=options)
     try:
         with running(server) as base:
             alice, carol = Client(base, token="alice-token"), Client(base, token="carol-token")

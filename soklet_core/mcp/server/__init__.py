@@ -2,8 +2,10 @@
 :mod:`.http` (the 2026-07-28 HTTP transport and its uvicorn runner), :mod:`.legacy` (the 2025-era session engine),
 :mod:`.stdio`, :mod:`.durable` (handles and tasks) and :mod:`.ops` (admin API, live keyrings, readiness, metrics).
 
-This package exports what an application needs to run a server; each room exports its own names for embedding
-and for tests, and the modules inside a room are internal (underscored).
+This package exports what an application needs to run a server (the server, its options, admission); each room
+exports its own names for embedding and for tests, and the modules inside a room are internal (underscored).
+``_options`` (the option groups and every option's default and bounds) sits below the rooms with ``_jsonrpc`` and
+``_admission``.
 """
 
 from soklet_core.mcp.server._admission import (
@@ -14,10 +16,17 @@ from soklet_core.mcp.server._admission import (
     BearerTokenEntry,
 )
 from soklet_core.mcp.server._jsonrpc import McpError
+from soklet_core.mcp.server._options import (
+    HttpLimits,
+    HttpOptions,
+    ProtocolEras,
+    ProtocolOptions,
+    ServerOptions,
+    SessionOptions,
+    TaskOptions,
+)
 from soklet_core.mcp.server._server import DEFAULT_ENDPOINT_PATH, McpServer
 from soklet_core.mcp.server.durable import HandleRepository, TaskManager, handle_rejected
-from soklet_core.mcp.server.http import HttpLimits
-from soklet_core.mcp.server.legacy import ProtocolEras
 
 __all__ = [
     "DEFAULT_ENDPOINT_PATH",
@@ -28,9 +37,14 @@ __all__ = [
     "BearerTokenEntry",
     "HandleRepository",
     "HttpLimits",
+    "HttpOptions",
     "McpError",
     "McpServer",
     "ProtocolEras",
+    "ProtocolOptions",
+    "ServerOptions",
+    "SessionOptions",
     "TaskManager",
+    "TaskOptions",
     "handle_rejected",
 ]

@@ -107,7 +107,6 @@ from soklet_core.mcp.model.registry import (
 )
 from soklet_core.mcp.model.results import (
     CacheHint,
-    CacheScope,
     CallToolResult,
     CompleteResult,
     GetPromptResult,
@@ -140,6 +139,7 @@ from soklet_core.mcp.server._jsonrpc import (
     state_refusal,
     store_refusal,
 )
+from soklet_core.mcp.server._options import DEFAULT_LIST_CACHE_HINT, DEFAULT_LIST_CACHE_TTL_MS, DEFAULT_SERVER_NAME
 from soklet_core.mcp.server.durable._tasks import task_not_found
 from soklet_core.protection import (
     BoundRequest,
@@ -198,14 +198,6 @@ __all__ = [
 _logger = logging.getLogger("soklet.mcp")
 
 _LOG_LEVELS: Final = frozenset({"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"})
-#: How long a client may reuse ``server/discover`` and the list results by default, in milliseconds: briefly, so a
-#: redeployed server's new tools reach a pinned client within a minute.
-DEFAULT_LIST_CACHE_TTL_MS: Final = 60_000
-#: Cache hint of ``server/discover`` and the list results unless the server is given another (``list_cache_hint``):
-#: private (a shared cache keyed by URL would serve one deployment's lists after the next) and brief.
-DEFAULT_LIST_CACHE_HINT: Final = CacheHint(DEFAULT_LIST_CACHE_TTL_MS, CacheScope.PRIVATE)
-#: The name a server gives in its ``serverInfo`` unless told another.
-DEFAULT_SERVER_NAME: Final = "soklet"
 
 #: Bodies over :data:`INLINE_BODY_BYTES` parsed (and digested) at the same time, one worker thread each. Each costs
 #: up to about 25 times its size while its value model is built (docs/benchmarks.md), so two 16 MiB bodies stay

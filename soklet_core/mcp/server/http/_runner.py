@@ -1,7 +1,8 @@
 """The HTTP edge of an :class:`~.app.McpServer` on uvicorn: limits, timeouts, the connection cap and the drain.
 
-One home for every limit the HTTP server itself enforces (the body limit and the output ceiling live with the JSON
-codec; the endpoint path bound with the path rules). :class:`HttpLimits` holds them with named defaults;
+Every limit the HTTP server itself enforces is enforced here (the body limit and the output ceiling live with the
+JSON codec; the endpoint path bound with the path rules). :class:`HttpLimits` holds them with named defaults and
+bounds (its home is the server's options, ``_options``);
 :func:`uvicorn_config` and :func:`uvicorn_server_class` turn an app built with those limits into a hardened
 uvicorn server (uvloop + httptools). ``soklet serve`` and the test suite run exactly this.
 
@@ -36,10 +37,22 @@ import asyncio
 import contextlib
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
 
 from soklet_core.mcp.server._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, encode_error
+from soklet_core.mcp.server._options import (
+    DEFAULT_BODY_TIMEOUT_SECONDS,
+    DEFAULT_HEADER_TIMEOUT_SECONDS,
+    DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEAD_BYTES,
+    MAX_CONNECTIONS_CEILING,
+    MAX_HEAD_BYTES_CEILING,
+    MAX_TIMEOUT_SECONDS,
+    MIN_HEAD_BYTES,
+    SHUTDOWN_MARGIN_SECONDS,
+    HttpLimits,
+)
 from soklet_core.protocol import DEFAULT_SHUTDOWN_GRACE_SECONDS
 
 if TYPE_CHECKING:
@@ -62,62 +75,6 @@ __all__ = [
     "run_together",
     "serve_together",
 ]
-
-#: Request line plus header fields, in bytes as received (64 KiB).
-DEFAULT_MAX_HEAD_BYTES: Final = 64 * 1024
-#: The smallest head limit accepted (a real MCP request head is about 300 bytes).
-MIN_HEAD_BYTES: Final = 1024
-#: The largest head limit accepted (1 MiB).
-MAX_HEAD_BYTES_CEILING: Final = 1024 * 1024
-#: Seconds a client has to send a complete request head.
-DEFAULT_HEADER_TIMEOUT_SECONDS: Final = 10.0
-#: Seconds a client has to send a complete body once its head arrived.
-DEFAULT_BODY_TIMEOUT_SECONDS: Final = 30.0
-#: Seconds an idle kept-alive connection stays open.
-DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS: Final = 5.0
-#: Open connections served at once; one more is answered 503 and closed.
-DEFAULT_MAX_CONNECTIONS: Final = 512
-#: The largest connection cap accepted.
-MAX_CONNECTIONS_CEILING: Final = 65_536
-#: Every timeout and the grace are at most one hour.
-MAX_TIMEOUT_SECONDS: Final = 3600.0
-#: uvicorn's own graceful-shutdown timeout exceeds the app's grace by this much, so the app always answers first.
-SHUTDOWN_MARGIN_SECONDS: Final = 5.0
-
-
-def _check_seconds(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_TIMEOUT_SECONDS:
-        raise ValueError(f"{name} must be a number of seconds above 0 and at most {MAX_TIMEOUT_SECONDS:g}")
-
-
-def _check_int(name: str, value: int, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name} must be an int between {low} and {high}")
-
-
-@dataclass(frozen=True, slots=True)
-class HttpLimits:
-    """The limits and timeouts of the HTTP server (see the module docstring for what each one does)."""
-
-    max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES
-    header_timeout_seconds: float = DEFAULT_HEADER_TIMEOUT_SECONDS
-    body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS
-    keep_alive_timeout_seconds: float = DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS
-    max_connections: int = DEFAULT_MAX_CONNECTIONS
-    shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS
-
-    def __post_init__(self) -> None:
-        _check_int("max_head_bytes", self.max_head_bytes, MIN_HEAD_BYTES, MAX_HEAD_BYTES_CEILING)
-        _check_seconds("header_timeout_seconds", self.header_timeout_seconds)
-        _check_seconds("body_timeout_seconds", self.body_timeout_seconds)
-        _check_seconds("keep_alive_timeout_seconds", self.keep_alive_timeout_seconds)
-        _check_int("max_connections", self.max_connections, 1, MAX_CONNECTIONS_CEILING)
-        _check_seconds("shutdown_grace_seconds", self.shutdown_grace_seconds)
-
-    @property
-    def uvicorn_shutdown_timeout_seconds(self) -> int:
-        """uvicorn's ``timeout_graceful_shutdown``: the grace plus :data:`SHUTDOWN_MARGIN_SECONDS`, whole seconds."""
-        return math.ceil(self.shutdown_grace_seconds + SHUTDOWN_MARGIN_SECONDS)
 
 
 def _refusal(status: int, phrase: str, code: int, message: str) -> bytes:
@@ -262,7 +219,7 @@ def limited_uvicorn_config(app: Any, limits: HttpLimits, **options: Any) -> uvic
     }
     clash = fixed.intersection(options)
     if clash:
-        raise ValueError("set the HTTP limits with McpServer(..., http_limits=...), not uvicorn options")
+        raise ValueError("set the HTTP limits with ServerOptions(http=HttpOptions(limits=...)), not uvicorn options")
     settings: dict[str, Any] = {"loop": "uvloop", "lifespan": "on", "access_log": False}
     settings.update(options)
     return uvicorn.Config(

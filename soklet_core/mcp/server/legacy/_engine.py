@@ -26,7 +26,6 @@ opened and checked on every round, round limit, expiry) holds for both eras:
 from __future__ import annotations
 
 import asyncio
-import enum
 import functools
 import itertools
 import secrets
@@ -61,6 +60,12 @@ from soklet_core.mcp.server._jsonrpc import (
     McpError,
     capability_names,
     encode_result,
+)
+from soklet_core.mcp.server._options import (
+    DEFAULT_INPUT_TIMEOUT_SECONDS,
+    MAX_INPUT_TIMEOUT_SECONDS,
+    MIN_INPUT_TIMEOUT_SECONDS,
+    ProtocolEras,
 )
 from soklet_core.mcp.server.engine._dispatcher import (
     Dispatcher,
@@ -104,11 +109,6 @@ __all__ = [
 
 #: The 2025-era protocol versions served, preferred first (an unknown requested version gets the first).
 LEGACY_PROTOCOL_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
-#: How long one input round waits for all the client's answers unless told otherwise.
-DEFAULT_INPUT_TIMEOUT_SECONDS: Final = 300.0
-#: Bounds of ``input_timeout_seconds``.
-MIN_INPUT_TIMEOUT_SECONDS: Final = 1.0
-MAX_INPUT_TIMEOUT_SECONDS: Final = 3600.0
 #: The HTTP header that names a 2025-era session (lower-case, as the transport hands headers over).
 SESSION_HEADER: Final = "mcp-session-id"
 #: The largest ``initialize`` body, and the most its capabilities and client info may take together: both are
@@ -154,24 +154,6 @@ _NO_INFO: Final = JsonObject.empty_instance()
 _INPUT_REQUIRED: Final = JsonString.from_value("input_required")
 # How often a round's wait looks whether the client has gone (the transport also cancels the task).
 _GONE_CHECK_SECONDS: Final = 1.0
-
-
-class ProtocolEras(enum.Enum):
-    """Which protocol eras a server speaks (``--protocol``): 2026-07-28 only, the 2025 era only, or both."""
-
-    MODERN = "modern"
-    LEGACY = "legacy"
-    BOTH = "both"
-
-    @property
-    def modern(self) -> bool:
-        """Whether 2026-07-28 requests are served."""
-        return self is not ProtocolEras.LEGACY
-
-    @property
-    def legacy(self) -> bool:
-        """Whether 2025-era sessions are served."""
-        return self is not ProtocolEras.MODERN
 
 
 class ClientChannel(Protocol):

@@ -38,6 +38,12 @@ from soklet_core.errors import ErrorReason, SokletError
 from soklet_core.json import JsonNumber, JsonObject, JsonString, JsonValue
 from soklet_core.mcp.model.capabilities import ClientCapabilities
 from soklet_core.mcp.model.context import RequestId
+from soklet_core.mcp.server._options import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_SECONDS,
+    MAX_SESSION_IDLE_SECONDS,
+    MAX_SESSIONS_LIMIT,
+)
 from soklet_core.protection import ANONYMOUS_PARTITION
 
 __all__ = [
@@ -57,16 +63,6 @@ __all__ = [
     "peer_key",
 ]
 
-#: Sessions one table holds unless told otherwise; :data:`MAX_SESSIONS_LIMIT` at most.
-DEFAULT_MAX_SESSIONS: Final = 1024
-#: The largest ``max_sessions`` a table accepts.
-MAX_SESSIONS_LIMIT: Final = 65536
-#: Seconds an unused session with nothing running lives unless told otherwise (eight hours: a window left open
-#: over a working day keeps its session; the count bound and eviction keep the table small);
-#: :data:`MAX_SESSION_IDLE_SECONDS` at most.
-DEFAULT_SESSION_IDLE_SECONDS: Final = 8 * 3600.0
-#: The longest idle time a table accepts (one day).
-MAX_SESSION_IDLE_SECONDS: Final = 86400.0
 #: Server-to-client requests of one session waiting for the client's answer at the same time.
 MAX_PENDING_PER_SESSION: Final = 64
 #: Client requests of one session running at the same time.
