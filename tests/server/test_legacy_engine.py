@@ -26,6 +26,7 @@ from soklet_core.mcp import (
     PromptMessage,
     Registry,
     RequestContext,
+    SessionOptions,
     form_request,
     may_request_input,
     prompt,
@@ -755,7 +756,7 @@ def test_a_session_is_bound_to_its_partition() -> None:
 
 def test_a_full_session_table_refuses_initialize_with_503_only_when_every_session_is_busy() -> None:
     async def run() -> None:
-        protocol = LegacyProtocol(dispatcher(), sessions=SessionTable(max_sessions=1))
+        protocol = LegacyProtocol(dispatcher(), sessions=SessionTable(options=SessionOptions(max_sessions=1)))
         idle = protocol.sessions.get(await initialize(protocol))
         assert idle is not None
         busy_id = await initialize(protocol)  # the table is full: the idle session makes room

@@ -11,7 +11,7 @@ import secrets
 import pytest
 
 from soklet_core.json import JsonObject, parse
-from soklet_core.mcp import ClientCapabilities
+from soklet_core.mcp import ClientCapabilities, SessionOptions
 from soklet_core.mcp.server.legacy import _sessions as sessions_module
 from soklet_core.mcp.server.legacy._sessions import (
     DEFAULT_MAX_SESSIONS,
@@ -59,17 +59,20 @@ def test_defaults_and_bounds() -> None:
     assert table.max_sessions == DEFAULT_MAX_SESSIONS == 1024
     assert table.idle_seconds == DEFAULT_SESSION_IDLE_SECONDS == 8 * 3600.0  # a window left open a working day
     assert (table.partition_share, table.peer_share) == (1024 // PARTITION_SHARE_DIVISOR, 1024 // PEER_SHARE_DIVISOR)
-    assert (SessionTable(max_sessions=1).partition_share, SessionTable(max_sessions=1).peer_share) == (1, 1)
-    SessionTable(max_sessions=1, idle_seconds=1)
-    SessionTable(max_sessions=65536, idle_seconds=86400)
+    smallest = SessionTable(options=SessionOptions(max_sessions=1))
+    assert (smallest.partition_share, smallest.peer_share) == (1, 1)
+    SessionTable(options=SessionOptions(max_sessions=1, idle_seconds=1))
+    SessionTable(options=SessionOptions(max_sessions=65536, idle_seconds=86400))
     for bad in (0, 65537):
         with pytest.raises(ValueError, match="max_sessions"):
-            SessionTable(max_sessions=bad)
+            SessionOptions(max_sessions=bad)
     for seconds in (0.5, 86401):
         with pytest.raises(ValueError, match="idle_seconds"):
-            SessionTable(idle_seconds=seconds)
+            SessionOptions(idle_seconds=seconds)
     with pytest.raises(TypeError):
-        SessionTable(max_sessions=True)
+        SessionOptions(max_sessions=True)
+    with pytest.raises(TypeError):
+        SessionTable(options=64)  # type: ignore[arg-type]
 
 
 def busy(session: LegacySession) -> asyncio.Task[None]:
@@ -83,7 +86,7 @@ def test_a_full_table_evicts_its_longest_idle_session_and_refuses_only_when_all_
     async def run() -> None:
         clock = Clock()
         # Three partitions, so that no share is full before the table (a partition's share of 3 is 1).
-        table = SessionTable(max_sessions=3, clock=clock)
+        table = SessionTable(options=SessionOptions(max_sessions=3), clock=clock)
         made = []
         for partition in ("p1", "p2", "p3"):
             made.append(create(table, partition))
@@ -114,7 +117,7 @@ def test_looking_a_session_up_does_not_mark_it_used() -> None:
     # The transport looks a session up before admission: a caller who only presents an id must not keep it from
     # being the longest idle (and so evicted first) while its owner is away.
     clock = Clock()
-    table = SessionTable(max_sessions=2, clock=clock)
+    table = SessionTable(options=SessionOptions(max_sessions=2), clock=clock)
     first = create(table, "p1")
     clock.now += 1
     second = create(table, "p2")
@@ -127,7 +130,7 @@ def test_looking_a_session_up_does_not_mark_it_used() -> None:
 
 def test_one_anonymous_peer_flooding_evicts_only_its_own_sessions() -> None:
     clock = Clock()
-    table = SessionTable(max_sessions=64, clock=clock)
+    table = SessionTable(options=SessionOptions(max_sessions=64), clock=clock)
     share = table.peer_share
     assert share == 64 // PEER_SHARE_DIVISOR
     other = create(table, peer="192.0.2.7")
@@ -143,7 +146,7 @@ def test_one_anonymous_peer_flooding_evicts_only_its_own_sessions() -> None:
 
 
 def test_the_share_of_a_partition_is_counted_per_partition_and_ipv6_peers_by_their_64() -> None:
-    table = SessionTable(max_sessions=64)
+    table = SessionTable(options=SessionOptions(max_sessions=64))
     share = table.partition_share
     alice = [create(table, "tenant-a", peer=f"192.0.2.{n}") for n in range(share + 5)]
     assert sum(not session.closed for session in alice) == share  # a partition's share, whatever its peers
@@ -162,7 +165,7 @@ def test_the_share_of_a_partition_is_counted_per_partition_and_ipv6_peers_by_the
 def test_sweep_stops_at_the_first_unexpired_session_and_passes_over_busy_ones() -> None:
     async def run() -> None:
         clock = Clock()
-        table = SessionTable(max_sessions=8, idle_seconds=10, clock=clock)
+        table = SessionTable(options=SessionOptions(max_sessions=8, idle_seconds=10), clock=clock)
         running = create(table, "p1")
         task = busy(running)
         old = create(table, "p2")
@@ -180,7 +183,7 @@ def test_sweep_stops_at_the_first_unexpired_session_and_passes_over_busy_ones() 
 
 def test_idle_sessions_expire_at_the_idle_time() -> None:
     clock = Clock()
-    table = SessionTable(max_sessions=2, idle_seconds=60, clock=clock)
+    table = SessionTable(options=SessionOptions(max_sessions=2, idle_seconds=60), clock=clock)
     first = create(table)
     clock.now += 59.9
     assert table.get(first.id) is first
@@ -195,7 +198,7 @@ def test_idle_sessions_expire_at_the_idle_time() -> None:
 
 def test_create_sweeps_idle_sessions_when_full() -> None:
     clock = Clock()
-    table = SessionTable(max_sessions=2, idle_seconds=10, clock=clock)
+    table = SessionTable(options=SessionOptions(max_sessions=2, idle_seconds=10), clock=clock)
     old = create(table, "p1")
     clock.now += 5
     young = create(table, "p2")
@@ -214,7 +217,7 @@ def test_create_sweeps_idle_sessions_when_full() -> None:
 def test_a_session_with_a_running_request_is_not_idle() -> None:
     async def run() -> None:
         clock = Clock()
-        table = SessionTable(idle_seconds=10, clock=clock)
+        table = SessionTable(options=SessionOptions(idle_seconds=10), clock=clock)
         session = create(table)
         task = asyncio.ensure_future(asyncio.sleep(60))
         session.track(parse(b"1"), task)  # type: ignore[arg-type]

@@ -110,7 +110,7 @@ class McpServer:
         self._legacy = LegacyProtocol(
             self._dispatcher,
             eras=protocol.eras,
-            sessions=SessionTable(max_sessions=sessions.max_sessions, idle_seconds=sessions.idle_seconds),
+            sessions=SessionTable(options=sessions),
             input_timeout_seconds=sessions.input_timeout_seconds,
             endpoint_path=http.path,
         )

@@ -43,6 +43,7 @@ from soklet_core.mcp.server._options import (
     DEFAULT_SESSION_IDLE_SECONDS,
     MAX_SESSION_IDLE_SECONDS,
     MAX_SESSIONS_LIMIT,
+    SessionOptions,
 )
 from soklet_core.protection import ANONYMOUS_PARTITION
 
@@ -78,6 +79,8 @@ PEER_SHARE_DIVISOR: Final = 16
 _IPV6_PEER_PREFIX: Final = 64
 #: Random bytes of a session id (256 bits; the id is their unpadded base64url, 43 characters).
 SESSION_ID_BYTES: Final = 32
+
+_DEFAULT_OPTIONS: Final = SessionOptions()
 
 
 class SessionLimitReason(ErrorReason):
@@ -289,8 +292,9 @@ def peer_key(peer: str | None) -> str | None:
 
 
 class SessionTable:
-    """The live sessions of one server: at most ``max_sessions`` (1..65536, default 1024), each removed after
-    ``idle_seconds`` (1..86400, default eight hours) without use and with nothing running. One partition holds at
+    """The live sessions of one server, as ``options`` say (:class:`~soklet_core.mcp.server.SessionOptions`, which
+    checks their bounds): at most ``max_sessions``, each removed after ``idle_seconds`` without use and with nothing
+    running. One partition holds at
     most :attr:`partition_share` of them, one anonymous peer at most :attr:`peer_share`; a full share or table
     makes room by ending its longest-idle session with nothing running. ``clock`` is a monotonic clock in seconds
     (tests inject one)."""
@@ -300,24 +304,18 @@ class SessionTable:
     def __init__(
         self,
         *,
-        max_sessions: int = DEFAULT_MAX_SESSIONS,
-        idle_seconds: float = DEFAULT_SESSION_IDLE_SECONDS,
+        options: SessionOptions = _DEFAULT_OPTIONS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int):
-            raise TypeError("max_sessions must be an int")
-        if not 1 <= max_sessions <= MAX_SESSIONS_LIMIT:
-            raise ValueError(f"max_sessions must be between 1 and {MAX_SESSIONS_LIMIT}")
-        if isinstance(idle_seconds, bool) or not isinstance(idle_seconds, int | float):
-            raise TypeError("idle_seconds must be a number")
-        if not 1 <= idle_seconds <= MAX_SESSION_IDLE_SECONDS:
-            raise ValueError(f"idle_seconds must be between 1 and {MAX_SESSION_IDLE_SECONDS:g}")
+        if not isinstance(options, SessionOptions):
+            raise TypeError("options must be a SessionOptions")
+        max_sessions = options.max_sessions
         if not callable(clock):
             raise TypeError("clock must be callable")
         self._max = max_sessions
         self._partition_share = max(1, max_sessions // PARTITION_SHARE_DIVISOR)
         self._peer_share = max(1, max_sessions // PEER_SHARE_DIVISOR)
-        self._idle = float(idle_seconds)
+        self._idle = float(options.idle_seconds)
         self._clock = clock
         # Least recently used first, in the table and in each share (a session moves to the end when used).
         self._sessions: OrderedDict[str, LegacySession] = OrderedDict()
