@@ -30,7 +30,7 @@ def uvicorn_config(target: ServesAsgi | McpAsgiApp, **options: Any) -> uvicorn.C
     """A ``uvicorn.Config`` serving ``target`` with its :class:`HttpLimits` (uvloop, httptools, lifespan on).
 
     ``options`` go to ``uvicorn.Config`` (``log_level``, ``host``, ``port``…); the limit settings cannot be
-    overridden there: set them on the server with ``McpServer(..., http_limits=...)``.
+    overridden there: set them in the server's options, ``ServerOptions(http=HttpOptions(limits=...))``.
     """
     app = _app_of(target)
     return limited_uvicorn_config(app, app.http_limits, **options)
