@@ -21,6 +21,7 @@ from soklet_core.mcp import (
     McpServer,
     ProtocolEras,
     ProtocolOptions,
+    Registry,
     ServerOptions,
     SessionOptions,
     TaskOptions,
@@ -112,6 +113,7 @@ def test_each_group_refuses_one_past_its_edge(build: Build, accepted: Any, refus
         lambda: SessionOptions(max_sessions=True),
         lambda: SessionOptions(idle_seconds="60"),
         lambda: ServerOptions(http=SessionOptions()),
+        lambda: McpServer(Registry(), options=HttpOptions()),
     ],
 )
 def test_a_wrong_type_is_refused_when_the_group_is_built(build: Callable[[], object]) -> None:
