@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from soklet_core.json import JsonObject, ParamsDigest, parse
+from soklet_core.json import JsonObject, ParamsDigest, params_digest, parse
 from soklet_core.mcp.model.capabilities import ClientCapabilities
 from soklet_core.mcp.model.context import RequestId
 from soklet_core.mcp.model.input_required_result import InputRequiredResult
@@ -23,6 +23,7 @@ from soklet_core.mcp.server._jsonrpc import McpError
 
 __all__ = [
     "Call",
+    "CanonicalParams",
     "Complete",
     "DigestSource",
     "EncodedResult",
@@ -48,6 +49,30 @@ class DigestSource(Protocol):
     def take(self) -> ParamsDigest:
         """The digest (raises :class:`~soklet_core.json.JsonError` for params that cannot be digested)."""
         ...
+
+
+class CanonicalParams:
+    """A :class:`DigestSource` over a params value (for a caller without the request's bytes: a library caller, a
+    2025-era round, a stdio line): the digest of its canonical form. ``size`` is how large the caller knows the
+    params to be (the bytes they were parsed from), so that the engine digests large ones in a worker."""
+
+    __slots__ = ("_params", "_size")
+
+    def __init__(self, params: JsonObject, size: int = 0) -> None:
+        self._params = params
+        self._size = size
+
+    @property
+    def size(self) -> int:
+        """The size the caller gave."""
+        return self._size
+
+    def take(self) -> ParamsDigest:
+        """The digest of the params value (raises :class:`~soklet_core.json.JsonError` when it cannot be taken)."""
+        return params_digest(self._params, whole_request=False)
+
+    def __repr__(self) -> str:
+        return f"CanonicalParams(size={self._size})"
 
 
 class ProgressChannel(Protocol):
