@@ -1,4 +1,5 @@
-"""The request pipeline in process: ``Dispatcher.dispatch`` / ``validate`` and the ASGI app through httpx.
+"""The request pipeline in process: the 2026-07-28 HTTP side (``HttpDispatch.dispatch`` / ``validate``) over the
+engine (``Engine.call``), and the ASGI app through httpx.
 
 Beside the real-uvicorn tests of tests/server: the validation order, the frozen per-request record, the one
 method table, the request-state wrapper (open before the handler, seal after it, one digest per request), the
@@ -36,6 +37,7 @@ from soklet_core.mcp import (
     tool,
 )
 from soklet_core.mcp.model import methods
+from soklet_core.mcp.server._headers import HttpRequest
 from soklet_core.mcp.server._jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -50,8 +52,8 @@ from soklet_core.mcp.server._jsonrpc import (
     encode_error,
     state_refusal,
 )
-from soklet_core.mcp.server.engine import DispatchResult, HttpRequest
-from soklet_core.mcp.server.engine._dispatcher import _METHODS, ValidatedRequest
+from soklet_core.mcp.server.engine import METHODS, Call, Complete, DispatchResult, EncodedResult
+from soklet_core.mcp.server.http._dispatch import HttpDispatch
 from soklet_core.protection import ProtectionConfig, RequestStateProtectionException, bind_request
 from soklet_core.protocol import PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 
@@ -141,7 +143,12 @@ def call(
 
 async def dispatch(server: McpServer, message: Mapping[str, Any] | bytes, head: Mapping[str, str]) -> DispatchResult:
     raw = message if isinstance(message, bytes) else json.dumps(message).encode()
-    return await server.dispatcher.dispatch(HttpRequest("/mcp", dict(head), raw))
+    return await http_side(server).dispatch(HttpRequest("/mcp", dict(head), raw))
+
+
+def http_side(server: McpServer) -> HttpDispatch:
+    """The 2026-07-28 HTTP side over the server's engine (what its ASGI app runs a POST through)."""
+    return HttpDispatch(server.dispatcher)
 
 
 def reply(result: DispatchResult) -> dict[str, Any]:
@@ -263,24 +270,38 @@ def test_an_id_with_a_method_that_is_not_a_string_is_refused_with_that_id() -> N
 def test_validation_ends_in_one_frozen_record() -> None:
     server = make_server()
     raw = json.dumps(call("catalog.continue")).encode()
-    validated = asyncio.run(server.dispatcher.validate(HttpRequest("/mcp", headers(name="catalog.continue"), raw)))
-    assert isinstance(validated, ValidatedRequest)
-    assert (validated.method, validated.version, validated.path) == (methods.TOOLS_CALL, PROTOCOL_VERSION, "/mcp")
-    assert validated.target is not None
-    assert validated.target.name == "catalog.continue"
-    assert validated.target.on_loop  # the demo's handlers are registered with blocking=False
-    assert validated.answer is None
+    validated = asyncio.run(http_side(server).validate(HttpRequest("/mcp", headers(name="catalog.continue"), raw)))
+    assert isinstance(validated, Call)
+    assert (validated.method, validated.protocol_version, validated.endpoint_path) == (
+        methods.TOOLS_CALL,
+        PROTOCOL_VERSION,
+        "/mcp",
+    )
+    target = server.dispatcher.resolve(validated.method, validated.params)
+    assert target is not None
+    assert target.name == "catalog.continue"
+    assert target.on_loop  # the demo's handlers are registered with blocking=False
     with pytest.raises(dataclasses.FrozenInstanceError):
         validated.method = "tools/list"  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        validated.target.name = "other"  # type: ignore[misc]
+        target.name = "other"  # type: ignore[misc]
+
+
+async def run_call(server: McpServer, raw: bytes, head: Mapping[str, str]) -> None:
+    """Steps 1-8 on the HTTP side, then the engine; the engine's refusal raised as its wire error."""
+    validated = await http_side(server).validate(HttpRequest("/mcp", dict(head), raw))
+    assert validated is not None
+    outcome = await server.dispatcher.call(validated, None)
+    if not isinstance(outcome, Complete):
+        assert hasattr(outcome, "error")
+        raise outcome.error
 
 
 def test_validate_raises_the_first_failure_as_an_mcp_error() -> None:
     server = make_server()
     raw = json.dumps(call("nope")).encode()
     with pytest.raises(McpError) as caught:
-        asyncio.run(server.dispatcher.validate(HttpRequest("/mcp", headers(name="nope"), raw)))
+        asyncio.run(run_call(server, raw, headers(name="nope")))
     assert (caught.value.code, caught.value.http_status, caught.value.log_reason) == (
         INVALID_PARAMS,
         400,
@@ -291,13 +312,17 @@ def test_validate_raises_the_first_failure_as_an_mcp_error() -> None:
 def test_a_list_method_is_answered_by_its_pre_encoded_result() -> None:
     server = make_server()
     raw = json.dumps(body(methods.TOOLS_LIST)).encode()
-    validated = asyncio.run(server.dispatcher.validate(HttpRequest("/mcp", headers(methods.TOOLS_LIST), raw)))
+    validated = asyncio.run(http_side(server).validate(HttpRequest("/mcp", headers(methods.TOOLS_LIST), raw)))
     assert validated is not None
-    assert validated.target is None
-    assert validated.answer is not None
-    result = json.loads(validated.answer)
+    assert server.dispatcher.resolve(validated.method, validated.params) is None  # no handler runs
+    outcome = asyncio.run(server.dispatcher.call(validated, None))
+    assert isinstance(outcome, Complete)
+    assert isinstance(outcome.result, EncodedResult)
+    assert outcome.result is asyncio.run(server.dispatcher.call(validated, None)).result  # type: ignore[union-attr]
+    result = json.loads(outcome.result.body)
     assert [item["name"] for item in result["tools"]] == ["catalog.continue", "account.link", "deploy.approve"]
-    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "soklet"
+    answer = http_side(server).encode(outcome, validated)
+    assert reply(answer)["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "soklet"
 
 
 # ------------------------------------------------------------------------------------------------ the method table
@@ -318,8 +343,8 @@ def test_the_method_table_holds_every_served_method_once() -> None:
         methods.TASKS_UPDATE,
         methods.TASKS_CANCEL,
     }
-    assert set(_METHODS) == served
-    assert {name for name, entry in _METHODS.items() if entry.routing_member is not None} == {
+    assert set(METHODS) == served
+    assert {name for name, entry in METHODS.items() if entry.routing_member is not None} == {
         methods.TOOLS_CALL,
         methods.PROMPTS_GET,
         methods.RESOURCES_READ,
@@ -329,19 +354,19 @@ def test_the_method_table_holds_every_served_method_once() -> None:
     }
 
 
-@pytest.mark.parametrize("method", sorted(_METHODS))
+@pytest.mark.parametrize("method", sorted(METHODS))
 def test_every_method_of_the_table_is_answered(method: str) -> None:
     params: dict[str, Any] = {}
     name = None
-    if _METHODS[method].routing_member == "name":
+    if METHODS[method].routing_member == "name":
         params, name = {"name": "nope"}, "nope"
-    elif _METHODS[method].routing_member == "uri":
+    elif METHODS[method].routing_member == "uri":
         params, name = {"uri": "test://nope"}, "test://nope"
     elif method == methods.COMPLETION_COMPLETE:
         params = {"ref": {"type": "ref/prompt", "name": "nope"}, "argument": {"name": "a", "value": ""}}
     result = asyncio.run(dispatch(make_server(), body(method, params), headers(method, name)))
     assert result.status != 404
-    if _METHODS[method].routing_member is None:
+    if METHODS[method].routing_member is None:
         assert result.status == 200
         assert reply(result)["result"]["resultType"] == "complete"
 

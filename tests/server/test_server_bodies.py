@@ -20,15 +20,16 @@ import pytest
 from test_server_flows import make_server
 
 from soklet_core.json import DEFAULT_REQUEST_BODY_BYTES, params_digest, parse
+from soklet_core.json.limits import INLINE_BODY_BYTES
 from soklet_core.mcp import Registry
-from soklet_core.mcp.server.engine._dispatcher import (
-    INLINE_BODY_BYTES,
+from soklet_core.mcp.server._headers import HttpRequest
+from soklet_core.mcp.server.engine import (
     LARGE_BODY_WAIT_SECONDS,
     MAX_CONCURRENT_LARGE_BODIES,
-    Dispatcher,
     DispatchResult,
-    HttpRequest,
+    Engine,
 )
+from soklet_core.mcp.server.http._dispatch import HttpDispatch
 from tests.server.support import CAPS, FORM_CAPS, PV, VERSION, Client, Entries, running
 
 pytestmark = pytest.mark.slow
@@ -252,7 +253,7 @@ def body_threads() -> set[threading.Thread]:
 
 @pytest.mark.parametrize(("size", "in_worker"), [(INLINE_BODY_BYTES, False), (INLINE_BODY_BYTES + 1, True)])
 def test_inline_body_limit_at_its_edge(size: int, in_worker: bool) -> None:
-    dispatcher = Dispatcher(registry=Registry())
+    dispatcher = HttpDispatch(Engine(registry=Registry()))
     before = body_threads()
     result = asyncio.run(dispatcher.dispatch(HttpRequest("/mcp", HEADERS, sized_call(size))))
     assert result.status == 400  # no tool "plain" in an empty registry: the body was read and dispatched
@@ -262,7 +263,7 @@ def test_inline_body_limit_at_its_edge(size: int, in_worker: bool) -> None:
 
 def test_large_bodies_beyond_the_worker_slots_wait_then_get_503() -> None:
     assert LARGE_BODY_WAIT_SECONDS == 30.0  # documented; a short wait below keeps the test fast
-    dispatcher = Dispatcher(registry=Registry(), large_body_wait_seconds=0.3)
+    dispatcher = HttpDispatch(Engine(registry=Registry(), large_body_wait_seconds=0.3))
     large = HttpRequest("/mcp", HEADERS, distinct_decimals_call("plain"))  # a second or more of parsing each
 
     async def scenario() -> tuple[list[DispatchResult], DispatchResult]:
@@ -286,7 +287,7 @@ def test_large_bodies_beyond_the_worker_slots_wait_then_get_503() -> None:
 
 
 def test_a_cancelled_request_keeps_its_slot_until_its_thread_is_done() -> None:
-    dispatcher = Dispatcher(registry=Registry(), large_body_wait_seconds=0.3)
+    dispatcher = HttpDispatch(Engine(registry=Registry(), large_body_wait_seconds=0.3))
     large = HttpRequest("/mcp", HEADERS, distinct_decimals_call("plain"))
 
     async def scenario() -> tuple[DispatchResult, DispatchResult]:

@@ -25,20 +25,31 @@ only, so clients cannot tell reasons apart: opening → 400 / -32602 / ``"Invali
 sealing → 200 / -32603 / ``"Internal error"``. The reason goes only to the log (``state-<reason>``,
 ``seal-<reason>``).
 
+Every fixed wire refusal has its builder here, called by every transport and the engine: :func:`parse_refusal`,
+:func:`envelope_refusal` and the envelope check itself (:func:`check_envelope`), :func:`method_refusal`,
+:func:`params_not_object`, :func:`input_responses_malformed`, :func:`unauthorized`, :func:`busy_refusal` (503 with
+``Retry-After``), :func:`task_not_found`, :func:`store_refusal`, :func:`state_refusal` and
+:func:`missing_capabilities`. Each call makes a new error: a raised exception keeps the frames of its last raise (and
+so that request's body) alive through its traceback, and one shared instance would do so for any request.
+
 Responses are written as bytes from pre-encoded fixed fragments around the id and the result or error: the
 envelope is never built as a value model.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from typing import Final
 
 from soklet_core.errors import SokletError
-from soklet_core.json import JsonNull, JsonNumber, JsonObject, JsonValue, encode_wire
+from soklet_core.json import JsonNull, JsonNumber, JsonObject, JsonString, JsonValue, encode_wire, parse
+from soklet_core.mcp.model.context import RequestId
 from soklet_core.protection import RequestStateProtectionException
 from soklet_core.store import StoreError, StoreErrorReason
 
 __all__ = [
+    "BUSY_RETRY_AFTER_SECONDS",
     "HEADER_MISMATCH",
     "INTERNAL_ERROR",
     "INTERNAL_ERROR_MESSAGE",
@@ -50,16 +61,28 @@ __all__ = [
     "MISSING_CAPABILITY_MESSAGE",
     "PARSE_ERROR",
     "RESPONSE_TOO_LARGE_MESSAGE",
+    "TASK_NOT_FOUND_MESSAGE",
     "UNSUPPORTED_VERSION",
+    "DispatchResult",
+    "Envelope",
     "McpError",
+    "busy_refusal",
     "capability_names",
+    "check_envelope",
     "encode_error",
     "encode_id",
     "encode_result",
+    "envelope_refusal",
     "error_response",
+    "input_responses_malformed",
+    "method_refusal",
     "missing_capabilities",
+    "params_not_object",
+    "parse_refusal",
     "state_refusal",
     "store_refusal",
+    "task_not_found",
+    "unauthorized",
 ]
 
 #: The body is not JSON (HTTP 400).
@@ -88,6 +111,13 @@ RESPONSE_TOO_LARGE_MESSAGE: Final = "Response too large"
 #: What a client is told when it did not declare a capability the request needs: the start of the message, which
 #: goes on with the capability names (``Missing required client capability: elicitation.url``); ``data`` holds them.
 MISSING_CAPABILITY_MESSAGE: Final = "Missing required client capability"
+#: What a client is told for an unknown, expired or another caller's task id (and any id on a server without a
+#: store): one message, so a client cannot tell them apart.
+TASK_NOT_FOUND_MESSAGE: Final = "Failed to retrieve task: Task not found"
+#: The ``Retry-After`` of a refusal for a moment's load (every large-body worker busy, the store out of reach).
+BUSY_RETRY_AFTER_SECONDS: Final = 1
+_BUSY_HEADERS: Final = (("retry-after", str(BUSY_RETRY_AFTER_SECONDS)),)
+_JSONRPC_VERSION: Final = JsonString.from_value("2.0")
 
 # The HTTP status of each code when the raiser does not say; a code not listed (an application's own) is 200,
 # as a handler's error is an answer, not a refused request.
@@ -113,6 +143,8 @@ _REASON_OF_CODE: Final = {
 }
 _REASON_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 _MAX_REASON_CHARS: Final = 64
+
+_logger = logging.getLogger("soklet.mcp")
 
 _HEAD: Final = b'{"jsonrpc":"2.0","id":'
 _RESULT: Final = b',"result":'
@@ -265,6 +297,154 @@ def store_refusal(error: StoreError) -> McpError:
             "Service Unavailable",
             http_status=503,
             log_reason="store-unavailable",
-            headers=(("retry-after", "1"),),
+            headers=_BUSY_HEADERS,
         )
     return McpError(INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE, http_status=200, log_reason=f"store-{error.reason.value}")
+
+
+def busy_refusal(message: str = "Service Unavailable", *, retry_after: int = BUSY_RETRY_AFTER_SECONDS) -> McpError:
+    """503 / -32603 with ``Retry-After``: the server's state, not the request's fault (every large-body worker
+    stayed busy, too many requests in flight, too many sessions). ``message`` is a fixed phrase."""
+    return McpError(
+        INTERNAL_ERROR, message, http_status=503, log_reason="busy", headers=(("retry-after", str(retry_after)),)
+    )
+
+
+def parse_refusal() -> McpError:
+    """-32700 (400): the body is not strict JSON."""
+    return McpError(PARSE_ERROR, "Parse error")
+
+
+def envelope_refusal() -> McpError:
+    """-32600 (400): not a JSON-RPC 2.0 request or notification."""
+    return McpError(INVALID_REQUEST, "Invalid Request", log_reason="envelope")
+
+
+def method_refusal() -> McpError:
+    """-32601 (404): an unknown or removed method."""
+    return McpError(METHOD_NOT_FOUND, "Method not found")
+
+
+def params_not_object() -> McpError:
+    """-32602 (400): ``params`` is present and not an object."""
+    return McpError(INVALID_PARAMS, "Invalid params: params must be an object", log_reason="params-not-object")
+
+
+def input_responses_malformed(*, not_object: bool = False) -> McpError:
+    """-32602 (400): ``inputResponses`` is not an object (``not_object``), or an answer in it is outside the
+    protocol union of the request it answers."""
+    message = (
+        "Invalid params: inputResponses must be an object"
+        if not_object
+        else "Invalid params: an input response is malformed"
+    )
+    return McpError(INVALID_PARAMS, message, log_reason="input-responses")
+
+
+def unauthorized(reason: str) -> McpError:
+    """401 / -32600 ``Unauthorized`` with ``WWW-Authenticate: Bearer``; ``reason`` is the admission policy's bounded
+    reason (the log says ``admission-<reason>``)."""
+    return McpError(
+        INVALID_REQUEST,
+        "Unauthorized",
+        http_status=401,
+        log_reason=f"admission-{reason}",
+        headers=(("www-authenticate", "Bearer"),),
+    )
+
+
+def task_not_found() -> McpError:
+    """-32602 (400) :data:`TASK_NOT_FOUND_MESSAGE`."""
+    return McpError(INVALID_PARAMS, TASK_NOT_FOUND_MESSAGE, log_reason="task-not-found")
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A JSON-RPC request's envelope: the message, its id, and its method (``None``: not a string, which is refused
+    with the id once it is known)."""
+
+    message: JsonObject
+    request_id: RequestId
+    method: str | None
+
+
+def check_envelope(message: JsonValue) -> Envelope | None:
+    """The JSON-RPC 2.0 envelope of a parsed message, the one check every transport makes: the request's
+    :class:`Envelope`, ``None`` for a notification (no ``id``, a string method); raises :func:`envelope_refusal`
+    for anything else (not an object, no ``"jsonrpc": "2.0"``, an id that is neither a string nor a number)."""
+    if not isinstance(message, JsonObject) or message.get("jsonrpc") != _JSONRPC_VERSION:
+        raise envelope_refusal()
+    method = message.get("method")
+    if "id" not in message:
+        if isinstance(method, JsonString):
+            return None
+        raise envelope_refusal()
+    request_id = message["id"]
+    if not isinstance(request_id, JsonString | JsonNumber):
+        raise envelope_refusal()
+    return Envelope(message, request_id, method.value if isinstance(method, JsonString) else None)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchResult:
+    """A transport's answer to one request, and what the access log may say about it.
+
+    ``body`` is the encoded JSON-RPC response (``None`` for an accepted notification, 202); ``request_id`` its
+    id when known. ``method`` and ``operation`` are only ever known method names and registered operation names
+    (never raw client text); ``reason`` is a bounded refusal reason for the log.
+    """
+
+    status: int
+    body: bytes | None
+    method: str | None = None
+    operation: str | None = None
+    reason: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    code: int | None = None
+    request_id: RequestId | None = None
+
+    @property
+    def message(self) -> JsonObject | None:
+        """The response as a value (parsed from :attr:`body`; for tests and tools, not the hot path)."""
+        if self.body is None:
+            return None
+        message = parse(self.body)
+        assert isinstance(message, JsonObject)
+        return message
+
+    def within(self, ceiling: int) -> DispatchResult:
+        """This answer, or, when its body is over ``ceiling`` bytes (the output ceiling), the 200 / -32603
+        ``Response too large`` that replaces it, logged once: the one place every transport makes that swap."""
+        if self.body is None or len(self.body) <= ceiling:
+            return self
+        _logger.error("response over the %d-byte output ceiling replaced by an error", ceiling)
+        return DispatchResult(
+            200,
+            encode_error(self.request_id, INTERNAL_ERROR, RESPONSE_TOO_LARGE_MESSAGE),
+            method=self.method,
+            operation=self.operation,
+            reason="output-ceiling",
+            code=INTERNAL_ERROR,
+            request_id=self.request_id,
+        )
+
+    @classmethod
+    def refused(
+        cls,
+        error: McpError,
+        request_id: RequestId | None = None,
+        *,
+        method: str | None = None,
+        operation: str | None = None,
+    ) -> DispatchResult:
+        """The answer of a refused request."""
+        return cls(
+            error.http_status,
+            error.encode(request_id),
+            method=method,
+            operation=operation,
+            reason=error.log_reason,
+            headers=error.headers,
+            code=error.code,
+            request_id=request_id,
+        )

@@ -70,8 +70,11 @@ from soklet_core.mcp.server._jsonrpc import (
     INTERNAL_ERROR_MESSAGE,
     INVALID_PARAMS,
     RESPONSE_TOO_LARGE_MESSAGE,
+    TASK_NOT_FOUND_MESSAGE,
     McpError,
+    input_responses_malformed,
     missing_capabilities,
+    task_not_found,
 )
 from soklet_core.mcp.server._options import (
     DEFAULT_POLL_INTERVAL_MS,
@@ -138,8 +141,6 @@ ORPHAN_SWEEP_SECONDS: Final = 5.0
 ORPHAN_SWEEP_BATCH: Final = 64
 #: How often a served manager deletes the store's expired tasks on its own.
 PURGE_INTERVAL_SECONDS: Final = 60.0
-#: The one answer to an unknown, expired, purged or another caller's task id.
-TASK_NOT_FOUND_MESSAGE: Final = "Failed to retrieve task: Task not found"
 
 _EXPIRED_MESSAGE: Final = "Failed to retrieve task: Task has expired"
 _STEP_UNFINISHED_MESSAGE: Final = "The task's step did not finish"
@@ -171,12 +172,6 @@ def _now() -> datetime:
 def _short(task_id: str) -> str:
     # Task ids are bearer secrets: the log names a task by a short digest only.
     return hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:12]
-
-
-def task_not_found() -> McpError:
-    """The one -32602 answer to a task id that is unknown, purged, another caller's, or asked of a server without
-    tasks (the same bytes on the wire for each)."""
-    return McpError(INVALID_PARAMS, TASK_NOT_FOUND_MESSAGE, log_reason="task-not-found")
 
 
 def _internal(reason: str, message: str = INTERNAL_ERROR_MESSAGE) -> McpError:
@@ -680,9 +675,7 @@ class TaskManager:
                     continue  # never issued, already answered or superseded: ignored
                 method = request.get("method")
                 if not isinstance(method, JsonString) or not matches_input_response(value, method.value):
-                    raise McpError(
-                        INVALID_PARAMS, "Invalid params: an input response is malformed", log_reason="input-responses"
-                    )
+                    raise input_responses_malformed()
                 answers[key] = value
                 fresh = True
             if not fresh:

@@ -1,4 +1,5 @@
-"""The transport-neutral engine: the method table, the state wrapper, emission and sealing."""
+"""The transport-neutral engine: a :class:`Call` in, an :class:`Outcome` out (:meth:`Engine.call`); the method table
+(:func:`routing_member`, :meth:`Engine.resolve`), the state wrapper, emission and sealing."""
 
 from soklet_core.mcp.server._admission import (
     ANONYMOUS_PARTITION,
@@ -11,26 +12,30 @@ from soklet_core.mcp.server._admission import (
     BearerTokenAdmission,
     BearerTokenEntry,
 )
-from soklet_core.mcp.server._jsonrpc import (
-    McpError,
-)
-from soklet_core.mcp.server.engine._dispatcher import (
-    PROTOCOL_VERSION_META_KEY,
-    SERVER_INFO_META_KEY,
-    SUPPORTED_PROTOCOL_VERSIONS,
-    Dispatcher,
-    DispatchResult,
-    HttpRequest,
-    Interceptor,
-    LifecycleCallback,
+from soklet_core.mcp.server._jsonrpc import DispatchResult, McpError
+from soklet_core.mcp.server.engine._call import (
+    Call,
+    CanonicalParams,
+    Complete,
+    DigestSource,
+    EncodedResult,
+    InputRequired,
+    Outcome,
     ProgressChannel,
+    RefusalKind,
+    Refused,
+    ResultValue,
+    TaskCreated,
 )
+from soklet_core.mcp.server.engine._engine import Engine, Interceptor, LifecycleCallback, check_log_level
+from soklet_core.mcp.server.engine._methods import METHODS, Target, routing_member, routing_value
+from soklet_core.mcp.server.engine._state import LARGE_BODY_WAIT_SECONDS, MAX_CONCURRENT_LARGE_BODIES
 
 __all__ = [
     "ANONYMOUS_PARTITION",
-    "PROTOCOL_VERSION_META_KEY",
-    "SERVER_INFO_META_KEY",
-    "SUPPORTED_PROTOCOL_VERSIONS",
+    "LARGE_BODY_WAIT_SECONDS",
+    "MAX_CONCURRENT_LARGE_BODIES",
+    "METHODS",
     "Admission",
     "AdmissionPolicy",
     "AdmissionRefused",
@@ -39,11 +44,25 @@ __all__ = [
     "AnonymousAdmission",
     "BearerTokenAdmission",
     "BearerTokenEntry",
+    "Call",
+    "CanonicalParams",
+    "Complete",
+    "DigestSource",
     "DispatchResult",
-    "Dispatcher",
-    "HttpRequest",
+    "EncodedResult",
+    "Engine",
+    "InputRequired",
     "Interceptor",
     "LifecycleCallback",
     "McpError",
+    "Outcome",
     "ProgressChannel",
+    "RefusalKind",
+    "Refused",
+    "ResultValue",
+    "Target",
+    "TaskCreated",
+    "check_log_level",
+    "routing_member",
+    "routing_value",
 ]

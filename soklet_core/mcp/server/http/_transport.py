@@ -1,4 +1,5 @@
-"""The Streamable HTTP transport: a raw ASGI 3 application around a :class:`~.dispatcher.Dispatcher`.
+"""The Streamable HTTP transport: a raw ASGI 3 application around an :class:`~soklet_core.mcp.server.engine.Engine`
+(a 2026-07-28 POST through :class:`~soklet_core.mcp.server.http._dispatch.HttpDispatch`).
 
 This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP side of the protocol:
 
@@ -40,7 +41,7 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
 * one access-log line per request on logger ``soklet.mcp.access``:
   ``method=… operation=… status=… code=… duration_ms=… [reason=…]``. Only known method names, registered
   operation names and bounded reasons appear: never tokens, headers, params or other raw input;
-* with the dispatcher's :class:`~.metrics.ServerMetrics`, the same answer counted by method and outcome.
+* with the engine's :class:`~.metrics.ServerMetrics`, the same answer counted by method and outcome.
 """
 
 from __future__ import annotations
@@ -68,15 +69,20 @@ from soklet_core.json import (
     encode_wire,
     parse,
 )
+from soklet_core.json.limits import INLINE_BODY_BYTES
 from soklet_core.mcp.model.context import RequestId
-from soklet_core.mcp.server._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, McpError, encode_error
-from soklet_core.mcp.server.engine._dispatcher import (
-    INLINE_BODY_BYTES,
-    Dispatcher,
+from soklet_core.mcp.server._headers import HttpRequest
+from soklet_core.mcp.server._jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
     DispatchResult,
-    HttpRequest,
+    McpError,
+    encode_error,
 )
+from soklet_core.mcp.server.engine import Engine
 from soklet_core.mcp.server.http._access_log import record_answer
+from soklet_core.mcp.server.http._dispatch import HttpDispatch
 from soklet_core.mcp.server.http._runner import SHUTDOWN_MARGIN_SECONDS, HttpLimits
 from soklet_core.mcp.server.legacy._engine import (
     SESSION_HEADER,
@@ -270,7 +276,7 @@ class McpAsgiApp:
 
     def __init__(
         self,
-        dispatcher: Dispatcher,
+        engine: Engine,
         *,
         path: str = DEFAULT_ENDPOINT_PATH,
         allowed_hosts: Iterable[str] = (),
@@ -288,8 +294,9 @@ class McpAsgiApp:
             raise ValueError("the output ceiling must be positive")
         if not isinstance(http_limits, HttpLimits):
             raise TypeError("http_limits must be an HttpLimits")
-        self._dispatcher = dispatcher
-        self._metrics = dispatcher.metrics
+        self._engine = engine
+        self._modern = HttpDispatch(engine)
+        self._metrics = engine.metrics
         self._path = normalize_endpoint_path(path)
         try:
             self._hosts = frozenset(parse_authority(host.strip()) for host in allowed_hosts)
@@ -310,7 +317,7 @@ class McpAsgiApp:
         eras = ProtocolEras.MODERN if legacy is None else legacy.eras
         # The header-only fast path: a modern version header and no session header is a 2026-07-28 request,
         # decided without reading the body (a legacy-only server has no fast path).
-        self._fast_versions = frozenset(dispatcher.supported_versions) if eras.modern else frozenset()
+        self._fast_versions = frozenset(engine.supported_versions) if eras.modern else frozenset()
         self._sessions = legacy.sessions if legacy is not None and eras.legacy else None
         self._allow = b"POST" if self._sessions is None else b"POST, DELETE"
         self._mounts = _checked_mounts(mounts, self._path)
@@ -372,7 +379,7 @@ class McpAsgiApp:
             if message["type"] == "lifespan.startup":
                 self._draining = False  # the same app may be served again after a stop
                 self._grace_over = None
-                tasks = self._dispatcher.task_manager
+                tasks = self._engine.task_manager
                 if tasks is not None:
                     tasks.start()  # orphaned steps and expired tasks are looked after without waiting for a request
                 await send({"type": "lifespan.startup.complete"})
@@ -386,7 +393,7 @@ class McpAsgiApp:
                         await asyncio.wait_for(self._idle.wait(), wait)
                 if self._legacy is not None:
                     self._legacy.close()  # 2025-era sessions do not outlive the server
-                tasks = self._dispatcher.task_manager
+                tasks = self._engine.task_manager
                 if tasks is not None:
                     await tasks.close()  # task steps stop here and give their leases back (the store stays open)
                 await send({"type": "lifespan.shutdown.complete"})
@@ -521,7 +528,7 @@ class McpAsgiApp:
             # The head came before the stop, the body after: the request never started, so it is refused as new.
             return await self._plain(send, 503, "shutting-down", close=True)
         assert isinstance(body, bytes)
-        # The headers alone decide most requests: a 2026-07-28 one goes straight to the dispatcher, body unread.
+        # The headers alone decide most requests: a 2026-07-28 one goes straight to the HTTP side, body unread.
         if era_from_headers(headers, modern_versions=self._fast_versions) is ProtocolEras.MODERN:
             return await self._respond(HttpRequest(scope["path"], headers, body), receive, send)
         client = scope.get("client")
@@ -574,12 +581,12 @@ class McpAsgiApp:
                         send, 404, SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, "session-not-found"
                     )
             try:
-                message = await self._dispatcher.parse_body(body)
+                message = await self._engine.parse_body(body)
             except McpError as error:
                 return await self._finish(send, DispatchResult.refused(error), _QUIET, False)
         else:
             # Without a session only an initialize opens the 2025 era, and an initialize is small: a body over the
-            # inline size is left to the 2026-07-28 path (whose dispatcher parses large bodies off the loop).
+            # inline size is left to the 2026-07-28 path (which parses large bodies off the loop).
             if len(body) <= INLINE_BODY_BYTES:
                 with contextlib.suppress(JsonError):
                     message = parse(body)
@@ -667,7 +674,7 @@ class McpAsgiApp:
         grace.add_done_callback(exchange.on_grace)
         try:
             if isinstance(request, HttpRequest):
-                result = await self._dispatcher.dispatch(request, channel)
+                result = await self._modern.dispatch(request, channel)
             else:  # a 2025-era message: server-to-client requests go out as frames of this response's stream
                 assert self._legacy is not None
                 result = await self._legacy.handle(request, channel)
