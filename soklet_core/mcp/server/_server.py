@@ -95,15 +95,10 @@ class McpServer:
         self._dispatcher = Dispatcher(
             registry=registry,
             sealer=sealer,
+            protocol=protocol,
             admission=admission if admission is not None else AnonymousAdmission(),
-            supported_versions=protocol.supported_versions,
-            server_name=protocol.server_name,
-            server_version=protocol.server_version,
-            instructions=protocol.instructions,
-            list_cache_hint=protocol.list_cache_hint,
             interceptor=interceptor,
             lifecycle=list(lifecycle_callbacks),
-            sync_handlers_in_thread=protocol.sync_handlers_in_thread,
             metrics=metrics,
             tasks=self._tasks,
         )
@@ -116,12 +111,7 @@ class McpServer:
         )
         self._app = McpAsgiApp(
             self._dispatcher,
-            path=http.path,
-            allowed_hosts=http.allowed_hosts,
-            allowed_origins=http.allowed_origins,
-            max_request_body_bytes=http.max_request_body_bytes,
-            output_ceiling_bytes=http.output_ceiling_bytes,
-            http_limits=http.limits,
+            http=http,
             legacy=self._legacy,
             mounts=mounts,
             readiness=readiness,

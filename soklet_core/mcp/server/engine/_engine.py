@@ -36,7 +36,6 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
-from soklet_core import __version__
 from soklet_core.json import JsonArray, JsonError, JsonNumber, JsonObject, JsonString, JsonValue, parse
 from soklet_core.mcp.model import methods
 from soklet_core.mcp.model.context import RequestContext
@@ -66,7 +65,7 @@ from soklet_core.mcp.server._jsonrpc import (
     task_not_found,
     unauthorized,
 )
-from soklet_core.mcp.server._options import DEFAULT_LIST_CACHE_HINT, DEFAULT_SERVER_NAME
+from soklet_core.mcp.server._options import ProtocolOptions
 from soklet_core.mcp.server.engine._call import (
     Call,
     Complete,
@@ -92,7 +91,7 @@ from soklet_core.mcp.server.engine._methods import (
 )
 from soklet_core.mcp.server.engine._state import LARGE_BODY_WAIT_SECONDS, StateWrapper, Workers, internal
 from soklet_core.protection import BoundRequest, OpenedRequestState, RequestStateSealer
-from soklet_core.protocol import CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, SUPPORTED_PROTOCOL_VERSIONS, TASKS_EXTENSION
+from soklet_core.protocol import CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, TASKS_EXTENSION
 from soklet_core.store import StoreError, StoreErrorReason
 
 if TYPE_CHECKING:
@@ -110,6 +109,7 @@ _logger = logging.getLogger("soklet.mcp")
 _T = TypeVar("_T")
 
 _LOG_LEVELS: Final = frozenset({"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"})
+_DEFAULT_PROTOCOL: Final = ProtocolOptions()
 # The answer of tasks/update and tasks/cancel: an empty ack.
 _COMPLETE_ACK: Final = EncodedResult(b'{"resultType":"complete"}')
 
@@ -147,20 +147,19 @@ class Engine:
         self,
         *,
         registry: Registry,
+        protocol: ProtocolOptions = _DEFAULT_PROTOCOL,
         sealer: RequestStateSealer | None = None,
         admission: AdmissionPolicy | None = None,
-        supported_versions: Iterable[str] = SUPPORTED_PROTOCOL_VERSIONS,
-        server_name: str = DEFAULT_SERVER_NAME,
-        server_version: str = __version__,
-        instructions: str | None = None,
-        list_cache_hint: CacheHint = DEFAULT_LIST_CACHE_HINT,
         interceptor: Interceptor | None = None,
         lifecycle: Iterable[LifecycleCallback] = (),
-        sync_handlers_in_thread: bool = True,
-        large_body_wait_seconds: float = LARGE_BODY_WAIT_SECONDS,
         metrics: ServerMetrics | None = None,
         tasks: TaskManager | None = None,
+        large_body_wait_seconds: float = LARGE_BODY_WAIT_SECONDS,
     ) -> None:
+        if not isinstance(protocol, ProtocolOptions):
+            raise TypeError("protocol takes a ProtocolOptions")
+        supported_versions = protocol.supported_versions
+        instructions = protocol.instructions
         self._registry = registry
         self._tasks = tasks
         if tasks is None and any(item.task_support is not TaskSupport.NONE for item in registry.tools):
@@ -173,7 +172,7 @@ class Engine:
         self._instructions = instructions
         self._interceptor = interceptor
         self._lifecycle = tuple(lifecycle)
-        self._server_info = JsonObject.from_mapping({"name": server_name, "version": server_version})
+        self._server_info = JsonObject.from_mapping({"name": protocol.server_name, "version": protocol.server_version})
         # Only framework-protected operations bind a state to the params digest.
         self._protects = any(
             item.request_state_mode is RequestStateMode.FRAMEWORK_PROTECTED
@@ -188,9 +187,9 @@ class Engine:
             versions=JsonArray.of(*self._versions),
             capabilities=discover_capabilities(self._capabilities, tasks=tasks is not None),
             instructions=instructions,
-            hint=list_cache_hint,
+            hint=protocol.list_cache_hint,
         )
-        self._resolver = Resolver(registry, lists, in_thread=sync_handlers_in_thread)
+        self._resolver = Resolver(registry, lists, in_thread=protocol.sync_handlers_in_thread)
         self._workers = Workers(large_body_wait_seconds)
         self._state = StateWrapper(sealer, metrics, self._workers)
 

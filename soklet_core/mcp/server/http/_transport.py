@@ -23,7 +23,7 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
   ``localhost``, ``127.0.0.1`` and ``[::1]`` with any port, plus configured values. All before the body is read;
 * the request body limit (10 MiB by default, at most 16 MiB), read incrementally and refused with 413 as soon as
   it is exceeded (or at once when ``Content-Length`` says so), and the body read timeout (408, connection
-  closed) from :class:`~.http_server.HttpLimits`;
+  closed) from :class:`~soklet_core.mcp.server._options.HttpLimits` (the app takes an ``HttpOptions``);
 * the 4 MiB response output ceiling: a larger answer becomes a ``-32603`` error;
 * compact single-line JSON responses, or request-scoped SSE (``event: message`` frames, ``X-Accel-Buffering:
   no``) once a handler reports progress on a request with a ``progressToken`` and no unmet CONDITIONAL
@@ -51,15 +51,12 @@ import contextlib
 import ipaddress
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
 from soklet_core.errors import SokletError
 from soklet_core.json import (
-    DEFAULT_REQUEST_BODY_BYTES,
-    MAX_REQUEST_BODY_BYTES,
-    RESPONSE_OUTPUT_CEILING_BYTES,
     JsonError,
     JsonNull,
     JsonNumber,
@@ -80,10 +77,10 @@ from soklet_core.mcp.server._jsonrpc import (
     McpError,
     encode_error,
 )
+from soklet_core.mcp.server._options import SHUTDOWN_MARGIN_SECONDS, HttpLimits, HttpOptions
 from soklet_core.mcp.server.engine import Engine
 from soklet_core.mcp.server.http._access_log import record_answer
 from soklet_core.mcp.server.http._dispatch import HttpDispatch
-from soklet_core.mcp.server.http._runner import SHUTDOWN_MARGIN_SECONDS, HttpLimits
 from soklet_core.mcp.server.legacy._engine import (
     SESSION_HEADER,
     SESSION_NOT_FOUND,
@@ -96,9 +93,8 @@ from soklet_core.mcp.server.legacy._engine import (
 from soklet_core.mcp.server.legacy._sessions import LegacySession
 from soklet_core.mcp.server.ops._readiness import RETRY_AFTER_SECONDS, Readiness
 from soklet_core.protection import normalize_endpoint_path
-from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 
-_DEFAULT_LIMITS: Final = HttpLimits()
+_DEFAULT_HTTP: Final = HttpOptions()
 
 __all__ = [
     "LOCAL_HOSTS",
@@ -278,22 +274,19 @@ class McpAsgiApp:
         self,
         engine: Engine,
         *,
-        path: str = DEFAULT_ENDPOINT_PATH,
-        allowed_hosts: Iterable[str] = (),
-        allowed_origins: Iterable[str] = (),
-        max_request_body_bytes: int = DEFAULT_REQUEST_BODY_BYTES,
-        output_ceiling_bytes: int = RESPONSE_OUTPUT_CEILING_BYTES,
-        http_limits: HttpLimits = _DEFAULT_LIMITS,
+        http: HttpOptions = _DEFAULT_HTTP,
         legacy: LegacyProtocol | None = None,
         mounts: Mapping[str, ASGIApp] = _NO_MOUNTS,
         readiness: Readiness | None = None,
     ) -> None:
-        if not 0 < max_request_body_bytes <= MAX_REQUEST_BODY_BYTES:
-            raise ValueError(f"the request body limit must be between 1 and {MAX_REQUEST_BODY_BYTES} bytes")
-        if output_ceiling_bytes <= 0:
-            raise ValueError("the output ceiling must be positive")
-        if not isinstance(http_limits, HttpLimits):
-            raise TypeError("http_limits must be an HttpLimits")
+        if not isinstance(http, HttpOptions):
+            raise TypeError("http takes an HttpOptions")
+        path, allowed_hosts, allowed_origins = http.path, http.allowed_hosts, http.allowed_origins
+        max_request_body_bytes, output_ceiling_bytes, http_limits = (
+            http.max_request_body_bytes,
+            http.output_ceiling_bytes,
+            http.limits,
+        )
         self._engine = engine
         self._modern = HttpDispatch(engine)
         self._metrics = engine.metrics
