@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -38,27 +39,26 @@ from soklet_core.fleet import (
     RESOLVED_RECORD_NAME,
     AdminTarget,
     FleetChange,
+    FleetRotator,
     FleetStatus,
     RecordError,
     RecordMismatch,
+    RecordWritten,
     RotationAbort,
+    RotationAction,
+    RotationEvent,
     RotationLocked,
+    RotationPlan,
     RotationRecord,
-    RotationStep,
-    abort_rotation,
+    RotationRefusal,
+    RotationRefused,
+    RotationRequest,
+    Waiting,
     change_fleet,
-    compare_fleet,
-    default_record_path,
-    id_taken,
-    read_record,
     read_snapshots,
+    record_path_for,
     removal_refusal,
-    rotate_fleet,
-    rotation_lock,
-    rotation_refusal,
     select_members,
-    skew_of,
-    write_record,
 )
 from soklet_core.keys import (
     DEFAULT_KEY_MATERIAL_BYTES,
@@ -1188,6 +1188,28 @@ _FLEET_EXIT: Final = {
     FleetStatus.INCOMPARABLE: ExitCode.IO,
     FleetStatus.DUPLICATED: ExitCode.USAGE,
 }
+#: The exit code of each refusal before any change (the core decides the refusal, the CLI its code).
+_REFUSAL_EXIT: Final = {
+    RotationRefusal.KEY_TWICE: ExitCode.USAGE,
+    RotationRefusal.ABORT_OPTIONS: ExitCode.USAGE,
+    RotationRefusal.NOT_CONFIRMED: ExitCode.USAGE,
+    RotationRefusal.RESUME_GENERATE: ExitCode.USAGE,
+    RotationRefusal.NO_KEY: ExitCode.USAGE,
+    RotationRefusal.INVALID_REQUEST: ExitCode.USAGE,
+    RotationRefusal.NO_RECORD: ExitCode.USAGE,
+    RotationRefusal.ID_DIFFERS: ExitCode.USAGE,
+    RotationRefusal.UNKNOWN_MEMBER: ExitCode.USAGE,
+    RotationRefusal.NO_MEMBER_LEFT: ExitCode.USAGE,
+    RotationRefusal.RECORD_MEMBERS: ExitCode.REFUSED,
+    RotationRefusal.KEY_FILE: ExitCode.IO,
+    RotationRefusal.KEY_TEXT: ExitCode.REFUSED,
+    RotationRefusal.KEY_DIFFERS: ExitCode.REFUSED,
+    RotationRefusal.KEY_NEEDED: ExitCode.USAGE,
+    RotationRefusal.UNFINISHED: ExitCode.REFUSED,
+    RotationRefusal.ALREADY_ACTIVE: ExitCode.REFUSED,
+    RotationRefusal.ID_TAKEN: ExitCode.REFUSED,
+    RotationRefusal.DRY_RUN: ExitCode.USAGE,
+}
 #: Seconds between two "waiting" lines when the output is not a terminal.
 _WAIT_LINE_SECONDS: Final = 10.0
 
@@ -1208,32 +1230,30 @@ class _RotateOptions:
 def _rotate_fleet(
     source: _FleetSource, options: _RotateOptions, record_option: Path | None, allow_insecure: bool, as_json: bool
 ) -> None:
-    if options.key_file is not None and options.generate:
-        fail("give --key-file PATH or --generate, not both", ExitCode.USAGE)
-    if options.abort and (
-        options.resume or options.generate or options.key_file is not None or options.dry_run or options.key_id
-    ):
-        fail(
-            "--abort abandons the recorded rotation: --resume, --generate, --key-file, --id and --dry-run do not apply",
-            ExitCode.USAGE,
-        )
-    if not (options.yes or options.dry_run) and not sys.stdin.isatty():
-        # Refused before any instance is contacted: a script must say --yes.
-        fail("standard input is not a terminal: give --yes to rotate the fleet (or --dry-run)", ExitCode.USAGE)
-    if record_option is not None:
-        record_path = record_option
-    elif source.fleet is not None:
-        record_path = default_record_path(source.fleet)
-    else:
-        record_path = Path(RESOLVED_RECORD_NAME)
+    # The rules are the core's (soklet_core.fleet.rotation_plan): this builds the request, renders the events
+    # and maps the refusals to exit codes.
+    record_path = record_path_for(record_option, source.fleet)
     again = _Again(source, record_option)
-    if options.dry_run:
-        # A dry run changes nothing and takes no lock: it may look while a rotation runs.
-        _rotate_locked(source, options, record_path, again, allow_insecure, as_json)
-        return
+    with _refusals(record_path, again):
+        request = RotationRequest(
+            record_path=record_path,
+            key_id=options.key_id,
+            size=options.size,
+            key_file=options.key_file,
+            allow_insecure_key_file=allow_insecure,
+            generate=options.generate,
+            resume=options.resume,
+            abort=options.abort,
+            dry_run=options.dry_run,
+            exclude=tuple(options.exclude),
+            yes=options.yes,
+            interactive=sys.stdin.isatty(),
+        )
+    emit = _Progress(as_json, again)
+    rotator = FleetRotator(request, source.targets(), on_event=emit)
     try:
-        with rotation_lock(record_path):
-            _rotate_locked(source, options, record_path, again, allow_insecure, as_json)
+        with rotator.lock():
+            _rotate_locked(rotator, request, source, again, emit)
     except RotationLocked as locked:
         fail(f"refused: {locked}", ExitCode.REFUSED)
     except OSError as error:
@@ -1257,165 +1277,93 @@ class _Again:
         return shlex.join(arguments)
 
 
-def _rotate_locked(
-    source: _FleetSource,
-    options: _RotateOptions,
-    record_path: Path,
-    again: _Again,
-    allow_insecure: bool,
-    as_json: bool,
-) -> None:
-    all_targets = source.targets()
-    emit = _Progress(as_json, again)
-    key: ProtectionKey | None = None
-    skew_ms = 0
-    if options.abort:
-        if not record_path.exists():
-            fail(f"--abort: no rotation record at {shown_path(record_path)}", ExitCode.USAGE)
-        state = _read_record(record_path)
-        _abort(all_targets, state, record_path, options, emit)
-        return
-    if options.resume:
-        if options.generate:
-            fail("--resume continues with the recorded key: --generate does not apply", ExitCode.USAGE)
-        if not record_path.exists():
-            fail(f"--resume: no rotation record at {shown_path(record_path)}", ExitCode.USAGE)
-        state = _read_record(record_path)
-        if options.key_id is not None and options.key_id != state.new_key:
-            fail("--resume: --id differs from the recorded new key", ExitCode.USAGE)
-        try:
-            selected, excluded = select_members(all_targets, options.exclude, state)
-        except ValueError as error:
-            code = ExitCode.USAGE if str(error).startswith("--exclude") else ExitCode.REFUSED
-            fail(f"--resume: {error}", code)
-        targets = list(selected)
-        if excluded != state.excluded:
-            state = replace(state, instances=tuple(t.name for t in targets), excluded=excluded)
-        if options.key_file is not None:
-            material = _material_from(options.key_file, None, False, allow_insecure)
-            key = ProtectionKey.from_id_and_bytes(state.new_key, material)
-            if key.check_value_text != state.check_value:
-                fail(
-                    "--key-file holds other material than the recorded new key (check values differ)", ExitCode.REFUSED
-                )
-        if key is None and state.material is None and state.step < RotationStep.VERIFY_STAGED:
-            lacking = _lacking(targets, state)
-            if lacking:
-                fail(
-                    f"--resume: key {state.new_key} is still to be staged on {', '.join(lacking)}: "
-                    "give the same --key-file again",
-                    ExitCode.USAGE,
-                )
-        if state.finished:
-            # A finished record is checked against the fleet too: the former key must be gone everywhere.
-            _run_rotation(targets, state, record_path, None, emit)
-            emit({"event": "finished", "step": state.step.label, "new_key": state.new_key})
-            return
-    else:
-        if options.key_file is None and not options.generate:
-            fail("give the new key with --key-file PATH or --generate (or --resume a rotation)", ExitCode.USAGE)
-        selected, excluded = _members_or_fail(all_targets, options.exclude)
-        targets = list(selected)
-        if record_path.exists():
-            previous = _read_record(record_path)
-            if not previous.finished:
-                fail(
-                    f"a rotation is unfinished (step {previous.step.label} done) per {shown_path(record_path)}: "
-                    f"finish it with {again.line('--resume')} or abandon it with {again.line('--abort')}",
-                    ExitCode.REFUSED,
-                )
-        readings = asyncio.run(read_snapshots(targets))
-        report = compare_fleet(readings)
-        refusal = rotation_refusal(report, "before the rotation")
-        if refusal is not None:
-            emit(
-                {
-                    "event": "abort",
-                    "step": "preflight",
-                    "status": refusal.status.value,
-                    "message": refusal.message,
-                    "differences": [difference.to_json() for difference in report.differences],
-                    "details": [difference.describe() for difference in report.differences]
-                    + [f"{printable_name(r.name)}: {r.problem}" for r in report.unreachable],
-                    "unreachable": [{"name": r.name, "problem": r.problem} for r in report.unreachable],
-                }
-            )
-            raise typer.Exit(int(_FLEET_EXIT[refusal.status]))
-        snapshots = [reading.snapshot for reading in report.readings if reading.snapshot is not None]
-        former = snapshots[0].active
-        new_id = _unique_id(options.key_id, {key.id for snapshot in snapshots for key in snapshot.keys}, utc_now())
-        if new_id == former:
-            fail(f"key {new_id} is already the active key", ExitCode.REFUSED)
-        if options.key_file is not None:
-            material = _material_from(options.key_file, None, False, allow_insecure)
-            key = ProtectionKey.from_id_and_bytes(new_id, material)
-        else:
-            key = ProtectionKey.generate(new_id, options.size)
-        taken = id_taken(readings, new_id, key.check_value_text)
-        if taken:
-            fail(
-                f"refused: key {new_id} is already on {', '.join(printable_name(name) for name in taken)}: that id "
-                "already holds other bytes; choose another --id",
-                ExitCode.REFUSED,
-            )
-        skew_ms = skew_of(readings)
-        wait_ms = max(snapshot.max_state_lifetime_ms for snapshot in snapshots)
-        state = RotationRecord(
-            tuple(target.name for target in targets),
-            new_id,
-            former,
-            key.check_value_text,
-            wait_ms=wait_ms,
-            material=encode_base64url(key.material) if options.generate else None,
-            excluded=excluded,
-            skew_ms=skew_ms,
-        )
-    emit(_plan(state, source, record_path, options.dry_run))
-    if options.dry_run:
-        return
-    _confirm(options.yes, state)
+@contextlib.contextmanager
+def _refusals(record_path: Path, again: _Again, action: RotationAction | None = None) -> Iterator[None]:
+    """Exit with the documented code for a refusal before any change (the request, the record, the key file)."""
     try:
-        write_record(record_path, state)
+        yield
+    except RotationRefused as refused:
+        fail(_refusal_text(refused, record_path, again, action), _REFUSAL_EXIT[refused.reason])
+    except RecordError as error:
+        fail(f"{shown_path(record_path)}: {error}", ExitCode.IO)
     except KeyringFileError as error:
         fail(file_error_text(error), ExitCode.IO)
-    warn_if_unignored(record_path)
-    finished = _run_rotation(targets, state, record_path, key, emit)
+    except KeyringError as error:
+        fail_for(error)
+
+
+def _refusal_text(refused: RotationRefused, record_path: Path, again: _Again, action: RotationAction | None) -> str:
+    # The core's message, but for the paths (shown as the CLI shows every path) and the command lines to run.
+    if refused.reason is RotationRefusal.KEY_FILE and isinstance(refused.__cause__, KeyringFileError):
+        fail_for(refused.__cause__)
+    if refused.reason is RotationRefusal.NO_RECORD:
+        option = "--abort" if action is RotationAction.ABORT else "--resume"
+        return f"{option}: no rotation record at {shown_path(record_path)}"
+    if refused.reason is RotationRefusal.UNFINISHED:
+        return (
+            f"a rotation is unfinished (step {refused.done_step} done) per {shown_path(record_path)}: "
+            f"finish it with {again.line('--resume')} or abandon it with {again.line('--abort')}"
+        )
+    return refused.message
+
+
+def _rotate_locked(
+    rotator: FleetRotator, request: RotationRequest, source: _FleetSource, again: _Again, emit: _Progress
+) -> None:
+    plan = _planned(rotator, request, again, emit)
+    if plan.action is RotationAction.ABORT:
+        _confirm_abort(request.yes, plan.record)
+        _abort(rotator, plan, emit)
+        return
+    if plan.action is RotationAction.CHECK:
+        # A finished record is checked against the fleet too: the former key must be gone everywhere.
+        _run_rotation(rotator, plan, emit)
+        emit({"event": "finished", "step": plan.record.step.label, "new_key": plan.record.new_key})
+        return
+    emit(_plan(plan, source))
+    if plan.dry_run:
+        return
+    _confirm(request.yes, plan.record)
+    finished = _run_rotation(rotator, plan, emit)
     emit(
         {
             "event": "finished",
             "step": finished.step.label,
             "new_key": finished.new_key,
             "removed": finished.former_key,
-            "record": str(record_path),
+            "record": str(plan.record_path),
             "excluded": list(finished.excluded),
         }
     )
 
 
-def _members_or_fail(
-    targets: Sequence[AdminTarget], exclude: Sequence[str]
-) -> tuple[tuple[AdminTarget, ...], tuple[str, ...]]:
-    try:
-        return select_members(targets, exclude)
-    except ValueError as error:
-        fail(str(error), ExitCode.USAGE)
+def _planned(rotator: FleetRotator, request: RotationRequest, again: _Again, emit: _Progress) -> RotationPlan:
+    with _refusals(request.record_path, again, request.action):
+        try:
+            return asyncio.run(rotator.plan())
+        except RotationAbort as refusal:
+            # The fleet before a new rotation: not converged, or not with v2 fingerprints everywhere.
+            report = refusal.report
+            differences = report.differences if report is not None else ()
+            unreachable = report.unreachable if report is not None else ()
+            emit(
+                {
+                    "event": "abort",
+                    "step": "preflight",
+                    "status": refusal.status.value,
+                    "message": refusal.message,
+                    "differences": [difference.to_json() for difference in differences],
+                    "details": [difference.describe() for difference in differences]
+                    + [f"{printable_name(r.name)}: {r.problem}" for r in unreachable],
+                    "unreachable": [{"name": r.name, "problem": r.problem} for r in unreachable],
+                }
+            )
+            raise typer.Exit(int(_FLEET_EXIT[refusal.status])) from None
 
 
-def _abort(
-    all_targets: Sequence[AdminTarget],
-    state: RotationRecord,
-    record_path: Path,
-    options: _RotateOptions,
-    emit: _Progress,
-) -> None:
-    # Every member not excluded now or by the record: a key staged anywhere is to be taken back.
-    selected, excluded = _members_or_fail(
-        [target for target in all_targets if target.name not in state.excluded], options.exclude
-    )
-    excluded = (*state.excluded, *excluded)
-    _confirm_abort(options.yes, state)
+def _abort(rotator: FleetRotator, plan: RotationPlan, emit: _Progress) -> None:
     try:
-        asyncio.run(abort_rotation(selected, state, record_path, emit=emit))
+        asyncio.run(rotator.run(plan))
     except RotationAbort as refused:
         emit({"event": "abort", "status": refused.status.value, "message": refused.message, "details": []})
         raise typer.Exit(int(_FLEET_EXIT[refused.status])) from None
@@ -1423,18 +1371,19 @@ def _abort(
         fail(file_error_text(error), ExitCode.IO)
     finally:
         emit.close()
-    emit({"event": "aborted", "new_key": state.new_key, "record": str(record_path), "excluded": list(excluded)})
+    emit(
+        {
+            "event": "aborted",
+            "new_key": plan.record.new_key,
+            "record": str(plan.record_path),
+            "excluded": list(plan.excluded),
+        }
+    )
 
 
-def _run_rotation(
-    targets: list[AdminTarget],
-    state: RotationRecord,
-    record_path: Path,
-    key: ProtectionKey | None,
-    emit: _Progress,
-) -> RotationRecord:
+def _run_rotation(rotator: FleetRotator, plan: RotationPlan, emit: _Progress) -> RotationRecord:
     try:
-        return asyncio.run(rotate_fleet(targets, state, record_path, key=key, emit=emit))
+        return asyncio.run(rotator.run(plan))
     except RotationAbort as abort:
         # A record that does not match the fleet is no way to finish: --resume would refuse it again. A removed
         # record (a refused stage, rolled back) has nothing left to finish.
@@ -1446,7 +1395,7 @@ def _run_rotation(
                 "message": abort.message,
                 "differences": [d.to_json() for d in abort.report.differences] if abort.report else [],
                 "details": [d.describe() for d in abort.report.differences] if abort.report else [],
-                "record": str(record_path) if kept else None,
+                "record": str(plan.record_path) if kept else None,
                 "lost": list(abort.lost),
                 "resume": emit.again.line("--resume") if kept else None,
                 "resume_without_lost": emit.again.line("--resume", abort.lost) if kept and abort.lost else None,
@@ -1459,7 +1408,7 @@ def _run_rotation(
         emit.close()
         # The step under way may be half done on some instances; every step is idempotent, so --resume redoes it.
         error_console.print(
-            f"soklet: the record {shown_path(record_path)} is kept: finish with {emit.again.line('--resume')}",
+            f"soklet: the record {shown_path(plan.record_path)} is kept: finish with {emit.again.line('--resume')}",
             markup=False,
         )
         raise
@@ -1467,42 +1416,21 @@ def _run_rotation(
         emit.close()
 
 
-def _lacking(targets: list[AdminTarget], state: RotationRecord) -> list[str]:
-    # The instances that answer without the recorded key (absent or other bytes); an unreachable one is left for
-    # the stage step to report.
-    readings = asyncio.run(read_snapshots(targets))
-    lacking = []
-    for reading in readings:
-        held = reading.snapshot.key(state.new_key) if reading.snapshot is not None else None
-        if reading.snapshot is not None and (held is None or held.check_value != state.check_value):
-            lacking.append(printable_name(reading.name))
-    return lacking
-
-
-def _read_record(path: Path) -> RotationRecord:
-    try:
-        return read_record(path)
-    except KeyringFileError as error:
-        fail(file_error_text(error), ExitCode.IO)
-    except RecordError as error:
-        fail(f"{shown_path(path)}: {error}", ExitCode.IO)
-
-
-def _plan(state: RotationRecord, source: _FleetSource, record_path: Path, dry_run: bool) -> dict[str, Any]:
-    remaining = [step.label for step in RotationStep if step > state.step]
+def _plan(plan: RotationPlan, source: _FleetSource) -> dict[str, Any]:
+    state = plan.record
     return {
         "event": "plan",
-        "dry_run": dry_run,
+        "dry_run": plan.dry_run,
         "fleet": str(source.fleet) if source.fleet is not None else None,
         "resolve": source.resolve,
-        "record": str(record_path),
+        "record": str(plan.record_path),
         "instances": list(state.instances),
         "excluded": list(state.excluded),
         "new_key": state.new_key,
         "check_value": state.check_value,
         "former_key": state.former_key,
         "done": state.step.label,
-        "steps": remaining,
+        "steps": [step.label for step in plan.steps],
         "wait_ms": state.wait_ms,
         "skew_ms": state.skew_ms,
     }
@@ -1534,15 +1462,20 @@ class _Progress:
         self._last_wait = float("-inf")
         self._status: Status | None = None
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: RotationEvent | dict[str, Any]) -> None:
+        # The core's events arrive typed; the CLI's own (plan, abort, finished) as the documents it prints.
+        if isinstance(event, RecordWritten):
+            warn_if_unignored(event.path)
+            return
+        document = event if isinstance(event, dict) else event.to_json()
         if self._json:
-            emit_json(event)
+            emit_json(document)
             sys.stdout.flush()
             return
-        if event["event"] == "waiting":
-            last = event["remaining_ms"] == 0 and not event["reserved_on"]
+        if isinstance(event, Waiting):
+            last = event.over
             if console.is_terminal and not last:
-                text = _event_lines(event, self.again)[0].strip()
+                text = _event_lines(document, self.again)[0].strip()
                 if self._status is None:
                     self._status = console.status(text)
                     self._status.start()
@@ -1554,7 +1487,7 @@ class _Progress:
                 return
             self._last_wait = now
         self.close()
-        for line in _event_lines(event, self.again):
+        for line in _event_lines(document, self.again):
             _say(line)
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ so a caller may catch the whole library, one layer, or switch on one reason::
     ├── StoreError                                  soklet_core.store            StoreErrorReason
     ├── RecordError                                 soklet_core.fleet            None
     ├── RotationLocked                              soklet_core.fleet            None
+    ├── RotationRefused (ValueError)                soklet_core.fleet            RotationRefusal
     └── RotationAbort                               soklet_core.fleet            FleetStatus (the verdict)
 
 A class whose ``reason`` is ``None`` says in its docstring why no closed enum fits: its refusals are sentences for

@@ -32,6 +32,8 @@ from soklet_core.fleet import (
     RecordMismatch,
     RotationAbort,
     RotationLocked,
+    RotationRefusal,
+    RotationRefused,
     SnapshotError,
     parse_admin_snapshot,
     read_record,
@@ -227,6 +229,7 @@ EXAMPLES: list[SokletError] = [
     StoreRotationAbort(StoreRotationAbort.Kind.LOCKED, "the rotation lock is held by 'ops@host pid 7' since now"),
     RecordMismatch(FleetStatus.DIVERGED, "the record does not match the fleet: it says activate is done, but a"),
     RotationLocked("pid 4242 since 2026-12-03T16:02:11Z"),
+    RotationRefused(RotationRefusal.UNFINISHED, "a rotation is unfinished (step activate done)", done_step="activate"),
 ]
 
 

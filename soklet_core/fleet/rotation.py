@@ -28,6 +28,10 @@ when each says the former key last sealed a state. Only an activation this proce
 such a report: when no instance reports any of these (keyrings held in memory only, no seal since they started),
 a resumed wait counts from the resume. So an edited ``activated_at_ms`` can lengthen the wait but never shorten
 it.
+
+This module holds the steps, the record and the checks between steps; what a rotation is asked, which members it
+contacts, the refusals before any change, the lock and the plan live in :mod:`soklet_core.fleet.rotation_plan`, and
+the events it reports in :mod:`soklet_core.fleet.rotation_events`.
 """
 
 from __future__ import annotations
@@ -35,11 +39,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import fcntl
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,33 +63,34 @@ from soklet_core.mcp.server.ops._snapshot import AdminSnapshot
 from .client import AdminTarget, ChangeOutcome, InstanceReading, apply_changes, read_snapshots
 from .clock import fleet_skew
 from .compare import FleetReport, FleetStatus, compare_fleet
+from .rotation_events import (
+    FleetVerified,
+    InstanceOutcome,
+    MemberBack,
+    MemberLost,
+    RotationEventSink,
+    StepDone,
+    StepStarted,
+    Waiting,
+)
 
 __all__ = [
-    "LOCK_SUFFIX",
-    "MAX_LOCK_BYTES",
     "MAX_RECORD_BYTES",
     "RECORD_FORMAT",
     "RECORD_SUFFIX",
     "RESOLVED_RECORD_NAME",
     "WAIT_POLL_SECONDS",
-    "FleetChange",
     "RecordError",
     "RecordMismatch",
     "RotationAbort",
-    "RotationLocked",
     "RotationRecord",
     "RotationStep",
     "abort_rotation",
-    "change_fleet",
     "default_record_path",
-    "id_taken",
-    "lock_path",
     "read_record",
     "removal_refusal",
     "rotate_fleet",
-    "rotation_lock",
     "rotation_refusal",
-    "select_members",
     "skew_of",
     "write_record",
 ]
@@ -99,10 +103,6 @@ RECORD_SUFFIX: Final = ".rotation.json"
 MAX_RECORD_BYTES: Final = 64 * 1024
 #: Seconds between two snapshot reads while waiting.
 WAIT_POLL_SECONDS: Final = 1.0
-#: The lock file is the record's path plus this suffix (it holds the holder's pid and start, no secret).
-LOCK_SUFFIX: Final = ".lock"
-#: Largest lock file content read when naming the holder.
-MAX_LOCK_BYTES: Final = 256
 #: The record's default name, in the working folder, for members found by ``--resolve`` (no fleet file).
 RESOLVED_RECORD_NAME: Final = "soklet-fleet" + RECORD_SUFFIX
 
@@ -190,76 +190,6 @@ def default_record_path(fleet_file: str | os.PathLike[str]) -> Path:
     """``FLEET`` + :data:`RECORD_SUFFIX`, next to the fleet file."""
     path = Path(fleet_file)
     return path.with_name(path.name + RECORD_SUFFIX)
-
-
-def lock_path(record_path: str | os.PathLike[str]) -> Path:
-    """The lock file beside a record: its path plus :data:`LOCK_SUFFIX`."""
-    path = Path(record_path)
-    return path.with_name(path.name + LOCK_SUFFIX)
-
-
-class RotationLocked(SokletError):
-    """Another run holds the rotation's lock; ``holder`` names its pid and since when (what its lock file says).
-
-    There is no reason enum (``reason`` is ``None``): one meaning, another rotation is running.
-    """
-
-    def __init__(self, holder: str) -> None:
-        self.holder = holder
-        super().__init__(None, f"another rotation of this fleet is running ({holder}); it holds {LOCK_SUFFIX}")
-
-
-@contextlib.contextmanager
-def rotation_lock(record_path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> Iterator[None]:
-    """Hold the exclusive lock beside ``record_path`` (``flock`` on :func:`lock_path`, mode 0600) for the block,
-    or raise :class:`RotationLocked` at once, naming the holder's pid and since when.
-
-    The kernel releases the lock when its holder exits, even by ``kill -9``: a lock file left behind blocks
-    nothing. The holder removes the file before it lets go, so a finished run leaves its folder as it found it;
-    a run that locked a file already unlinked this way (it opened the path just before) sees that the path no
-    longer names its file and tries again.
-    """
-    path = lock_path(record_path)
-    for _ in range(_LOCK_ATTEMPTS):
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        try:
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise RotationLocked(_holder(os.pread(descriptor, MAX_LOCK_BYTES, 0))) from None
-            held = os.fstat(descriptor)
-            try:
-                current = os.stat(path, follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if (current.st_dev, current.st_ino) != (held.st_dev, held.st_ino):
-                continue
-            since = datetime.fromtimestamp(clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            os.ftruncate(descriptor, 0)
-            os.pwrite(descriptor, f"pid {os.getpid()} since {since}\n".encode("ascii"), 0)
-            try:
-                yield
-            finally:
-                # Unlinked while still held: no other run can lock this file and find it named by the path.
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-            return
-        finally:
-            os.close(descriptor)
-    raise RotationLocked("the lock file kept changing under it")
-
-
-#: Attempts at locking a lock file that another run removed meanwhile.
-_LOCK_ATTEMPTS: Final = 5
-
-
-def _holder(content: bytes) -> str:
-    # What the holder wrote: "pid N since TIME"; anything else is not repeated.
-    text = content.decode("ascii", "replace").strip()
-    parts = text.split(" ")
-    if len(parts) == 4 and parts[0] == "pid" and parts[1].isdigit() and parts[2] == "since" and parts[3].isprintable():
-        return text
-    return "its holder did not say who it is yet"
 
 
 def write_record(path: str | os.PathLike[str], record: RotationRecord) -> None:
@@ -358,14 +288,11 @@ class RecordMismatch(RotationAbort):
     with ``status`` diverged. ``message`` names the step, the instances and what they show instead."""
 
 
-Emit = Callable[[dict[str, Any]], None]
-
-
 @dataclass(frozen=True, slots=True)
 class _Run:
     targets: tuple[AdminTarget, ...]
     record_path: Path
-    emit: Emit
+    emit: RotationEventSink
     key: ProtectionKey | None
 
 
@@ -375,13 +302,14 @@ async def rotate_fleet(
     record_path: str | os.PathLike[str],
     *,
     key: ProtectionKey | None,
-    emit: Emit,
+    emit: RotationEventSink,
     clock: Callable[[], float] = time.time,
 ) -> RotationRecord:
     """Run ``record``'s rotation from the first step not done to the end, writing the record after each step.
 
     ``key`` is the new key when staging may be needed (``None``: every instance must already hold it, or the
-    record carries generated material). Each event is a JSON-ready dict with ``event`` and ``step``. Raises
+    record carries generated material). Each event goes to ``emit`` as a typed value
+    (:mod:`~soklet_core.fleet.rotation_events`). Raises
     :class:`RotationAbort` (the record stays at the last step done) or ``KeyringFileError`` (the record file).
     """
     run = _Run(tuple(targets), Path(record_path), emit, key)
@@ -414,14 +342,14 @@ async def rotate_fleet(
         # Staging is checked again until its verification passed: an instance may have lost the key meanwhile.
         if record.step >= step and not (step is RotationStep.STAGE and record.step < RotationStep.VERIFY_STAGED):
             continue
-        emit({"event": "step", "step": step.label, "instances": [target.name for target in run.targets]})
+        emit(StepStarted(step.label, tuple(target.name for target in run.targets)))
         updated: RotationRecord = await action(run, record)
         record = replace(updated, step=step)
         if step is RotationStep.VERIFY_STAGED:
             # Every instance holds the key now: no later step needs its material.
             record = replace(record, material=None)
         write_record(run.record_path, record)
-        emit({"event": "done", "step": step.label})
+        emit(StepDone(step.label))
     return record
 
 
@@ -494,16 +422,7 @@ async def _unstage(run: _Run, record: RotationRecord) -> list[str]:
     outcomes = await apply_changes(holding, "remove", [{"id": record.new_key}] * len(holding))
     for outcome in outcomes:
         done = outcome.snapshot is not None or outcome.reason == "unknown-key"
-        run.emit(
-            {
-                "event": "instance",
-                "step": "unstage",
-                "instance": outcome.name,
-                "ok": done,
-                "status": outcome.status,
-                "problem": None if done else outcome.problem,
-            }
-        )
+        run.emit(InstanceOutcome("unstage", outcome.name, done, outcome.status, None if done else outcome.problem))
         if not done:
             left.append(outcome.name)
     return left
@@ -564,17 +483,10 @@ async def _wait(
             # named at the end of the wait, for the operator to exclude.
             if reading.snapshot is None and reading.name not in lost:
                 lost[reading.name] = reading.problem or "no answer"
-                run.emit(
-                    {
-                        "event": "lost",
-                        "step": RotationStep.WAIT.label,
-                        "instance": reading.name,
-                        "problem": lost[reading.name],
-                    }
-                )
+                run.emit(MemberLost(RotationStep.WAIT.label, reading.name, lost[reading.name]))
             elif reading.snapshot is not None and reading.name in lost:
                 del lost[reading.name]
-                run.emit({"event": "back", "step": RotationStep.WAIT.label, "instance": reading.name})
+                run.emit(MemberBack(RotationStep.WAIT.label, reading.name))
         lifetimes = [reading.snapshot.max_state_lifetime_ms for reading in readings if reading.snapshot is not None]
         skew = skew_of(readings)
         if max(lifetimes, default=0) > record.wait_ms or skew > record.skew_ms:
@@ -595,17 +507,7 @@ async def _wait(
             floor = resumed_at
         start = max(floor, record.activated_at_ms or 0, reported[0] if reported is not None else 0)
         remaining_ms = max(start + record.wait_ms + record.skew_ms - round(clock() * 1000), 0)
-        run.emit(
-            {
-                "event": "waiting",
-                "step": RotationStep.WAIT.label,
-                "remaining_ms": remaining_ms,
-                "wait_ms": record.wait_ms,
-                "skew_ms": record.skew_ms,
-                "reserved_on": reserved,
-                "lost": sorted(lost),
-            }
-        )
+        run.emit(Waiting(remaining_ms, record.wait_ms, record.skew_ms, tuple(reserved), tuple(sorted(lost))))
         if remaining_ms == 0 and not reserved:
             if lost:
                 # What a lost instance holds (a reservation, a late seal) is unknown: the wait cannot end for it.
@@ -720,16 +622,7 @@ async def _verify_removed(run: _Run, record: RotationRecord) -> RotationRecord:
 
 async def _verified(run: _Run, step: RotationStep) -> FleetReport:
     report = compare_fleet(await read_snapshots(run.targets))
-    run.emit(
-        {
-            "event": "verified",
-            "step": step.label,
-            "status": report.status.value,
-            "fingerprint": _fingerprint_of(report),
-            "differences": [difference.to_json() for difference in report.differences],
-            "unreachable": [{"name": r.name, "problem": r.problem} for r in report.unreachable],
-        }
-    )
+    run.emit(FleetVerified(step.label, report))
     problem = rotation_refusal(report, step.label)
     if problem is not None:
         raise problem
@@ -753,13 +646,6 @@ def rotation_refusal(report: FleetReport, when: str) -> RotationAbort | None:
     return None
 
 
-def _fingerprint_of(report: FleetReport) -> dict[str, Any] | None:
-    first = report.readings[0].snapshot if report.readings else None
-    if report.status is not FleetStatus.CONVERGED or first is None:
-        return None
-    return first.fingerprint.to_json()
-
-
 def _require_reachable(readings: Sequence[InstanceReading], step: RotationStep | None) -> None:
     # step None: the check of the record against the fleet, before any step.
     down = [reading for reading in readings if not reading.reachable]
@@ -777,16 +663,7 @@ def _report_changes(
     failed = []
     for outcome in outcomes:
         done = outcome.snapshot is not None or (absent_is_done and outcome.reason == "unknown-key")
-        run.emit(
-            {
-                "event": "instance",
-                "step": step.label,
-                "instance": outcome.name,
-                "ok": done,
-                "status": outcome.status,
-                "problem": None if done else outcome.problem,
-            }
-        )
+        run.emit(InstanceOutcome(step.label, outcome.name, done, outcome.status, None if done else outcome.problem))
         if not done:
             failed.append(outcome)
     if not failed:
@@ -806,42 +683,12 @@ def skew_of(readings: Sequence[InstanceReading]) -> int:
     return round(fleet_skew(clocks).upper_ms) if len(clocks) > 1 else 0
 
 
-def select_members(
-    targets: Sequence[AdminTarget], exclude: Sequence[str], record: RotationRecord | None = None
-) -> tuple[tuple[AdminTarget, ...], tuple[str, ...]]:
-    """The members a rotation contacts and the ones it leaves out: ``exclude`` plus, on a resume, what the record
-    already excluded. Raises ``ValueError`` (fixed text naming the problem) for an excluded name that is no
-    member, for a record whose members are not the listed ones less the exclusions, or when nothing is left."""
-    names = [target.name for target in targets]
-    unknown = [name for name in exclude if name not in names]
-    if unknown:
-        raise ValueError(f"--exclude: no member is named {unknown[0]}")
-    left_out = set(exclude) | set(record.excluded if record is not None else ())
-    kept = tuple(target for target in targets if target.name not in left_out)
-    excluded = tuple(name for name in names if name in left_out)
-    if not kept:
-        raise ValueError("every member is excluded: nothing to rotate")
-    if record is not None:
-        # Exclusions only shrink the recorded members: an instance cannot join a rotation under way.
-        expected = tuple(name for name in record.instances if name not in left_out)
-        if tuple(target.name for target in kept) != expected:
-            raise ValueError("the members listed are not the record's (less the exclusions)")
-    return kept, excluded
-
-
-def id_taken(readings: Sequence[InstanceReading], key_id: str, check_value: str) -> tuple[str, ...]:
-    """The instances that hold ``key_id`` with other bytes than ``check_value`` (staging it there is refused with
-    409 conflicting-material)."""
-    taken = []
-    for reading in readings:
-        held = reading.snapshot.key(key_id) if reading.snapshot is not None else None
-        if held is not None and held.check_value != check_value:
-            taken.append(reading.name)
-    return tuple(taken)
-
-
 async def abort_rotation(
-    targets: Sequence[AdminTarget], record: RotationRecord, record_path: str | os.PathLike[str], *, emit: Emit
+    targets: Sequence[AdminTarget],
+    record: RotationRecord,
+    record_path: str | os.PathLike[str],
+    *,
+    emit: RotationEventSink,
 ) -> None:
     """Abandon ``record``'s rotation: drop its material at once, remove the new key (the recorded bytes, never an
     active one) from every instance that holds it, then remove the record.
@@ -871,7 +718,7 @@ async def abort_rotation(
             f"abort: key {record.new_key} was activated on {', '.join(activated)}: an activation is not undone; "
             "finish the rotation with --resume",
         )
-    emit({"event": "step", "step": "unstage", "instances": [target.name for target in run.targets]})
+    emit(StepStarted("unstage", tuple(target.name for target in run.targets)))
     left = await _unstage(run, record)
     if left:
         raise RotationAbort(
@@ -881,35 +728,6 @@ async def abort_rotation(
         )
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-
-
-@dataclass(frozen=True, slots=True)
-class FleetChange:
-    """One instance's outcome of a repair step (``keys stage|activate|remove --fleet``): ``done`` (including a
-    no-op: already staged, already active, already absent), the HTTP status (``None``: no answer) and the
-    problem (fixed text)."""
-
-    name: str
-    done: bool
-    status: int | None
-    problem: str | None = None
-
-
-async def change_fleet(targets: Sequence[AdminTarget], action: str, body: dict[str, str]) -> tuple[FleetChange, ...]:
-    """Apply one keyring step (``stage``, ``activate`` or ``remove``) to every target through the admin API; a
-    removal of a key an instance does not hold counts as done."""
-    if action not in {"stage", "activate", "remove"}:
-        raise ValueError("unknown repair step")
-    outcomes = await apply_changes(targets, action, [body] * len(targets))
-    return tuple(
-        FleetChange(
-            outcome.name,
-            done := (outcome.snapshot is not None or (action == "remove" and outcome.reason == "unknown-key")),
-            outcome.status,
-            None if done else outcome.problem,
-        )
-        for outcome in outcomes
-    )
 
 
 def removal_refusal(readings: Sequence[InstanceReading], key_id: str, now_ms: int) -> str | None:
