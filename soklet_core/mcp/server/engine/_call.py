@@ -53,14 +53,19 @@ class DigestSource(Protocol):
 
 class CanonicalParams:
     """A :class:`DigestSource` over a params value (for a caller without the request's bytes: a library caller, a
-    2025-era round, a stdio line): the digest of its canonical form. ``size`` is how large the caller knows the
-    params to be (the bytes they were parsed from), so that the engine digests large ones in a worker."""
+    2025-era round, a stdio line): the digest of its canonical form, taken once. ``size`` is how large the caller
+    knows the params to be (the bytes they were parsed from), so that the engine digests large ones in a worker.
 
-    __slots__ = ("_params", "_size")
+    One source may serve several calls whose params differ only in members the digest leaves out
+    (``inputResponses``, ``requestState``: the rounds of one 2025-era operation); the digest is then taken once for
+    all of them."""
+
+    __slots__ = ("_params", "_size", "_taken")
 
     def __init__(self, params: JsonObject, size: int = 0) -> None:
         self._params = params
         self._size = size
+        self._taken: ParamsDigest | None = None
 
     @property
     def size(self) -> int:
@@ -69,7 +74,9 @@ class CanonicalParams:
 
     def take(self) -> ParamsDigest:
         """The digest of the params value (raises :class:`~soklet_core.json.JsonError` when it cannot be taken)."""
-        return params_digest(self._params, whole_request=False)
+        if self._taken is None:
+            self._taken = params_digest(self._params, whole_request=False)
+        return self._taken
 
     def __repr__(self) -> str:
         return f"CanonicalParams(size={self._size})"
