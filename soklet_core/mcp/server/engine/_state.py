@@ -40,6 +40,7 @@ from soklet_core.protection import (
     ProtectionUsageError,
     RequestStateBinding,
     RequestStateProtectionException,
+    RequestStateProtectionReason,
     RequestStateSealer,
 )
 
@@ -55,6 +56,14 @@ __all__ = [
 ]
 
 _logger = logging.getLogger("soklet.mcp")
+# The protection refusals that mean "no more rounds" (a state past the round limit; a retry on the last allowed
+# round that emitted a state): RefusalKind.ROUND_LIMIT in either direction, so that a transport can say so.
+_ROUND_LIMIT_REASONS: Final = frozenset({RequestStateProtectionReason.ROUND, RequestStateProtectionReason.LAST_ROUND})
+
+
+def _state_kind(error: RequestStateProtectionException, otherwise: RefusalKind) -> RefusalKind:
+    return RefusalKind.ROUND_LIMIT if error.reason in _ROUND_LIMIT_REASONS else otherwise
+
 
 #: Bodies over :data:`INLINE_BODY_BYTES` parsed (and digested) at the same time, one worker thread each. Each costs
 #: up to about 25 times its size while its value model is built (docs/benchmarks.md), so two 16 MiB bodies stay
@@ -184,7 +193,7 @@ class StateWrapper:
         except RequestStateProtectionException as error:
             if self._metrics is not None:
                 self._metrics.open("refused", error.reason.value, token=token)
-            raise Refusal(RefusalKind.STATE_REFUSED, state_refusal(error)) from None
+            raise Refusal(_state_kind(error, RefusalKind.STATE_REFUSED), state_refusal(error)) from None
         if self._metrics is not None:
             self._metrics.open("opened")
         return opened
@@ -218,7 +227,7 @@ class StateWrapper:
                 _logger.warning("request state not sealed: %s", error.reason.value)
                 if self._metrics is not None:
                     self._metrics.seal("refused", error.reason.value)
-                raise Refusal(RefusalKind.INTERNAL, state_refusal(error)) from None
+                raise Refusal(_state_kind(error, RefusalKind.INTERNAL), state_refusal(error)) from None
             if self._metrics is not None:
                 self._metrics.seal("sealed")
         if self._metrics is not None:
