@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
+from types import MappingProxyType
 from typing import Final
 
 from soklet_core.json import (
@@ -80,6 +81,7 @@ from soklet_core.mcp.server._jsonrpc import (
 from soklet_core.mcp.server.engine import (
     Call,
     Complete,
+    DigestSource,
     EncodedResult,
     Engine,
     InputRequired,
@@ -95,6 +97,8 @@ from soklet_core.protocol import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_
 
 __all__ = ["HttpDispatch", "HttpRequest"]
 
+# What admission sees of a message without headers (stdio).
+_NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
 # What a digest taken from the bytes may refuse that parsing the same bytes accepts: every other refusal of the
 # digest is one that parse() makes too (the digest checks the parts it leaves out), so it answers for both.
 _DIGEST_ONLY_REFUSALS: Final = frozenset({JsonErrorReason.PARAMS_NOT_STRUCTURED, JsonErrorReason.CANONICAL_TOO_LARGE})
@@ -275,11 +279,24 @@ class HttpDispatch:
 
     # ------------------------------------------------------------------------------------------------ steps 2-8
 
+    def call_without_headers(self, path: str, envelope: Envelope, method: str, digest: DigestSource) -> Call:
+        """Steps 3 and 5-8 of a message that comes without headers (stdio): the rules of a POST without the header
+        checks, which have nothing to check there (no header is made up). Raises :class:`McpError` with the first
+        failure."""
+        return self._checked(path, None, envelope, method, digest)
+
     def _call(self, request: HttpRequest, envelope: Envelope, method: str, digest: _BodyDigest) -> Call:
-        headers = request.headers
-        version_header = headers.get("mcp-protocol-version")
-        if version_header is None:
-            raise _header_mismatch("missing MCP-Protocol-Version header")  # step 2
+        return self._checked(request.path, request.headers, envelope, method, digest)
+
+    def _checked(
+        self, path: str, headers: Mapping[str, str] | None, envelope: Envelope, method: str, digest: DigestSource
+    ) -> Call:
+        # headers None: a transport without headers (steps 2, 4 and the header part of 7 do not apply).
+        version_header: str | None = None
+        if headers is not None:
+            version_header = headers.get("mcp-protocol-version")
+            if version_header is None:
+                raise _header_mismatch("missing MCP-Protocol-Version header")  # step 2
         message = envelope.message
         params = message.get("params")
         if params is not None and not isinstance(params, JsonObject):
@@ -299,15 +316,19 @@ class HttpDispatch:
             capabilities = ClientCapabilities.from_json(meta[CLIENT_CAPABILITIES_META_KEY])
         except McpModelError:
             raise _meta_invalid("Invalid params: clientCapabilities must be an object") from None
-        if version_header.strip() != version.value:  # step 4
+        if version_header is not None and version_header.strip() != version.value:  # step 4
             raise _header_mismatch("MCP-Protocol-Version header does not match _meta protocolVersion")
         if version.value not in self._versions:  # step 5
             data = JsonObject.builder().put("supported", self._supported).put("requested", version).build()
             raise McpError(UNSUPPORTED_VERSION, "Unsupported protocol version", data)
         if method not in methods.KNOWN_METHODS:
             raise method_refusal()  # step 6
-        self._routing_headers(headers, method, params, meta)  # step 7
-        admission = self._engine.admit(request.path, headers)  # step 8
+        if headers is not None:
+            self._routing_headers(headers, method, params, meta)  # step 7
+        else:
+            check_log_level(meta)  # step 7 without its headers
+            routing_value(method, params)
+        admission = self._engine.admit(path, _NO_HEADERS if headers is None else headers)  # step 8
         return Call(
             method=method,
             request_id=envelope.request_id,
@@ -316,7 +337,7 @@ class HttpDispatch:
             meta=meta,
             capabilities=capabilities,
             admission=admission,
-            endpoint_path=request.path,
+            endpoint_path=path,
             digest=digest,
         )
 
