@@ -302,11 +302,14 @@ def store_refusal(error: StoreError) -> McpError:
     return McpError(INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE, http_status=200, log_reason=f"store-{error.reason.value}")
 
 
-def busy_refusal(message: str = "Service Unavailable", *, retry_after: int = BUSY_RETRY_AFTER_SECONDS) -> McpError:
+def busy_refusal(
+    message: str = "Service Unavailable", *, retry_after: int = BUSY_RETRY_AFTER_SECONDS, reason: str = "busy"
+) -> McpError:
     """503 / -32603 with ``Retry-After``: the server's state, not the request's fault (every large-body worker
-    stayed busy, too many requests in flight, too many sessions). ``message`` is a fixed phrase."""
+    stayed busy, too many requests in flight, too many sessions). ``message`` is a fixed phrase; ``reason`` the log
+    reason when the log names which bound was met (``sessions-full``, ``in-flight-full``)."""
     return McpError(
-        INTERNAL_ERROR, message, http_status=503, log_reason="busy", headers=(("retry-after", str(retry_after)),)
+        INTERNAL_ERROR, message, http_status=503, log_reason=reason, headers=(("retry-after", str(retry_after)),)
     )
 
 
