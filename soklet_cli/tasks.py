@@ -11,9 +11,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from soklet_core.mcp import Identity, McpError, Registry
+from soklet_core.mcp import Identity, Registry
 from soklet_core.mcp.server._admission import Admission
-from soklet_core.mcp.server.durable._tasks import TaskManager, TaskRun, detailed_task, task_run
+from soklet_core.mcp.server.durable._tasks import TaskError, TaskManager, TaskRun, detailed_task, task_run
 from soklet_core.store import MAX_KEY_CHARS, MAX_LIST_LIMIT, DurableStore, TaskRecord, TaskStatus
 
 from .exit_codes import ExitCode
@@ -276,7 +276,7 @@ async def _cancel(store: DurableStore, task_id: str) -> _Cancel:
     owner = Admission(Identity(before.subject), before.partition)
     try:
         await manager.cancel(task_id, owner)
-    except McpError:  # expired (or gone meanwhile): the same not-found answer either way
+    except TaskError:  # expired (or gone meanwhile): the same not-found answer either way
         return _Cancel(before, await store.get_task(task_id), expired=True)
     finally:
         await manager.close()

@@ -65,6 +65,7 @@ from soklet_core.mcp.model import (
     tool,
 )
 from soklet_core.mcp.server import BearerTokenAdmission, McpError
+from soklet_core.mcp.server.durable import TaskError, TaskErrorReason
 from soklet_core.mcp.server.engine import AdmissionRefused, AdmissionRefusedReason, AdmissionRequest
 from soklet_core.mcp.server.http import parse_authority
 from soklet_core.mcp.server.http._transport import MalformedAuthority
@@ -222,6 +223,7 @@ EXAMPLES: list[SokletError] = [
     AdminTokenError("line 3: the label is used twice"),
     LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, KeyringFileErrorReason.NOT_FOUND),
     SessionsFull(SessionLimitReason.SESSIONS),
+    TaskError(TaskErrorReason.NOT_FOUND),
     SnapshotError("missing", "keys[0].id"),
     StoreError(StoreErrorReason.UNAVAILABLE, "insert_task: sqlite3.OperationalError"),
     RecordError("not JSON"),

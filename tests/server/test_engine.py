@@ -29,11 +29,12 @@ from soklet_core.mcp import (
     RequestContext,
     RequestStateMode,
     TaskContext,
+    TaskFailed,
     task_tool,
     tool,
 )
 from soklet_core.mcp.model import methods
-from soklet_core.mcp.server.durable._tasks import TaskManager
+from soklet_core.mcp.server.durable._tasks import TaskError, TaskErrorReason, TaskManager
 from soklet_core.mcp.server.engine import (
     MAX_CONCURRENT_LARGE_BODIES,
     AnonymousAdmission,
@@ -49,6 +50,7 @@ from soklet_core.mcp.server.engine import (
     Refused,
     TaskCreated,
 )
+from soklet_core.mcp.server.engine._engine import task_refusal
 from soklet_core.protection import ProtectionConfig, RequestStateSealer
 from soklet_core.protocol import PROTOCOL_VERSION
 from soklet_core.store import DurableStore, StoreError, StoreErrorReason, open_store
@@ -300,3 +302,38 @@ def test_a_digest_over_the_inline_size_waits_for_a_worker_then_is_refused_busy()
     assert isinstance(refusal, Refused)
     assert refusal.error.http_status == 503
     assert refusal.error.headers == (("retry-after", "1"),)
+
+
+@pytest.mark.parametrize(
+    ("reason", "kind", "code", "message"),
+    [
+        (TaskErrorReason.NOT_FOUND, RefusalKind.TASK_NOT_FOUND, -32602, "Failed to retrieve task: Task not found"),
+        (TaskErrorReason.EXPIRED, RefusalKind.TASK_REFUSED, -32602, "Failed to retrieve task: Task has expired"),
+        (
+            TaskErrorReason.INPUT_RESPONSES,
+            RefusalKind.INPUT_RESPONSES,
+            -32602,
+            "Invalid params: an input response is malformed",
+        ),
+        (TaskErrorReason.STORED_QUOTA, RefusalKind.TASK_REFUSED, -32603, "Too many stored tasks"),
+        (TaskErrorReason.LIVE_LIMIT, RefusalKind.TASK_REFUSED, -32603, "Too many tasks"),
+        (TaskErrorReason.STEP_UNFINISHED, RefusalKind.TASK_REFUSED, -32603, "The task's step did not finish"),
+        (TaskErrorReason.CONTENTION, RefusalKind.TASK_REFUSED, -32603, "Internal error"),
+    ],
+)
+def test_a_task_managers_domain_error_has_one_wire_answer(
+    reason: TaskErrorReason, kind: RefusalKind, code: int, message: str
+) -> None:
+    refusal = task_refusal(TaskError(reason))
+    assert (refusal.kind, refusal.error.code, refusal.error.message) == (kind, code, message)
+
+
+def test_a_tools_own_task_failure_is_its_answer() -> None:
+    failure = TaskFailed(-32050, "Quota exceeded")
+    refusal = task_refusal(TaskError(TaskErrorReason.TOOL_FAILED, failure))
+    assert (refusal.kind, refusal.error.code, refusal.error.message) == (
+        RefusalKind.APPLICATION,
+        -32050,
+        "Quota exceeded",
+    )
+    assert refusal.error.http_status == 200

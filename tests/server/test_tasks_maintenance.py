@@ -25,7 +25,6 @@ from soklet_core.mcp import (
     BearerTokenEntry,
     ClientCapabilities,
     Identity,
-    McpError,
     McpServer,
     Registry,
     ServerOptions,
@@ -38,6 +37,8 @@ from soklet_core.mcp.server.durable._tasks import (
     ORPHAN_SWEEP_BATCH,
     ORPHAN_SWEEP_SECONDS,
     PURGE_INTERVAL_SECONDS,
+    TaskError,
+    TaskErrorReason,
     TaskManager,
 )
 from soklet_core.store import StoreError, StoreErrorReason, TaskQuota, TaskRecord, TaskStatus, open_store
@@ -151,10 +152,9 @@ def test_one_partition_at_its_bound_leaves_others_creating(store_url: str) -> No
         try:
             await _create(manager, "p-busy")
             await _create(manager, "p-busy")
-            with pytest.raises(McpError) as refused:
+            with pytest.raises(TaskError) as refused:
                 await _create(manager, "p-busy")
-            assert refused.value.code == -32603
-            assert refused.value.message == "Too many stored tasks"
+            assert refused.value.reason is TaskErrorReason.STORED_QUOTA  # answered -32603 "Too many stored tasks"
             # Another partition is not affected.
             assert b'"status":"working"' in await _create(manager, "p-quiet")
             assert b'"status":"working"' in await _create(manager, "p-quiet")
@@ -162,9 +162,9 @@ def test_one_partition_at_its_bound_leaves_others_creating(store_url: str) -> No
             await manager.close()
         bytes_bound = _manager(store, options=TaskOptions(max_bytes_per_partition=64 * 1024))
         try:
-            with pytest.raises(McpError) as large:
+            with pytest.raises(TaskError) as large:
                 await _create(bytes_bound, "p-large", "x" * 70_000)  # one large task is over the bytes bound
-            assert large.value.message == "Too many stored tasks"
+            assert large.value.reason is TaskErrorReason.STORED_QUOTA
             assert b'"status":"working"' in await _create(bytes_bound, "p-small", "x" * 1000)
         finally:
             await bytes_bound.close()

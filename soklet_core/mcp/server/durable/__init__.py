@@ -17,6 +17,8 @@ from soklet_core.mcp.server.durable._tasks import (
     MAX_LIVE_TASKS_PER_CALLER,
     MAX_STORED_TASK_BYTES_PER_PARTITION,
     MAX_STORED_TASKS_PER_PARTITION,
+    TaskError,
+    TaskErrorReason,
     TaskManager,
 )
 
@@ -34,6 +36,8 @@ __all__ = [
     "MAX_STORED_TASKS_PER_PARTITION",
     "MAX_STORED_TASK_BYTES_PER_PARTITION",
     "HandleRepository",
+    "TaskError",
+    "TaskErrorReason",
     "TaskManager",
     "handle_rejected",
 ]

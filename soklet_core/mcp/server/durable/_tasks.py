@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
+from soklet_core.errors import ErrorReason, SokletError
 from soklet_core.json import (
     JsonArray,
     JsonError,
@@ -68,13 +69,8 @@ from soklet_core.mcp.server._admission import Admission
 from soklet_core.mcp.server._jsonrpc import (
     INTERNAL_ERROR,
     INTERNAL_ERROR_MESSAGE,
-    INVALID_PARAMS,
     RESPONSE_TOO_LARGE_MESSAGE,
-    TASK_NOT_FOUND_MESSAGE,
-    McpError,
-    input_responses_malformed,
     missing_capabilities,
-    task_not_found,
 )
 from soklet_core.mcp.server._options import (
     DEFAULT_POLL_INTERVAL_MS,
@@ -109,13 +105,14 @@ __all__ = [
     "ORPHAN_SWEEP_BATCH",
     "ORPHAN_SWEEP_SECONDS",
     "PURGE_INTERVAL_SECONDS",
-    "TASK_NOT_FOUND_MESSAGE",
+    "STEP_UNFINISHED_MESSAGE",
     "UNRECOGNISED_HOLDER",
+    "TaskError",
+    "TaskErrorReason",
     "TaskManager",
     "TaskRun",
     "detailed_task",
     "iso_time",
-    "task_not_found",
     "task_run",
 ]
 
@@ -142,10 +139,8 @@ ORPHAN_SWEEP_BATCH: Final = 64
 #: How often a served manager deletes the store's expired tasks on its own.
 PURGE_INTERVAL_SECONDS: Final = 60.0
 
-_EXPIRED_MESSAGE: Final = "Failed to retrieve task: Task has expired"
-_STEP_UNFINISHED_MESSAGE: Final = "The task's step did not finish"
-_TOO_MANY_TASKS_MESSAGE: Final = "Too many tasks"
-_TOO_MANY_STORED_MESSAGE: Final = "Too many stored tasks"
+#: What a client is told of a task step that did not finish in time (a failed task's error, an inline run's).
+STEP_UNFINISHED_MESSAGE: Final = "The task's step did not finish"
 # Compare-and-swap attempts of one change before it gives up (each lost race means another writer got through).
 _CAS_TRIES: Final = 8
 _DOCUMENT_VERSION: Final = 1
@@ -174,8 +169,31 @@ def _short(task_id: str) -> str:
     return hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:12]
 
 
-def _internal(reason: str, message: str = INTERNAL_ERROR_MESSAGE) -> McpError:
-    return McpError(INTERNAL_ERROR, message, log_reason=reason)
+class TaskErrorReason(ErrorReason):
+    """Why the task manager refused an operation (the engine maps each to its wire answer in one place)."""
+
+    NOT_FOUND = "not-found", "no such task for this caller (unknown, purged, or another caller's)"
+    EXPIRED = "expired", "the caller's task has outlived its ttlMs"
+    INPUT_RESPONSES = "input-responses", "an answer is outside the protocol union of the request it answers"
+    TOO_LARGE = "too-large", "the task's document is over the size one task may hold"
+    STORED_QUOTA = "stored-quota", "the partition keeps as many tasks or task bytes as it may"
+    LIVE_LIMIT = "live-limit", "the caller has as many unfinished tasks in this process as it may"
+    STEP_UNFINISHED = "step-unfinished", "the task's step did not finish in time"
+    STEP_FAILED = "step-failed", "the task's step raised an exception"
+    TOOL_FAILED = "tool-failed", "the tool failed the task with a protocol error of its own"
+    INPUT_INLINE = "input-inline", "a step run within the request asked for input"
+    CONTENTION = "contention", "other writers kept changing the task"
+    DOCUMENT = "document", "the stored task document cannot be read"
+
+
+class TaskError(SokletError):
+    """A task operation refused: ``reason`` says why; ``failure`` is the tool's own protocol error
+    (:attr:`TaskErrorReason.TOOL_FAILED`). The wire answer of each is the engine's to give."""
+
+    def __init__(self, reason: TaskErrorReason, failure: TaskFailed | None = None) -> None:
+        super().__init__(reason)
+        self.reason: TaskErrorReason = reason
+        self.failure = failure
 
 
 def _error_object(code: int, message: str, data: JsonValue | None = None) -> JsonObject:
@@ -185,7 +203,7 @@ def _error_object(code: int, message: str, data: JsonValue | None = None) -> Jso
     return out.build()
 
 
-_STEP_UNFINISHED: Final = _error_object(INTERNAL_ERROR, _STEP_UNFINISHED_MESSAGE)
+_STEP_UNFINISHED: Final = _error_object(INTERNAL_ERROR, STEP_UNFINISHED_MESSAGE)
 _INTERNAL_FAILURE: Final = _error_object(INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE)
 _TOO_LARGE_FAILURE: Final = _error_object(INTERNAL_ERROR, RESPONSE_TOO_LARGE_MESSAGE)
 
@@ -444,7 +462,7 @@ class TaskManager:
                 continue  # another instance may serve it: never failed for want of a tool here
             try:
                 document = await self._document(record)
-            except McpError:
+            except TaskError:
                 continue
             if document.lease is None or document.lease < now:
                 _logger.info("task %s: its lease ran out; running its step", _short(record.task_id))
@@ -493,7 +511,7 @@ class TaskManager:
         start: StartTask,
     ) -> bytes:
         """Store a new ``working`` task for ``tool`` and start its step here; the encoded ``CreateTaskResult``
-        (without ``_meta``), answered only once the record is committed. Raises :class:`McpError` (-32603 ``Too
+        (without ``_meta``), answered only once the record is committed. Raises :class:`TaskError` (``Too
         many tasks`` past :data:`MAX_LIVE_TASKS_PER_CALLER`, ``Too many stored tasks`` past the partition's quota) or
         :class:`StoreError`."""
         await self.open()
@@ -528,14 +546,14 @@ class TaskManager:
             )
         except StoreError as error:
             if error.reason is StoreErrorReason.TOO_LARGE:
-                raise _internal("task-too-large") from None
+                raise TaskError(TaskErrorReason.TOO_LARGE) from None
             raise
         try:
             await self._store.insert_task(record, quota=self._quota)
         except StoreError as error:
             if error.reason is StoreErrorReason.QUOTA:
                 _logger.warning("task refused: the partition holds as many tasks or bytes as it may keep")
-                raise _internal("task-quota", _TOO_MANY_STORED_MESSAGE) from None
+                raise TaskError(TaskErrorReason.STORED_QUOTA) from None
             raise
         self._live.setdefault(caller, set()).add(task_id)
         _logger.info("task %s created for %s", _short(task_id), tool.name)
@@ -552,7 +570,7 @@ class TaskManager:
                     tracked.discard(task_id)
         total = sum(len(ids) for ids in self._live.values())
         if (tracked is not None and len(tracked) >= MAX_LIVE_TASKS_PER_CALLER) or total >= MAX_LIVE_TASKS:
-            raise _internal("task-limit", _TOO_MANY_TASKS_MESSAGE)
+            raise TaskError(TaskErrorReason.LIVE_LIMIT)
 
     def _forget(self, record: TaskRecord) -> None:
         caller = (record.partition, record.subject)
@@ -593,43 +611,39 @@ class TaskManager:
             async with asyncio.timeout(self._step_timeout):
                 outcome = await _call_step(step, context)
         except TimeoutError:
-            raise _internal("task-step-timeout", _STEP_UNFINISHED_MESSAGE) from None
+            raise TaskError(TaskErrorReason.STEP_UNFINISHED) from None
         except asyncio.CancelledError:
             raise
         except Exception as error:  # the client gets one fixed message; the operator the exception type
             _logger.error("task step failed: %s", type(error).__name__)
-            raise _internal("handler-failed") from None
+            raise TaskError(TaskErrorReason.STEP_FAILED) from None
         if isinstance(outcome, CallToolResult):
             return outcome
         if isinstance(outcome, TaskFailed):
-            raise McpError(outcome.code, outcome.message, outcome.data, http_status=200, log_reason="task-failed")
+            raise TaskError(TaskErrorReason.TOOL_FAILED, outcome)
         _logger.error("a task step asked for input in a request without the tasks extension")
-        raise _internal("task-input-inline")
+        raise TaskError(TaskErrorReason.INPUT_INLINE)
 
     # ------------------------------------------------------------------------------------------------ reads
 
     async def _owned(self, task_id: str, admission: Admission) -> TaskRecord:
         """The caller's live task ``task_id``, or the one not-found error."""
         if not 0 < len(task_id) <= MAX_KEY_CHARS:
-            raise task_not_found()  # longer than any id a store holds: never looked up
+            raise TaskError(TaskErrorReason.NOT_FOUND)  # longer than any id a store holds: never looked up
         await self.open()
         record = await self._store.get_task(task_id)
         if record is None or record.partition != admission.partition or record.subject != admission.identity.subject:
-            raise task_not_found()
+            raise TaskError(TaskErrorReason.NOT_FOUND)
         if _expired(record, _now()):
             self._forget(record)
             # Only the owner learns that it expired; everyone else sees the one not-found answer.
-            raise McpError(INVALID_PARAMS, _EXPIRED_MESSAGE, log_reason="task-expired")
+            raise TaskError(TaskErrorReason.EXPIRED)
         return record
 
-    async def get(self, task_id: str, admission: Admission) -> bytes:
-        """``tasks/get``: the encoded DetailedTask (``resultType: "complete"``, without ``_meta``). A ``working``
-        task whose lease ran out has its step started here."""
-        encoded, _tool = await self.get_with_tool(task_id, admission)
-        return encoded
-
-    async def get_with_tool(self, task_id: str, admission: Admission) -> tuple[bytes, str]:
-        """:meth:`get` and the task's tool name (what the access log names the request by)."""
+    async def get(self, task_id: str, admission: Admission) -> tuple[bytes, str]:
+        """``tasks/get``: the encoded DetailedTask (``resultType: "complete"``, without ``_meta``) and the task's tool
+        name (what the access log names the request by). A ``working`` task whose lease ran out has its step started
+        here. Raises :class:`TaskError` (``NOT_FOUND``, ``EXPIRED``, ``DOCUMENT``)."""
         record = await self._owned(task_id, admission)
         document = await self._document(record)
         lease_over = document.lease is None or document.lease < to_millis(_now())
@@ -646,20 +660,12 @@ class TaskManager:
 
     async def update(
         self, task_id: str, admission: Admission, responses: InputResponses | Mapping[str, JsonValue]
-    ) -> None:
+    ) -> str:
         """``tasks/update``: store the answers to outstanding keys; responses under other keys (never issued,
         answered or superseded) are ignored unread. When every outstanding key is answered the task is ``working``
-        again and its next round runs here. Idempotent; a terminal task is left as it is. Raises
-        :class:`McpError` (-32602: not found, or an answer to an outstanding key outside the protocol union for
-        the request that key asked)."""
-        await self.update_with_tool(task_id, admission, responses)
-
-    update_task = update
-
-    async def update_with_tool(
-        self, task_id: str, admission: Admission, responses: InputResponses | Mapping[str, JsonValue]
-    ) -> str:
-        """:meth:`update`, returning the task's tool name."""
+        again and its next round runs here. Idempotent; a terminal task is left as it is. The task's tool name;
+        raises :class:`TaskError` (``NOT_FOUND``, ``EXPIRED``, ``INPUT_RESPONSES`` for an answer to an outstanding
+        key outside the protocol union of the request that key asked, ``CONTENTION``)."""
         given = responses.as_map() if isinstance(responses, InputResponses) else responses
         for _ in range(_CAS_TRIES):
             record = await self._owned(task_id, admission)
@@ -675,7 +681,7 @@ class TaskManager:
                     continue  # never issued, already answered or superseded: ignored
                 method = request.get("method")
                 if not isinstance(method, JsonString) or not matches_input_response(value, method.value):
-                    raise input_responses_malformed()
+                    raise TaskError(TaskErrorReason.INPUT_RESPONSES)
                 answers[key] = value
                 fresh = True
             if not fresh:
@@ -705,17 +711,13 @@ class TaskManager:
             if stored.status is TaskStatus.WORKING:
                 self._start(task_id)
             return record.tool
-        raise _internal("task-contention")
+        raise TaskError(TaskErrorReason.CONTENTION)
 
     # ------------------------------------------------------------------------------------------------ cancel
 
-    async def cancel(self, task_id: str, admission: Admission) -> None:
+    async def cancel(self, task_id: str, admission: Admission) -> str:
         """``tasks/cancel``: a non-terminal task becomes ``cancelled`` at once and its step here is cancelled;
-        a terminal one is left as it is (the same ack)."""
-        await self.cancel_with_tool(task_id, admission)
-
-    async def cancel_with_tool(self, task_id: str, admission: Admission) -> str:
-        """:meth:`cancel`, returning the task's tool name."""
+        a terminal one is left as it is (the same ack). The task's tool name; raises :class:`TaskError`."""
         for _ in range(_CAS_TRIES):
             record = await self._owned(task_id, admission)
             if record.status.terminal:
@@ -740,7 +742,7 @@ class TaskManager:
                     entry.task.cancel()
             _logger.info("task %s cancelled", _short(task_id))
             return record.tool
-        raise _internal("task-contention")
+        raise TaskError(TaskErrorReason.CONTENTION)
 
     # ------------------------------------------------------------------------------------------------ steps
 
@@ -984,7 +986,7 @@ class TaskManager:
             return await asyncio.to_thread(_Document.from_text, text)
         except (JsonError, ValueError):
             _logger.error("task %s: its document does not read", _short(record.task_id))
-            raise _internal("task-document") from None
+            raise TaskError(TaskErrorReason.DOCUMENT) from None
 
     async def _text(self, document: _Document) -> str:
         # The members that grow with input (arguments, state, answers, result) are only known in size once

@@ -57,6 +57,9 @@ from soklet_core.mcp.server._admission import (
     AnonymousAdmission,
 )
 from soklet_core.mcp.server._jsonrpc import (
+    INTERNAL_ERROR,
+    INTERNAL_ERROR_MESSAGE,
+    INVALID_PARAMS,
     McpError,
     input_responses_malformed,
     missing_capabilities,
@@ -66,6 +69,7 @@ from soklet_core.mcp.server._jsonrpc import (
     unauthorized,
 )
 from soklet_core.mcp.server._options import ProtocolOptions
+from soklet_core.mcp.server.durable._tasks import STEP_UNFINISHED_MESSAGE, TaskError, TaskErrorReason
 from soklet_core.mcp.server.engine._call import (
     Call,
     Complete,
@@ -103,6 +107,7 @@ __all__ = [
     "Interceptor",
     "LifecycleCallback",
     "check_log_level",
+    "task_refusal",
 ]
 
 _logger = logging.getLogger("soklet.mcp")
@@ -409,8 +414,8 @@ class Engine:
                 start=start,
                 cancelled=lambda: invocation.cancelled,
             )
-        except McpError as error:
-            raise Refusal(RefusalKind.TASK_REFUSED, error) from None
+        except TaskError as error:
+            raise task_refusal(error) from None
         return Complete(result, tool.name)
 
     async def _task_call(self, call: Call) -> Outcome:
@@ -427,7 +432,7 @@ class Engine:
         admission = call.admission
         try:
             if call.method == methods.TASKS_GET:
-                body, tool = await tasks.get_with_tool(task_id.value, admission)
+                body, tool = await tasks.get(task_id.value, admission)
                 return Complete(EncodedResult(body), tool)
             if call.method == methods.TASKS_UPDATE:
                 # Only the answers to outstanding keys are read (and checked against the request each key asked);
@@ -435,11 +440,11 @@ class Engine:
                 responses = call.params.get("inputResponses", JsonObject.empty_instance())
                 if not isinstance(responses, JsonObject):
                     raise Refusal(RefusalKind.INPUT_RESPONSES, input_responses_malformed(not_object=True))
-                tool = await tasks.update_with_tool(task_id.value, admission, responses)
+                tool = await tasks.update(task_id.value, admission, responses)
             else:
-                tool = await tasks.cancel_with_tool(task_id.value, admission)
-        except McpError as error:
-            raise Refusal(RefusalKind.TASK_REFUSED, error) from None
+                tool = await tasks.cancel(task_id.value, admission)
+        except TaskError as error:
+            raise task_refusal(error) from None
         return Complete(_COMPLETE_ACK, tool)
 
     async def _invoke(
@@ -478,6 +483,47 @@ class Engine:
             invocation.close()
             for callback in self._lifecycle:
                 callback("finished", context)
+
+
+_TASK_MESSAGES: Final = {
+    TaskErrorReason.EXPIRED: "Failed to retrieve task: Task has expired",
+    TaskErrorReason.STORED_QUOTA: "Too many stored tasks",
+    TaskErrorReason.LIVE_LIMIT: "Too many tasks",
+    TaskErrorReason.STEP_UNFINISHED: STEP_UNFINISHED_MESSAGE,
+}
+_TASK_LOG_REASONS: Final = {
+    TaskErrorReason.TOO_LARGE: "task-too-large",
+    TaskErrorReason.STORED_QUOTA: "task-quota",
+    TaskErrorReason.LIVE_LIMIT: "task-limit",
+    TaskErrorReason.STEP_UNFINISHED: "task-step-timeout",
+    TaskErrorReason.STEP_FAILED: "handler-failed",
+    TaskErrorReason.INPUT_INLINE: "task-input-inline",
+    TaskErrorReason.CONTENTION: "task-contention",
+    TaskErrorReason.DOCUMENT: "task-document",
+}
+
+
+def task_refusal(error: TaskError) -> Refusal:
+    """The one wire mapping of a task manager's refusal: not found (-32602, one message for every caller), expired
+    (-32602, the owner only), a malformed answer (-32602), the tool's own protocol error (its code, 200), and the
+    server's failures (-32603, 200, a fixed message)."""
+    reason = error.reason
+    if reason is TaskErrorReason.NOT_FOUND:
+        return Refusal(RefusalKind.TASK_NOT_FOUND, task_not_found())
+    if reason is TaskErrorReason.EXPIRED:
+        expired = McpError(INVALID_PARAMS, _TASK_MESSAGES[reason], log_reason="task-expired")
+        return Refusal(RefusalKind.TASK_REFUSED, expired)
+    if reason is TaskErrorReason.INPUT_RESPONSES:
+        return Refusal(RefusalKind.INPUT_RESPONSES, input_responses_malformed())
+    failure = error.failure
+    if reason is TaskErrorReason.TOOL_FAILED and failure is not None:
+        failed = McpError(failure.code, failure.message, failure.data, http_status=200, log_reason="task-failed")
+        return Refusal(RefusalKind.APPLICATION, failed)
+    message = _TASK_MESSAGES.get(reason, INTERNAL_ERROR_MESSAGE)
+    return Refusal(
+        RefusalKind.TASK_REFUSED,
+        McpError(INTERNAL_ERROR, message, log_reason=_TASK_LOG_REASONS.get(reason, "task-failed")),
+    )
 
 
 def _state_not_accepted(reason: str) -> Refusal:
