@@ -1446,7 +1446,7 @@ async def _serve_stdio(server: McpServer, protocol_out: BinaryIO, early_stop: li
     loop = asyncio.get_running_loop()
     if server.task_manager is not None:
         server.task_manager.start()  # orphaned steps and expired tasks, as the HTTP server's lifespan start does
-    transport = StdioTransport(server.legacy_protocol, end_grace_seconds=server.http_limits.shutdown_grace_seconds)
+    transport = StdioTransport(server.legacy_protocol, server.options.http)
     with _stderr_never_blocks():
         serving = loop.create_task(transport.serve(reader, writer))
         for sig in (signal.SIGINT, signal.SIGTERM):

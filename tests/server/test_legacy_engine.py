@@ -1,4 +1,4 @@
-"""The 2025-era engine driven in process: a real Dispatcher over the demo registry with a real keyring, and a test
+"""The 2025-era engine driven in process: a real Engine over the demo registry with a real keyring, and a test
 client channel that answers the server's requests by posting its JSON-RPC responses back through the engine (the
 real client side of the engine, not a mock of soklet)."""
 
@@ -32,7 +32,10 @@ from soklet_core.mcp import (
     prompt,
     tool,
 )
-from soklet_core.mcp.server.engine._dispatcher import Dispatcher, DispatchResult, HttpRequest
+from soklet_core.mcp.server._headers import HttpRequest
+from soklet_core.mcp.server._jsonrpc import DispatchResult
+from soklet_core.mcp.server.engine import Engine
+from soklet_core.mcp.server.http._dispatch import HttpDispatch
 from soklet_core.mcp.server.legacy._engine import (
     LEGACY_PROTOCOL_VERSIONS,
     SESSION_HEADER,
@@ -42,15 +45,16 @@ from soklet_core.mcp.server.legacy._engine import (
     era_from_headers,
     is_legacy_message,
     legacy_capabilities,
-    modern_request,
 )
-from soklet_core.mcp.server.legacy._sessions import MAX_INFLIGHT_PER_SESSION, SessionTable
+from soklet_core.mcp.server.legacy._sessions import MAX_INFLIGHT_PER_SESSION
 from soklet_core.protection import ProtectionConfig, RequestStateSealer
 
 KEYRING = ProtectionKeyring(ProtectionKey.generate("legacy-engine"))
 PATH = "/mcp"
 FORM: dict[str, Any] = {"elicitation": {}}
 MODERN = ("2026-07-28",)
+PV = "io.modelcontextprotocol/protocolVersion"
+CAPS = "io.modelcontextprotocol/clientCapabilities"
 Answer = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
@@ -67,17 +71,27 @@ def engine(
         if rounds is None
         else ProtectionConfig(keyring=KEYRING, maximum_request_state_rounds=rounds)
     )
-    return LegacyProtocol(dispatcher(registry, config, admission), eras=eras, input_timeout_seconds=timeout)
+    sessions = SessionOptions(input_timeout_seconds=timeout)
+    return LegacyProtocol(core(registry, config, admission), eras=eras, sessions=sessions)
 
 
-def dispatcher(
+def core(
     registry: Registry | None = None,
     config: ProtectionConfig | None = None,
     admission: BearerTokenAdmission | None = None,
-) -> Dispatcher:
-    """The dispatcher McpServer builds: the same registry, sealer and admission (no HTTP app needed here)."""
+) -> Engine:
+    """The engine McpServer builds: the same registry, sealer and admission (no HTTP app needed here)."""
     sealer = RequestStateSealer(config or ProtectionConfig(keyring=KEYRING))
-    return Dispatcher(registry=registry or demo.build_registry(), sealer=sealer, admission=admission)
+    return Engine(registry=registry or demo.build_registry(), sealer=sealer, admission=admission)
+
+
+async def modern_post(protocol: LegacyProtocol, sent: dict[str, Any]) -> DispatchResult:
+    """``sent`` as a 2026-07-28 client POSTs it to the same engine: with its ``_meta`` (the version, form
+    elicitation) and the headers that go with it."""
+    params = {**sent["params"], "_meta": {PV: "2026-07-28", CAPS: FORM}}
+    headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": sent["method"], "mcp-name": params["name"]}
+    raw = json.dumps({**sent, "params": params}).encode()
+    return await HttpDispatch(protocol.engine).dispatch(HttpRequest(PATH, headers, raw))
 
 
 def message(value: dict[str, Any]) -> JsonValue:
@@ -315,9 +329,6 @@ def test_legacy_only_server_refuses_modern_requests() -> None:
     assert error["data"] == {"supported": list(LEGACY_PROTOCOL_VERSIONS), "requested": "2026-07-28"}
 
 
-PV = "io.modelcontextprotocol/protocolVersion"
-
-
 def test_era_detection() -> None:
     init = message({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
     modern_init = message({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"_meta": {PV: "2026-07-28"}}})
@@ -335,35 +346,6 @@ def test_era_detection() -> None:
     assert era_from_headers({}, modern_versions=MODERN) is None
     response = message({"jsonrpc": "2.0", "id": "s-1", "result": {}})
     assert is_legacy_message({}, response, modern_versions=MODERN, legacy_connection=True)
-
-
-def test_modern_request_synthesizes_meta_and_headers() -> None:
-    sent = message(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": "été", "arguments": {}, "_meta": {"progressToken": "p"}},
-        }
-    )
-    assert isinstance(sent, JsonObject)
-    headers, encoded = modern_request(
-        sent,
-        version="2026-07-28",
-        capabilities=legacy_capabilities(message(FORM)),
-        headers={"authorization": "Bearer t", "mcp-name": "forged"},
-        request_id=parse(b'"r-1"'),  # type: ignore[arg-type]
-    )
-    assert headers["authorization"] == "Bearer t"
-    assert headers["mcp-protocol-version"] == "2026-07-28"
-    assert headers["mcp-method"] == "tools/call"
-    assert headers["mcp-name"] == "=?base64?w6l0w6k=?="
-    decoded = json.loads(encoded)
-    assert decoded["id"] == "r-1"
-    meta = decoded["params"]["_meta"]
-    assert meta["progressToken"] == "p"
-    assert meta[PV] == "2026-07-28"
-    assert meta["io.modelcontextprotocol/clientCapabilities"] == FORM
 
 
 # ------------------------------------------------------------------------------------------------ operations
@@ -519,15 +501,8 @@ def test_missing_capability_names_the_capability() -> None:
 
 
 def _modern_state(protocol: LegacyProtocol, tool_name: str) -> str:
-    sent = message({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": tool_name, "arguments": {}}})
-    assert isinstance(sent, JsonObject)
-    headers, encoded = modern_request(
-        sent,
-        version="2026-07-28",
-        capabilities=legacy_capabilities(message(FORM)),
-        registry=protocol.dispatcher.registry,
-    )
-    result = asyncio.run(protocol.dispatcher.dispatch(HttpRequest(PATH, headers, encoded)))
+    sent = {"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": tool_name, "arguments": {}}}
+    result = asyncio.run(modern_post(protocol, sent))
     state: str = body(result)["result"]["requestState"]
     return state
 
@@ -559,15 +534,7 @@ def test_a_client_sent_state_is_refused_as_on_the_modern_path(tamper: str) -> No
         assert result.reason.startswith("state-")
         assert channel.sent == []
         # The same retry on the 2026-07-28 path: the same error, for the same logged reason.
-        sent = message({"jsonrpc": "2.0", "id": 50, "method": "tools/call", "params": params})
-        assert isinstance(sent, JsonObject)
-        headers, encoded = modern_request(
-            sent,
-            version="2026-07-28",
-            capabilities=legacy_capabilities(message(FORM)),
-            registry=protocol.dispatcher.registry,
-        )
-        modern = await protocol.dispatcher.dispatch(HttpRequest(PATH, headers, encoded))
+        modern = await modern_post(protocol, {"jsonrpc": "2.0", "id": 50, "method": "tools/call", "params": params})
         assert modern.status == 400
         assert body(modern)["error"] == body(result)["error"]
         assert modern.reason == result.reason
@@ -756,7 +723,7 @@ def test_a_session_is_bound_to_its_partition() -> None:
 
 def test_a_full_session_table_refuses_initialize_with_503_only_when_every_session_is_busy() -> None:
     async def run() -> None:
-        protocol = LegacyProtocol(dispatcher(), sessions=SessionTable(options=SessionOptions(max_sessions=1)))
+        protocol = LegacyProtocol(core(), sessions=SessionOptions(max_sessions=1))
         idle = protocol.sessions.get(await initialize(protocol))
         assert idle is not None
         busy_id = await initialize(protocol)  # the table is full: the idle session makes room
@@ -779,9 +746,9 @@ def test_a_full_session_table_refuses_initialize_with_503_only_when_every_sessio
 def test_engine_options_are_checked() -> None:
     for bad in (0.5, 3601):
         with pytest.raises(ValueError, match="input_timeout_seconds"):
-            LegacyProtocol(dispatcher(), input_timeout_seconds=bad)
+            LegacyProtocol(core(), sessions=SessionOptions(input_timeout_seconds=bad))
     with pytest.raises(TypeError):
-        LegacyProtocol(dispatcher(), eras="both")  # type: ignore[arg-type]
+        LegacyProtocol(core(), eras="both")  # type: ignore[arg-type]
     assert LegacyProtocol.DEFAULT_INPUT_TIMEOUT_SECONDS == 300.0
 
 
@@ -910,7 +877,7 @@ def test_an_oversized_initialize_is_refused() -> None:
 def test_a_state_that_expires_while_the_client_answers_ends_with_a_sentence() -> None:
     now = {"ms": 1_800_000_000_000}
     sealer = RequestStateSealer(ProtectionConfig(keyring=KEYRING), clock=lambda: now["ms"])
-    protocol = LegacyProtocol(Dispatcher(registry=demo.build_registry(), sealer=sealer))
+    protocol = LegacyProtocol(Engine(registry=demo.build_registry(), sealer=sealer))
 
     def late(frame: dict[str, Any]) -> dict[str, Any]:
         now["ms"] += 16 * 60 * 1000  # past the 15-minute state lifetime

@@ -14,8 +14,8 @@ import pytest
 
 from soklet_apps import demo
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import HttpOptions, McpServer, ServerOptions
-from soklet_core.mcp.server.http._runner import MAX_TIMEOUT_SECONDS
+from soklet_core.mcp import HttpLimits, HttpOptions, McpServer, ProtocolOptions, ServerOptions
+from soklet_core.mcp.server._options import MAX_TIMEOUT_SECONDS
 from soklet_core.mcp.server.legacy._engine import LegacyProtocol, ProtocolEras
 from soklet_core.mcp.server.stdio._transport import StdioTransport, open_pipe_streams
 from soklet_core.protection import ProtectionConfig
@@ -33,8 +33,8 @@ def _server(**options: Any) -> McpServer:
 
 
 def _engine(eras: ProtocolEras = ProtocolEras.BOTH, **options: Any) -> LegacyProtocol:
-    """The 2025-era engine of a demo server, as ``McpServer`` builds it (its session table included)."""
-    return LegacyProtocol(_server(**options).dispatcher, eras=eras)
+    """The 2025-era engine of a demo server speaking ``eras`` (its session table included)."""
+    return _server(options=ServerOptions(protocol=ProtocolOptions(eras=eras)), **options).legacy_protocol
 
 
 class Client:
@@ -192,8 +192,8 @@ def test_oversized_line_is_refused_and_dropped_then_the_next_line_is_answered() 
         assert "result" in listed
 
     async def main() -> None:
-        options = ServerOptions(http=HttpOptions(max_request_body_bytes=limit))
-        transport = StdioTransport(_engine(options=options), max_line_bytes=limit)
+        server = _server(options=ServerOptions(http=HttpOptions(max_request_body_bytes=limit)))
+        transport = StdioTransport(server.legacy_protocol, server.options.http)
         async with connected(transport) as (client, serving):
             await scenario(client, serving)
 
@@ -419,7 +419,7 @@ def test_modern_progress_notifications_come_before_the_answer() -> None:
 
     config = ProtectionConfig(keyring=ProtectionKeyring(ProtectionKey.generate("stdio-test")))
     server = McpServer(conformance.build_registry(tasks=False), protection=config)
-    run(scenario, LegacyProtocol(server.dispatcher))
+    run(scenario, server.legacy_protocol)
 
 
 def test_an_admission_policy_that_needs_a_token_refuses_every_stdio_request() -> None:
@@ -435,7 +435,7 @@ def test_an_admission_policy_that_needs_a_token_refuses_every_stdio_request() ->
         assert "result" not in init
 
     admission = BearerTokenAdmission({"a-token-stdio-cannot-send": ("someone", "team")})
-    run(scenario, LegacyProtocol(_server(admission=admission).dispatcher))
+    run(scenario, _server(admission=admission).legacy_protocol)
 
 
 def test_a_closed_output_drops_answers_and_the_input_still_ends_cleanly(caplog: pytest.LogCaptureFixture) -> None:
@@ -463,12 +463,13 @@ def test_a_closed_output_drops_answers_and_the_input_still_ends_cleanly(caplog: 
     assert said[0].endswith("): answers are dropped")
 
 
-def test_the_end_of_input_grace_is_bounded() -> None:
+def test_the_end_of_input_grace_is_the_shutdown_grace() -> None:
     engine = _engine()
     assert "end_grace_seconds=10" in repr(StdioTransport(engine))  # the shutdown grace by default
-    StdioTransport(engine, end_grace_seconds=MAX_TIMEOUT_SECONDS)
+    longest = HttpOptions(limits=HttpLimits(shutdown_grace_seconds=MAX_TIMEOUT_SECONDS))
+    assert f"end_grace_seconds={MAX_TIMEOUT_SECONDS:g}" in repr(StdioTransport(engine, longest))
     for bad in (0, MAX_TIMEOUT_SECONDS + 0.001):
-        with pytest.raises(ValueError, match="end_grace_seconds"):
-            StdioTransport(engine, end_grace_seconds=bad)
+        with pytest.raises(ValueError, match="shutdown_grace_seconds"):
+            HttpLimits(shutdown_grace_seconds=bad)
     with pytest.raises(TypeError):
-        StdioTransport(engine, end_grace_seconds=True)
+        StdioTransport(engine, 10)  # type: ignore[arg-type]

@@ -26,7 +26,6 @@ from soklet_core.mcp.server.durable._tasks import TaskManager
 from soklet_core.mcp.server.engine._dispatcher import Dispatcher, Interceptor, LifecycleCallback
 from soklet_core.mcp.server.http._transport import ASGIApp, McpAsgiApp
 from soklet_core.mcp.server.legacy._engine import LegacyProtocol
-from soklet_core.mcp.server.legacy._sessions import SessionTable
 from soklet_core.mcp.server.ops._metrics import ServerMetrics
 from soklet_core.mcp.server.ops._readiness import Readiness
 from soklet_core.protection import ProtectionConfig, RequestStateSealer
@@ -102,13 +101,7 @@ class McpServer:
             metrics=metrics,
             tasks=self._tasks,
         )
-        self._legacy = LegacyProtocol(
-            self._dispatcher,
-            eras=protocol.eras,
-            sessions=SessionTable(options=sessions),
-            input_timeout_seconds=sessions.input_timeout_seconds,
-            endpoint_path=http.path,
-        )
+        self._legacy = LegacyProtocol(self._dispatcher, eras=protocol.eras, sessions=sessions, endpoint_path=http.path)
         self._app = McpAsgiApp(
             self._dispatcher,
             http=http,

@@ -8,7 +8,6 @@ from soklet_core.mcp.server.legacy._engine import (
     LegacyRequest,
     ProtocolEras,
     is_legacy_message,
-    modern_request,
 )
 from soklet_core.mcp.server.legacy._sessions import (
     DEFAULT_MAX_SESSIONS,
@@ -33,5 +32,4 @@ __all__ = [
     "SessionTable",
     "SessionsFull",
     "is_legacy_message",
-    "modern_request",
 ]

@@ -1,32 +1,34 @@
-"""The 2025-era MCP protocol (2025-11-25, 2025-06-18, 2025-03-26) served beside 2026-07-28 on the same dispatcher.
+"""The 2025-era MCP protocol (2025-11-25, 2025-06-18, 2025-03-26) served beside 2026-07-28 on the same engine.
 
 A 2025-era client opens a session with ``initialize``, names it on later requests, and answers the server's own
 JSON-RPC requests (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) while one of its requests
-runs. :class:`LegacyProtocol` turns each such request into 2026-07-28 requests and runs them through the one
-:class:`~.dispatcher.Dispatcher` pipeline, so every rule of that pipeline (admission, capabilities, sealed state
-opened and checked on every round, round limit, expiry) holds for both eras:
+runs. :class:`LegacyProtocol` runs each such request as :class:`~soklet_core.mcp.server.engine.Call` values on the
+one :class:`~soklet_core.mcp.server.engine.Engine`, so every rule of the engine (capabilities, sealed state opened
+and checked on every round, round limit, expiry) holds for both eras:
 
 1. :func:`is_legacy_message` decides the era of a message (the one home of that rule).
 2. ``initialize`` negotiates a 2025 version, translates the declared capabilities to the modern shape
-   (:func:`legacy_capabilities`) and creates a :class:`~.sessions.LegacySession`.
-3. A session request is rewritten by :func:`modern_request` (``_meta`` with the session's version-independent
-   capabilities and the routing headers) and dispatched. When the handler returns ``input_required``, each keyed
-   request is sent to the client through the :class:`ClientChannel`, the answers of the round are awaited under
-   one deadline, and the same operation is dispatched again with ``inputResponses``, the sealed ``requestState``
-   untouched and a fresh request id, until the result is complete or an error ends it.
-4. Complete results lose the modern-only members (``resultType``, ``ttlMs``, ``cacheScope``). A failure the
-   2025 client could not have caused by its own input (a capability it did not declare, the round limit, a
-   round's timeout, its refusal of our request) becomes a ``CallToolResult`` with ``isError`` and a sentence for
-   ``tools/call``, and a JSON-RPC error with the same sentence for other methods. Every other error is the
-   dispatcher's own answer (code, message, data), sent to the client's id; inside a session it travels with HTTP
-   200 (401, 403 and 503 excepted), since a 2025-era client reads a 4xx as a broken transport and 404 as a lost
-   session.
+   (:func:`legacy_capabilities`), admits the caller and creates a :class:`~.sessions.LegacySession`.
+3. A session request (parsed once, by the transport) is admitted, checked against its session, and becomes a
+   ``Call``: the message's method and params, a fresh request id, the engine's modern version, a ``_meta`` with the
+   session's capabilities and client info, the admission, and a params digest taken from the canonical params at
+   most once for all its rounds. When the engine answers ``InputRequired``, each keyed request is sent to the
+   client through the :class:`ClientChannel`, the answers of the round are awaited under one deadline, and the next
+   ``Call`` carries them as ``inputResponses`` with the sealed ``requestState`` untouched, until the outcome is
+   complete or refused. No HTTP header is built and no answer is parsed back.
+4. A complete result is written for the 2025 wire directly from its value, without the modern-only members
+   (``resultType``, ``ttlMs``, ``cacheScope``). A refusal the 2025 client could not have caused by its own input
+   (a capability it did not declare, the round limit, a state that expired between rounds, a round's timeout, its
+   refusal of our request) becomes a ``CallToolResult`` with ``isError`` and a sentence for ``tools/call``, and a
+   JSON-RPC error with the same sentence for other methods: decided by the :class:`~.engine.RefusalKind`, never by
+   a log reason. Every other refusal is the engine's own answer (code, message, data), sent to the client's id;
+   inside a session it travels with HTTP 200 (401, 403 and 503 excepted), since a 2025-era client reads a 4xx as
+   a broken transport and 404 as a lost session.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import secrets
 from collections.abc import Collection, Iterable, Mapping
@@ -35,21 +37,21 @@ from typing import Final, Protocol
 
 from soklet_core.json import (
     JsonArray,
-    JsonBoolean,
     JsonNull,
     JsonNumber,
     JsonObject,
     JsonString,
     JsonValue,
+    WirePlain,
     encode_wire,
-    parse,
 )
 from soklet_core.mcp.model import methods
 from soklet_core.mcp.model.capabilities import ClientCapabilities
 from soklet_core.mcp.model.context import RequestId
 from soklet_core.mcp.model.errors import McpModelError
-from soklet_core.mcp.model.input_required_result import RequestStateMode
-from soklet_core.mcp.model.registry import Registry
+from soklet_core.mcp.model.input_required_result import InputRequiredResult, RequestStateMode
+from soklet_core.mcp.model.results import CallToolResult
+from soklet_core.mcp.server._admission import Admission
 from soklet_core.mcp.server._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -57,22 +59,30 @@ from soklet_core.mcp.server._jsonrpc import (
     METHOD_NOT_FOUND,
     MISSING_CAPABILITY,
     UNSUPPORTED_VERSION,
+    DispatchResult,
     McpError,
+    busy_refusal,
     capability_names,
     encode_result,
+    params_not_object,
 )
 from soklet_core.mcp.server._options import (
     DEFAULT_INPUT_TIMEOUT_SECONDS,
     MAX_INPUT_TIMEOUT_SECONDS,
     MIN_INPUT_TIMEOUT_SECONDS,
     ProtocolEras,
+    SessionOptions,
 )
-from soklet_core.mcp.server.engine._dispatcher import (
-    Dispatcher,
-    DispatchResult,
-    HttpRequest,
-    encode_header,
+from soklet_core.mcp.server.engine._call import (
+    Call,
+    CanonicalParams,
+    EncodedResult,
+    InputRequired,
+    RefusalKind,
+    Refused,
+    ResultValue,
 )
+from soklet_core.mcp.server.engine._engine import Engine
 from soklet_core.mcp.server.legacy._sessions import (
     LegacySession,
     SessionLimitReason,
@@ -85,6 +95,7 @@ from soklet_core.protocol import (
     DEFAULT_ENDPOINT_PATH,
     DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
     PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
 )
 
 __all__ = [
@@ -104,7 +115,6 @@ __all__ = [
     "era_from_headers",
     "is_legacy_message",
     "legacy_capabilities",
-    "modern_request",
 ]
 
 #: The 2025-era protocol versions served, preferred first (an unknown requested version gets the first).
@@ -125,10 +135,10 @@ REQUEST_CANCELLED: Final = -32800
 _MODELESS_ELICITATION: Final = frozenset({"2025-06-18", "2025-03-26"})
 # Modern-only result members a 2025 client does not know.
 _MODERN_ONLY_RESULT_MEMBERS: Final = frozenset({"resultType", "ttlMs", "cacheScope"})
-# Statuses a session request keeps from the dispatcher; every other JSON-RPC error of a request inside a session
+# Statuses a session request keeps from the engine's refusal; every other JSON-RPC error of a request inside a session
 # is sent with 200, as 2025-era clients read a 4xx as a broken transport (404: the session is gone).
 _KEPT_STATUSES: Final = frozenset({200, 401, 403, 503})
-# The 2025 methods answered by running a modern request through the dispatcher.
+# The 2025 methods answered by calls to the engine.
 _TRANSLATED: Final = frozenset(
     {
         methods.TOOLS_LIST,
@@ -141,6 +151,15 @@ _TRANSLATED: Final = frozenset(
         methods.COMPLETION_COMPLETE,
     }
 )
+# Seconds a client is told to wait when every session it may take away is running a request.
+_SESSIONS_RETRY_AFTER_SECONDS: Final = 5
+# The list methods: the engine answers them from results encoded once at start.
+_LIST_METHODS: Final = frozenset(
+    {methods.TOOLS_LIST, methods.PROMPTS_LIST, methods.RESOURCES_LIST, methods.RESOURCES_TEMPLATES_LIST}
+)
+_DEFAULT_SESSIONS: Final = SessionOptions()
+# How a tool result's own encoding starts (CallToolResult.encode writes resultType first).
+_COMPLETE_HEAD: Final = b'{"resultType":"complete",'
 _INITIALIZE: Final = "initialize"
 _PING: Final = "ping"
 _INITIALIZED: Final = "notifications/initialized"
@@ -151,7 +170,6 @@ _JSONRPC: Final = JsonString.from_value("2.0")
 _FORM: Final = JsonString.from_value("form")
 _URL: Final = JsonString.from_value("url")
 _NO_INFO: Final = JsonObject.empty_instance()
-_INPUT_REQUIRED: Final = JsonString.from_value("input_required")
 # How often a round's wait looks whether the client has gone (the transport also cancels the task).
 _GONE_CHECK_SECONDS: Final = 1.0
 
@@ -277,93 +295,12 @@ def _capability_ok(name: str, member: JsonValue) -> bool:
     return True
 
 
-def _header_value(value: JsonValue | None) -> str | None:
-    # The inverse of the dispatcher's Mcp-Param-* comparison: strings (sentinel-encoded when needed), booleans
-    # and numbers; anything else has no header form and is left for the dispatcher to refuse.
-    if isinstance(value, JsonString):
-        return encode_header(value.value)
-    if isinstance(value, JsonBoolean):
-        return "true" if value.value else "false"
-    if isinstance(value, JsonNumber):
-        return str(value.value)
-    return None
-
-
-def modern_request(
-    message: JsonObject,
-    *,
-    version: str | None = None,
-    capabilities: ClientCapabilities | None = None,
-    client_info: JsonObject | None = None,
-    headers: Mapping[str, str] | None = None,
-    registry: Registry | None = None,
-    request_id: RequestId | None = None,
-) -> tuple[dict[str, str], bytes]:
-    """A JSON-RPC request as the 2026-07-28 dispatcher expects it: (lower-case headers, body bytes).
-
-    ``params._meta`` keeps the message's own members (``progressToken``...) and gets ``version``,
-    ``capabilities`` and ``client_info`` when given (each left as the message has it otherwise); ``request_id``
-    replaces the id. The headers are ``headers`` (the real ones: ``Authorization`` is kept) plus the synthesized
-    ``MCP-Protocol-Version`` (the ``_meta`` version), ``Mcp-Method``, ``Mcp-Name`` and, for a tool of
-    ``registry`` with header parameters, its ``Mcp-Param-*`` headers; any client-sent value of those is replaced.
-    """
-    params_value = message.get("params")
-    params: dict[str, JsonValue] = dict(params_value.items()) if isinstance(params_value, JsonObject) else {}
-    meta_value = params.get("_meta")
-    meta: dict[str, JsonValue] = dict(meta_value.items()) if isinstance(meta_value, JsonObject) else {}
-    if version is not None:
-        meta[PROTOCOL_VERSION_META_KEY] = JsonString.from_value(version)
-    if capabilities is not None:
-        meta[CLIENT_CAPABILITIES_META_KEY] = capabilities.to_wire()
-    if client_info is not None:
-        meta[CLIENT_INFO_META_KEY] = client_info
-    params["_meta"] = JsonObject.from_mapping(meta)
-    body: dict[str, JsonValue] = dict(message.items())
-    body["params"] = JsonObject.from_mapping(params)
-    if request_id is not None:
-        body["id"] = request_id
-    synthesized = {
-        name: value
-        for name, value in (headers or {}).items()
-        if name not in ("mcp-protocol-version", "mcp-method", "mcp-name") and not name.startswith("mcp-param-")
-    }
-    effective_version = meta.get(PROTOCOL_VERSION_META_KEY)
-    if isinstance(effective_version, JsonString):
-        synthesized["mcp-protocol-version"] = effective_version.value
-    method = message.get("method")
-    if isinstance(method, JsonString):
-        synthesized["mcp-method"] = method.value
-        routing = {methods.TOOLS_CALL: "name", methods.PROMPTS_GET: "name", methods.RESOURCES_READ: "uri"}
-        member = routing.get(method.value)
-        name = params.get(member) if member is not None else None
-        if isinstance(name, JsonString):
-            synthesized["mcp-name"] = encode_header(name.value)
-            tool = registry.find_tool(name.value) if registry is not None and member == "name" else None
-            if tool is not None and method.value == methods.TOOLS_CALL and tool.header_parameters:
-                arguments = params.get("arguments")
-                if isinstance(arguments, JsonObject):
-                    for header, property_name in tool.header_parameters.items():
-                        value = _header_value(arguments.get(property_name))
-                        if value is not None:
-                            synthesized["mcp-param-" + header.lower()] = value
-    return synthesized, encode_wire(JsonObject.from_mapping(body))
-
-
 def _modern_answer(result: JsonObject) -> JsonObject:
     # Some 2025 clients write an absent optional member as null ("content": null on decline); the modern union
     # has no null members, so they are dropped rather than refused.
     if not any(isinstance(value, JsonNull) for value in result.values()):
         return result
     return JsonObject.from_mapping({k: v for k, v in result.items() if not isinstance(v, JsonNull)})
-
-
-def _strip_modern(result: JsonObject) -> JsonObject:
-    return JsonObject.from_mapping({k: v for k, v in result.items() if k not in _MODERN_ONLY_RESULT_MEMBERS})
-
-
-def _encode_complete(request_id: RequestId, answer: JsonObject) -> bytes:
-    """The 2025 client's response: the complete result without the modern-only members."""
-    return encode_result(request_id, encode_wire(_strip_modern(answer)))
 
 
 def _missing_sentence(required: JsonValue | None, method: str) -> str:
@@ -384,7 +321,7 @@ def _failure(sentence: str, reason: str, code: int = INTERNAL_ERROR, data: JsonV
 
 
 class _Progress:
-    """The dispatcher's progress channel over a :class:`ClientChannel`."""
+    """The engine's progress channel over a :class:`ClientChannel`."""
 
     __slots__ = ("_channel", "_streaming")
 
@@ -408,6 +345,16 @@ def _refused(error: McpError, request_id: RequestId | None, method: str | None =
     return DispatchResult.refused(error, request_id, method=method)
 
 
+def _in_session(error: McpError) -> McpError:
+    """``error`` as a request inside a session answers it: with HTTP 200 unless its status is one a 2025-era client
+    reads as meant (401, 403, 503)."""
+    if error.http_status in _KEPT_STATUSES:
+        return error
+    return McpError(
+        error.code, error.message, error.data, http_status=200, log_reason=error.log_reason, headers=error.headers
+    )
+
+
 def _session_not_found() -> McpError:
     return McpError(SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, http_status=404, log_reason="session-not-found")
 
@@ -421,46 +368,59 @@ def _invalid_request(message: str = "Invalid Request", reason: str = "envelope")
 
 
 class LegacyProtocol:
-    """The 2025-era engine of one server over its :class:`~.dispatcher.Dispatcher`.
+    """The 2025-era session engine of one server over its :class:`~soklet_core.mcp.server.engine.Engine`.
 
-    ``eras`` says which eras the server speaks (a 2025 ``initialize`` to a modern-only server is refused here
-    with -32022); ``sessions`` is the session table (default: a new :class:`~.sessions.SessionTable`);
-    ``input_timeout_seconds`` (1..3600, default 300) is how long one input round waits for all the client's
-    answers; ``endpoint_path`` is the path requests are bound to when the transport has none (stdio).
+    ``eras`` says which eras the server speaks (``ProtocolOptions.eras``: a 2025 ``initialize`` to a modern-only
+    server is refused here with -32022); ``sessions`` are the session options (the table's bounds and how long one
+    input round waits for all the client's answers); ``endpoint_path`` is the path requests are bound to when the
+    transport has none (stdio).
     """
 
     DEFAULT_INPUT_TIMEOUT_SECONDS: Final = DEFAULT_INPUT_TIMEOUT_SECONDS
 
-    __slots__ = ("_dispatcher", "_endpoint_path", "_eras", "_ids", "_modern_version", "_sessions", "_timeout")
+    __slots__ = (
+        "_endpoint_path",
+        "_engine",
+        "_eras",
+        "_ids",
+        "_lists",
+        "_meta_tail",
+        "_modern_version",
+        "_modern_version_value",
+        "_server_meta",
+        "_sessions",
+        "_timeout",
+    )
 
     def __init__(
         self,
-        dispatcher: Dispatcher,
+        engine: Engine,
         *,
         eras: ProtocolEras = ProtocolEras.BOTH,
-        sessions: SessionTable | None = None,
-        input_timeout_seconds: float = DEFAULT_INPUT_TIMEOUT_SECONDS,
+        sessions: SessionOptions = _DEFAULT_SESSIONS,
         endpoint_path: str = DEFAULT_ENDPOINT_PATH,
     ) -> None:
-        if not isinstance(dispatcher, Dispatcher):
-            raise TypeError("dispatcher must be a Dispatcher")
+        if not isinstance(engine, Engine):
+            raise TypeError("engine must be an Engine")
         if not isinstance(eras, ProtocolEras):
             raise TypeError("eras must be a ProtocolEras")
-        if sessions is not None and not isinstance(sessions, SessionTable):
-            raise TypeError("sessions must be a SessionTable")
-        if isinstance(input_timeout_seconds, bool) or not isinstance(input_timeout_seconds, int | float):
-            raise TypeError("input_timeout_seconds must be a number")
-        if not MIN_INPUT_TIMEOUT_SECONDS <= input_timeout_seconds <= MAX_INPUT_TIMEOUT_SECONDS:
-            raise ValueError("input_timeout_seconds must be between 1 and 3600")
+        if not isinstance(sessions, SessionOptions):
+            raise TypeError("sessions must be SessionOptions")
         if not isinstance(endpoint_path, str) or not endpoint_path.startswith("/"):
             raise ValueError("endpoint_path must be a path starting with '/'")
-        self._dispatcher = dispatcher
+        self._engine = engine
         self._eras = eras
-        self._sessions = sessions if sessions is not None else SessionTable()
-        self._timeout = float(input_timeout_seconds)
+        self._sessions = SessionTable(options=sessions)
+        self._timeout = float(sessions.input_timeout_seconds)
         self._endpoint_path = endpoint_path
-        self._modern_version = dispatcher.supported_versions[0]
-        # Fresh JSON-RPC ids of the modern requests (a retry must not reuse the id that emitted its state).
+        self._modern_version = engine.supported_versions[0]
+        self._modern_version_value = JsonString.from_value(self._modern_version)
+        # A 2025 result carries the server's _meta as a 2026-07-28 result does.
+        self._server_meta = JsonObject.builder().put(SERVER_INFO_META_KEY, engine.server_info).build()
+        self._meta_tail = b',"_meta":' + encode_wire(self._server_meta) + b"}"
+        # The engine's pre-encoded answers (the lists) rewritten for the 2025 wire once each, by method.
+        self._lists: dict[str, tuple[EncodedResult, bytes]] = {}
+        # Fresh JSON-RPC ids of the calls (a retry must not reuse the id that emitted its state).
         self._ids = itertools.count(1)
 
     def __repr__(self) -> str:
@@ -477,9 +437,9 @@ class LegacyProtocol:
         return self._sessions
 
     @property
-    def dispatcher(self) -> Dispatcher:
-        """The 2026-07-28 pipeline every request runs through."""
-        return self._dispatcher
+    def engine(self) -> Engine:
+        """The engine every call of a session runs on."""
+        return self._engine
 
     @property
     def input_timeout_seconds(self) -> float:
@@ -494,7 +454,7 @@ class LegacyProtocol:
     def is_legacy(self, headers: Mapping[str, str], message: JsonValue, *, legacy_connection: bool = False) -> bool:
         """:func:`is_legacy_message` with this server's modern versions."""
         return is_legacy_message(
-            headers, message, modern_versions=self._dispatcher.supported_versions, legacy_connection=legacy_connection
+            headers, message, modern_versions=self._engine.supported_versions, legacy_connection=legacy_connection
         )
 
     def refuse_modern(self, message: JsonValue) -> DispatchResult:
@@ -533,7 +493,7 @@ class LegacyProtocol:
             if isinstance(requested, JsonString) and requested.value in LEGACY_PROTOCOL_VERSIONS
             else None
         )
-        modern = self._dispatcher.supported_versions
+        modern = self._engine.supported_versions
         data = (
             JsonObject.builder()
             .put("supported", JsonArray.of(*modern))
@@ -579,7 +539,7 @@ class LegacyProtocol:
         if not self._eras.legacy:
             return self._refuse_legacy(message, request_id, logged)
         try:
-            session = self._session(request)
+            session, admission = self._session(request)
         except McpError as error:
             return _refused(error, request_id, logged)
         if request_id is None:
@@ -589,11 +549,11 @@ class LegacyProtocol:
         if method not in _TRANSLATED:
             unknown = McpError(METHOD_NOT_FOUND, "Method not found", http_status=200, log_reason="method-not-found")
             return _refused(unknown, request_id, logged)
-        return await self._tracked(request, session, message, method, request_id, channel)
+        return await self._tracked(request, session, admission, message, method, request_id, channel)
 
-    def _session(self, request: LegacyRequest) -> LegacySession:
+    def _session(self, request: LegacyRequest) -> tuple[LegacySession, Admission]:
         # Admission first: a caller the policy refuses learns nothing about sessions (401 whatever the id).
-        admission = self._dispatcher.admit(request.path, request.headers)
+        admission = self._engine.admit(request.path, request.headers)
         session = request.session
         if session is None:
             session_id = request.headers.get(SESSION_HEADER)
@@ -608,14 +568,14 @@ class LegacyProtocol:
         ):
             raise _session_not_found()  # unknown, ended, or another partition's: never say which
         session.touch()
-        return session
+        return session, admission
 
     def end_session(self, request: LegacyRequest) -> DispatchResult:
         """``DELETE`` of a session (``Mcp-Session-Id`` in ``request.headers``): admitted like every request of the
         session (401 when the policy refuses, 404 for an unknown session or another partition's), then ended, its
         running requests cancelled (200, no body)."""
         try:
-            session = self._session(request)
+            session, _ = self._session(request)
         except McpError as error:
             return _refused(error, None)
         self._sessions.remove(session.id)
@@ -623,7 +583,7 @@ class LegacyProtocol:
 
     def _response(self, request: LegacyRequest, message: JsonObject) -> DispatchResult:
         try:
-            session = self._session(request)
+            session, _ = self._session(request)
         except McpError as error:
             return _refused(error, None)
         delivered = session.deliver(message)
@@ -646,7 +606,7 @@ class LegacyProtocol:
         params = message.get("params")
         try:
             if params is not None and not isinstance(params, JsonObject):
-                raise McpError(INVALID_PARAMS, "Invalid params: params must be an object", log_reason="params")
+                raise params_not_object()
             params = params if isinstance(params, JsonObject) else JsonObject.empty_instance()
             requested = params.get("protocolVersion")
             version = (
@@ -663,7 +623,7 @@ class LegacyProtocol:
             # not say the body size is covered too).
             if len(encode_wire(capabilities.to_wire())) + len(encode_wire(info or _NO_INFO)) > MAX_INITIALIZE_BYTES:
                 raise _too_large()
-            admission = self._dispatcher.admit(request.path, request.headers)
+            admission = self._engine.admit(request.path, request.headers)
             try:
                 session = self._sessions.create(
                     protocol_version=version,
@@ -673,23 +633,21 @@ class LegacyProtocol:
                     peer=request.peer,
                 )
             except SessionsFull:
-                raise McpError(
-                    INTERNAL_ERROR,
+                raise busy_refusal(
                     "Service Unavailable: too many sessions",
-                    http_status=503,
-                    log_reason="sessions-full",
-                    headers=(("retry-after", "5"),),
+                    retry_after=_SESSIONS_RETRY_AFTER_SECONDS,
+                    reason=SessionLimitReason.SESSIONS.value,
                 ) from None
         except McpError as error:
             return _refused(error, request_id, _INITIALIZE)
         result = (
             JsonObject.builder()
             .put("protocolVersion", version)
-            .put("capabilities", self._dispatcher.server_capabilities)
-            .put("serverInfo", self._dispatcher.server_info)
+            .put("capabilities", self._engine.server_capabilities)
+            .put("serverInfo", self._engine.server_info)
         )
-        if self._dispatcher.instructions is not None:
-            result.put("instructions", self._dispatcher.instructions)
+        if self._engine.instructions is not None:
+            result.put("instructions", self._engine.instructions)
         return DispatchResult(
             200,
             encode_result(request_id, encode_wire(result.build())),
@@ -704,27 +662,21 @@ class LegacyProtocol:
         self,
         request: LegacyRequest,
         session: LegacySession,
+        admission: Admission,
         message: JsonObject,
         method: str,
         request_id: RequestId,
         channel: ClientChannel | None,
     ) -> DispatchResult:
         task: asyncio.Task[DispatchResult] = asyncio.ensure_future(
-            self._operation(request, session, message, method, request_id, channel)
+            self._operation(request, session, admission, message, method, request_id, channel)
         )
         try:
             session.track(request_id, task)
         except SessionsFull:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            busy = McpError(
-                INTERNAL_ERROR,
-                "Service Unavailable",
-                http_status=503,
-                log_reason=SessionLimitReason.IN_FLIGHT.value,
-                headers=(("retry-after", "1"),),
-            )
-            return _refused(busy, request_id, method)
+            return _refused(busy_refusal(reason=SessionLimitReason.IN_FLIGHT.value), request_id, method)
         try:
             return await task
         except asyncio.CancelledError:
@@ -739,31 +691,65 @@ class LegacyProtocol:
             session.untrack(request_id)
 
     def _round_cap(self, method: str, params: JsonObject) -> int | None:
-        """The engine's own round cap: ``None`` for framework-protected operations (the sealer counts their
-        rounds), the default rounds limit for the others (nothing else would end their loop)."""
-        registry = self._dispatcher.registry
-        name = params.get("uri" if method == methods.RESOURCES_READ else "name")
-        mode: RequestStateMode | None = None
-        if isinstance(name, JsonString):
-            if method == methods.TOOLS_CALL:
-                found_tool = registry.find_tool(name.value)
-                mode = found_tool.request_state_mode if found_tool is not None else None
-            elif method == methods.PROMPTS_GET:
-                prompt = registry.find_prompt(name.value)
-                mode = prompt.request_state_mode if prompt is not None else None
-            elif method == methods.RESOURCES_READ:
-                resource = registry.find_resource(name.value)
-                if resource is not None:
-                    mode = resource.request_state_mode
-                else:
-                    matched = registry.match_resource_template(name.value)
-                    mode = matched[0].request_state_mode if matched is not None else None
-        return None if mode is RequestStateMode.FRAMEWORK_PROTECTED else DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
+        """The session engine's own round cap: ``None`` for framework-protected operations (the sealer counts their
+        rounds), the default rounds limit for the others (nothing else would end their loop). The engine says
+        which registration the call resolves to."""
+        try:
+            target = self._engine.resolve(method, params)
+        except McpError:
+            return DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS  # the call itself is refused, before any round
+        operation = target.operation if target is not None else None
+        protected = operation is not None and operation.request_state_mode is RequestStateMode.FRAMEWORK_PROTECTED
+        return None if protected else DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
+
+    def _complete(self, method: str, result: ResultValue) -> bytes:
+        """A complete result as the 2025 wire writes it: without the modern-only members, with the server's
+        ``_meta`` as the 2026-07-28 wire has it. A tool's result is written by its own encoder, as on the 2026-07-28
+        path; a list the engine holds encoded is rewritten once."""
+        if type(result) is CallToolResult:
+            encoded = result.encode()
+            # The encoder writes resultType first and no other modern-only member: the rest is the 2025 result.
+            if encoded.startswith(_COMPLETE_HEAD):
+                return b"{" + encoded[len(_COMPLETE_HEAD) : -1] + self._meta_tail
+        if isinstance(result, EncodedResult):
+            cached = self._lists.get(method)
+            if cached is not None and cached[0] is result:
+                return cached[1]
+            body = self._legacy_result(result.to_wire())
+            if method in _LIST_METHODS:
+                self._lists[method] = (result, body)  # bounded: one per list method
+            return body
+        return self._legacy_result(result.to_wire())
+
+    def _legacy_result(self, wire: JsonObject) -> bytes:
+        members: dict[str, WirePlain] = {
+            name: value for name, value in wire.items() if name not in _MODERN_ONLY_RESULT_MEMBERS
+        }
+        members.setdefault("_meta", self._server_meta)
+        return encode_wire(members)
+
+    def _call_meta(self, session: LegacySession, params: JsonObject) -> JsonObject:
+        """The ``_meta`` of the session's calls: the message's own members (``progressToken``...) with the modern
+        version and what ``initialize`` declared, as a 2026-07-28 client would send them. Without members of its
+        own, the session's (built once)."""
+        own = params.get("_meta")
+        if not isinstance(own, JsonObject) and session.call_meta is not None:
+            return session.call_meta
+        meta: dict[str, JsonValue] = dict(own.items()) if isinstance(own, JsonObject) else {}
+        meta[PROTOCOL_VERSION_META_KEY] = self._modern_version_value
+        meta[CLIENT_CAPABILITIES_META_KEY] = session.client_capabilities.to_wire()
+        if session.client_info is not None:
+            meta[CLIENT_INFO_META_KEY] = session.client_info
+        built = JsonObject.from_mapping(meta)
+        if not isinstance(own, JsonObject):
+            session.call_meta = built
+        return built
 
     async def _operation(
         self,
         request: LegacyRequest,
         session: LegacySession,
+        admission: Admission,
         message: JsonObject,
         method: str,
         request_id: RequestId,
@@ -771,95 +757,87 @@ class LegacyProtocol:
     ) -> DispatchResult:
         params_value = message.get("params")
         if params_value is not None and not isinstance(params_value, JsonObject):
-            error = McpError(
-                INVALID_PARAMS,
-                "Invalid params: params must be an object",
-                http_status=200,
-                log_reason="params-not-object",
-            )
-            return _refused(error, request_id, method)
-        params = params_value if isinstance(params_value, JsonObject) else JsonObject.empty_instance()
-        cap = self._round_cap(method, params)
+            return _refused(_in_session(params_not_object()), request_id, method)
+        sent = params_value if isinstance(params_value, JsonObject) else JsonObject.empty_instance()
+        meta = self._call_meta(session, sent)
+        members: dict[str, JsonValue] = dict(sent.items())
+        members["_meta"] = meta
+        params = JsonObject.from_mapping(members)
+        # One digest source for every round: rounds differ only in members the digest leaves out.
+        digest = CanonicalParams(params, request.body_bytes)
+        cap: int | None = None
         progress = _Progress(channel) if channel is not None else None
-        current = message
+        current = params
         rounds = 0
         operation: str | None = None
         try:
             while True:
                 if channel is not None and channel.cancelled:
                     raise asyncio.CancelledError
-                headers, body = modern_request(
-                    current,
-                    version=self._modern_version,
-                    capabilities=session.client_capabilities,
-                    client_info=session.client_info,
-                    headers=request.headers,
-                    registry=self._dispatcher.registry,
+                call = Call(
+                    method=method,
+                    # A fresh id each round: a retry must not reuse the id that emitted its state.
                     request_id=JsonString.from_value(f"legacy-{next(self._ids)}"),
+                    protocol_version=self._modern_version,
+                    params=current,
+                    meta=meta,
+                    capabilities=session.client_capabilities,
+                    admission=admission,
+                    endpoint_path=request.path,
+                    digest=digest,
                 )
-                result = await self._dispatcher.dispatch(HttpRequest(request.path, headers, body), progress)
-                operation = result.operation or operation
-                # The dispatcher's own answer (a large resource, a long tool output) is read and re-encoded where
-                # the dispatcher parses large bodies: never in proportion to its size on the event loop.
-                reply_bytes = result.body or b""
-                reply = await self._dispatcher.run_sized(len(reply_bytes), functools.partial(parse, reply_bytes))
-                if not isinstance(reply, JsonObject):
-                    raise _failure("The server could not answer this request.", "no-answer")
-                if "error" in reply:
-                    return self._error(result, reply, request_id, method, rounds)
-                answer = reply.get("result")
-                if not isinstance(answer, JsonObject):
-                    raise _failure("The server could not answer this request.", "no-answer")
-                if answer.get("resultType") != _INPUT_REQUIRED:
-                    body_bytes = await self._dispatcher.run_sized(
-                        len(reply_bytes), functools.partial(_encode_complete, request_id, answer)
-                    )
-                    return DispatchResult(200, body_bytes, method=method, operation=operation, request_id=request_id)
+                outcome = await self._engine.call(call, progress)
+                if isinstance(outcome, Refused):
+                    return self._refusal(outcome, request_id, method, rounds, operation)
+                operation = outcome.operation or operation
+                if not isinstance(outcome, InputRequired):
+                    # Complete, or a task tool's CreateTaskResult: the value as a 2025 result.
+                    answer = encode_result(request_id, self._complete(method, outcome.result))
+                    return DispatchResult(200, answer, method=method, operation=operation, request_id=request_id)
                 rounds += 1
+                if rounds == 1:
+                    cap = self._round_cap(method, params)
                 if cap is not None and rounds > cap:
                     raise _failure(
                         "This tool needed more rounds of input than the server allows; start again.", "round-limit"
                     )
-                responses = await self._ask(session, answer.get("inputRequests"), channel)
-                retry: dict[str, JsonValue] = dict(params.items())
+                responses = await self._ask(session, outcome.result, channel)
+                retry: dict[str, JsonValue] = dict(members)
                 retry["inputResponses"] = responses
-                state = answer.get("requestState")
-                if isinstance(state, JsonString):
-                    retry["requestState"] = state
+                state = outcome.sealed_state
+                if state is None:
+                    state = outcome.result.application_request_state
+                if state is not None:
+                    retry["requestState"] = JsonString.from_value(state)
                 else:
                     retry.pop("requestState", None)
-                built = dict(message.items())
-                built["params"] = JsonObject.from_mapping(retry)
-                current = JsonObject.from_mapping(built)
+                current = JsonObject.from_mapping(retry)
         except McpError as failure:
             return self._failed(failure, request_id, method, operation)
 
     async def _ask(
-        self, session: LegacySession, requests: JsonValue | None, channel: ClientChannel | None
+        self, session: LegacySession, needed: InputRequiredResult, channel: ClientChannel | None
     ) -> JsonObject:
         """Send one round's requests to the client and collect its answers as ``inputResponses``."""
-        if not isinstance(requests, JsonObject) or not len(requests):
+        requests = needed.input_requests
+        if not requests:
             raise _failure("The server could not answer this request.", "input-requests")
         if channel is None:
             raise _failure("This connection cannot carry the server's requests to the client.", "input-no-channel")
         waiting: dict[str, tuple[RequestId, asyncio.Future[JsonObject], str]] = {}
         try:
             for key, item in requests.items():
-                if not isinstance(item, JsonObject) or not isinstance(item.get("method"), JsonString):
-                    raise _failure("The server could not answer this request.", "input-requests")
-                method_value = item["method"]
-                assert isinstance(method_value, JsonString)
+                method = item.json_rpc_method
                 try:
-                    server_id, future = session.expect(method_value.value)
+                    server_id, future = session.expect(method)
                 except SessionsFull:
                     raise _failure(
                         "The server has too many requests waiting for this client; try again later.", "input-busy"
                     ) from None
-                waiting[key] = (server_id, future, method_value.value)
-                frame = JsonObject.builder().put("jsonrpc", "2.0").put("id", server_id).put("method", method_value)
-                params = item.get("params")
-                if isinstance(params, JsonObject):
-                    frame.put("params", self._client_params(session, method_value.value, params))
+                waiting[key] = (server_id, future, method)
+                frame = JsonObject.builder().put("jsonrpc", "2.0").put("id", server_id).put("method", method)
+                if item.params is not None:
+                    frame.put("params", self._client_params(session, method, item.params))
                 channel.send(frame.build())
             await self._wait([future for _, future, _ in waiting.values()], channel)
             responses = JsonObject.builder()
@@ -906,39 +884,29 @@ class LegacyProtocol:
             if future.cancelled():
                 raise asyncio.CancelledError  # the session was closed under us
 
-    def _error(
-        self, result: DispatchResult, reply: JsonObject, request_id: RequestId, method: str, rounds: int
+    def _refusal(
+        self, refused: Refused, request_id: RequestId, method: str, rounds: int, operation: str | None
     ) -> DispatchResult:
-        error = reply.get("error")
-        code_value = error.get("code") if isinstance(error, JsonObject) else None
-        code = int(code_value.value) if isinstance(code_value, JsonNumber) else INTERNAL_ERROR
-        reason = result.reason or ""
-        data = error.get("data") if isinstance(error, JsonObject) else None
-        if code == MISSING_CAPABILITY:
+        """What a refused round tells the 2025 client, decided by the refusal's kind."""
+        error = refused.error
+        operation = refused.operation or operation
+        kind = refused.kind
+        if kind is RefusalKind.MISSING_CAPABILITY:
+            data = error.data
             required = data.get("requiredCapabilities") if isinstance(data, JsonObject) else None
             failure = _failure(_missing_sentence(required, method), "missing-capability", MISSING_CAPABILITY, data)
-            return self._failed(failure, request_id, method, result.operation)
-        if reason in ("seal-last-round", "state-round"):
-            failure = _failure("This tool needed more rounds of input than the server allows; start again.", reason)
-            return self._failed(failure, request_id, method, result.operation)
-        if rounds and reason.startswith("state-"):
-            failure = _failure("This tool's saved progress expired or was refused; start again.", reason)
-            return self._failed(failure, request_id, method, result.operation)
-        if rounds and reason == "input-responses":
-            failure = _failure("The client's answer to the server's request was not in the expected shape.", reason)
-            return self._failed(failure, request_id, method, result.operation)
-        # Anything else is the dispatcher's own answer, exactly as on the 2026-07-28 path, to the client's id.
-        message = error.get("message") if isinstance(error, JsonObject) else None
-        text = message.value if isinstance(message, JsonString) else "Internal error"
-        passed = McpError(
-            code,
-            text,
-            data,
-            http_status=result.status if result.status in _KEPT_STATUSES else 200,
-            log_reason=result.reason or None,
-            headers=result.headers,
-        )
-        return DispatchResult.refused(passed, request_id, method=method, operation=result.operation)
+            return self._failed(failure, request_id, method, operation)
+        if kind is RefusalKind.ROUND_LIMIT:
+            sentence = "This tool needed more rounds of input than the server allows; start again."
+            return self._failed(_failure(sentence, error.log_reason), request_id, method, operation)
+        if rounds and kind is RefusalKind.STATE_REFUSED:
+            sentence = "This tool's saved progress expired or was refused; start again."
+            return self._failed(_failure(sentence, error.log_reason), request_id, method, operation)
+        if rounds and kind is RefusalKind.INPUT_RESPONSES:
+            sentence = "The client's answer to the server's request was not in the expected shape."
+            return self._failed(_failure(sentence, error.log_reason), request_id, method, operation)
+        # Anything else is the engine's own answer, exactly as on the 2026-07-28 path, to the client's id.
+        return DispatchResult.refused(_in_session(error), request_id, method=method, operation=operation)
 
     def _failed(self, failure: McpError, request_id: RequestId, method: str, operation: str | None) -> DispatchResult:
         if method == methods.TOOLS_CALL:

@@ -117,6 +117,7 @@ class LegacySession:
         "_next_request",
         "_on_touch",
         "_pending",
+        "call_meta",
         "client_capabilities",
         "client_info",
         "created",
@@ -153,6 +154,8 @@ class LegacySession:
         self.created: Final = clock()
         self.last_used = self.created
         self.initialized = False
+        #: The ``_meta`` the session engine gives the session's calls (built once, on the first call).
+        self.call_meta: JsonObject | None = None
         self._closed = False
         self._next_request = 0
         self._pending: dict[str, asyncio.Future[JsonObject]] = {}

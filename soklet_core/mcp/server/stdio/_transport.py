@@ -6,15 +6,17 @@ Standard output carries protocol messages only; logs go to standard error (the c
 
 * **Lines** are bounded by the server's request body limit: a longer line is answered at once with a ``-32600``
   error (id null) and the rest of it is read and dropped, never held whole. Each line is parsed by
-  :meth:`~.dispatcher.Dispatcher.parse_body`, as an HTTP body is: on the event loop up to
-  :data:`~.dispatcher.INLINE_BODY_BYTES`, larger ones in the dispatcher's bounded workers (the reader waits for
-  it). Invalid UTF-8 or JSON: ``-32700``, id null.
+  :meth:`~soklet_core.mcp.server.engine.Engine.parse_body`, as an HTTP body is: on the event loop up to
+  :data:`~soklet_core.json.limits.INLINE_BODY_BYTES`, larger ones in the engine's bounded workers (the reader
+  waits for it). Invalid UTF-8 or JSON: ``-32700``, id null. That is the only parse of a line.
 * **Requests run concurrently**, each in its own task, at most :data:`~.sessions.MAX_INFLIGHT_PER_SESSION` (32)
   at a time; one more is answered ``-32603`` (busy) at once. Notifications, the client's responses and
   ``initialize`` are handled in input order, before the next line is read.
-* **2026-07-28 messages** (``params._meta`` names the protocol version) go through the dispatcher as an HTTP POST
-  would, with the headers a POST would carry synthesized by :func:`~.legacy.modern_request` (stdio has none).
-  Progress notifications are written as lines while the handler runs.
+* **2026-07-28 messages** (``params._meta`` names the protocol version) are checked as a POST is, by the same
+  rules, minus the header checks (stdio has no headers; none is made up): the envelope, ``_meta`` and the version,
+  the method, the routing member and admission; then the :class:`~soklet_core.mcp.server.engine.Call` runs on the
+  engine and its outcome is written as the 2026-07-28 wire writes it. Progress notifications are written as lines
+  while the handler runs.
 * **2025-era messages** (:func:`~.legacy.is_legacy_message`): ``initialize`` creates the connection's one session
   in the engine's table, and the engine answers everything else of that session; its server-to-client requests
   (``elicitation/create``...) are written as lines and the client's responses, read as lines, are delivered to the
@@ -47,24 +49,25 @@ from collections.abc import AsyncIterator, Mapping
 from types import MappingProxyType
 from typing import BinaryIO, Final
 
-from soklet_core.json import (
-    DEFAULT_REQUEST_BODY_BYTES,
-    MAX_REQUEST_BODY_BYTES,
-    RESPONSE_OUTPUT_CEILING_BYTES,
-    JsonNumber,
-    JsonObject,
-    JsonString,
-    encode_wire,
-)
+from soklet_core.json import JsonNumber, JsonObject, JsonString, encode_wire
+from soklet_core.mcp.model import methods
 from soklet_core.mcp.model.context import RequestId
-from soklet_core.mcp.server._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, McpError
-from soklet_core.mcp.server.engine._dispatcher import DispatchResult, HttpRequest
+from soklet_core.mcp.server._jsonrpc import (
+    INVALID_REQUEST,
+    DispatchResult,
+    McpError,
+    busy_refusal,
+    check_envelope,
+    envelope_refusal,
+)
+from soklet_core.mcp.server._options import HttpOptions
+from soklet_core.mcp.server.engine import CanonicalParams
 from soklet_core.mcp.server.http._access_log import record_answer
-from soklet_core.mcp.server.http._runner import MAX_TIMEOUT_SECONDS
-from soklet_core.mcp.server.legacy._engine import SESSION_HEADER, LegacyProtocol, LegacyRequest, modern_request
+from soklet_core.mcp.server.http._dispatch import HttpDispatch
+from soklet_core.mcp.server.legacy._engine import SESSION_HEADER, LegacyProtocol, LegacyRequest
 from soklet_core.mcp.server.legacy._sessions import MAX_INFLIGHT_PER_SESSION, LegacySession
 from soklet_core.protection import normalize_endpoint_path
-from soklet_core.protocol import DEFAULT_SHUTDOWN_GRACE_SECONDS, PROTOCOL_VERSION_META_KEY
+from soklet_core.protocol import PROTOCOL_VERSION_META_KEY
 
 __all__ = ["StdioTransport", "open_pipe_streams"]
 
@@ -75,6 +78,7 @@ _READ_CHUNK: Final = 64 * 1024
 _MAX_QUEUED_NOTIFICATIONS: Final = 1024
 
 _META_VERSION: Final = PROTOCOL_VERSION_META_KEY
+_DEFAULT_HTTP: Final = HttpOptions()
 #: stdio has no headers: admission and era detection see none.
 _NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
 
@@ -127,7 +131,7 @@ class _Writer:
 
 
 class _Progress:
-    """The :class:`~.dispatcher.ProgressChannel` of one stdio request: frames become output lines."""
+    """The :class:`~soklet_core.mcp.server.engine.ProgressChannel` of one stdio request: frames become lines."""
 
     __slots__ = ("_held", "_writer", "allowed", "cancelled")
 
@@ -194,15 +198,14 @@ class _Lines:
 class StdioTransport:
     """Serve one server over a pair of byte streams, one JSON-RPC message a line, in the eras the server speaks.
 
-    ``StdioTransport(server.legacy_protocol, max_line_bytes=..., output_ceiling_bytes=...)`` (the server's
-    :class:`~.legacy.LegacyProtocol` holds all it needs: the dispatcher, the eras, the session table, the
-    endpoint path); then ``await transport.serve(reader, writer)`` returns at the end of the input. Requests are
+    ``StdioTransport(server.legacy_protocol, server.options.http)``: the server's
+    :class:`~.legacy.LegacyProtocol` holds all it needs (the engine, the eras, the session table, the endpoint
+    path), and the HTTP options give the limits a line shares with a POST: ``max_request_body_bytes`` is the line
+    limit, ``output_ceiling_bytes`` replaces a larger answer by a ``-32603`` error, and the shutdown grace
+    (``limits.shutdown_grace_seconds``, 10 s by default) is how long requests still running at the end of the
+    input may finish. Then ``await transport.serve(reader, writer)`` returns at the end of the input. Requests are
     bound to the endpoint path (a state sealed over stdio opens over stdio, or over HTTP at the same path and
     partition).
-    ``max_line_bytes`` is the request body limit (default 10 MiB, at most 16 MiB: give the server's own when it
-    was built with another); ``output_ceiling_bytes`` replaces a larger answer by a ``-32603`` error, as over
-    HTTP; ``end_grace_seconds`` (above 0, at most 3600; default the shutdown grace, 10 s) is how long requests
-    still running at the end of the input may finish.
 
     A 2025-era ``initialize`` creates the connection's one session in the server's session table (a second
     ``initialize`` is refused with ``-32600``); from then on every message without a ``_meta`` protocol version
@@ -214,33 +217,16 @@ class StdioTransport:
 
     __slots__ = ("_ceiling", "_engine", "_grace", "_max_line", "_path")
 
-    def __init__(
-        self,
-        engine: LegacyProtocol,
-        *,
-        max_line_bytes: int = DEFAULT_REQUEST_BODY_BYTES,
-        output_ceiling_bytes: int = RESPONSE_OUTPUT_CEILING_BYTES,
-        end_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS,
-    ) -> None:
+    def __init__(self, engine: LegacyProtocol, http: HttpOptions = _DEFAULT_HTTP) -> None:
         if not isinstance(engine, LegacyProtocol):
             raise TypeError("StdioTransport takes the server's LegacyProtocol")
-        if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int):
-            raise TypeError("max_line_bytes must be an int")
-        if not 0 < max_line_bytes <= MAX_REQUEST_BODY_BYTES:
-            raise ValueError(f"the line limit must be between 1 and {MAX_REQUEST_BODY_BYTES} bytes")
-        if isinstance(output_ceiling_bytes, bool) or not isinstance(output_ceiling_bytes, int):
-            raise TypeError("output_ceiling_bytes must be an int")
-        if output_ceiling_bytes <= 0:
-            raise ValueError("the output ceiling must be positive")
-        if isinstance(end_grace_seconds, bool) or not isinstance(end_grace_seconds, int | float):
-            raise TypeError("end_grace_seconds must be a number")
-        if not 0 < end_grace_seconds <= MAX_TIMEOUT_SECONDS:
-            raise ValueError(f"end_grace_seconds must be above 0 and at most {MAX_TIMEOUT_SECONDS:g}")
-        self._grace = float(end_grace_seconds)
+        if not isinstance(http, HttpOptions):
+            raise TypeError("StdioTransport takes the server's HttpOptions")
         self._engine = engine
         self._path = normalize_endpoint_path(engine.endpoint_path)
-        self._max_line = max_line_bytes
-        self._ceiling = output_ceiling_bytes
+        self._max_line = http.max_request_body_bytes
+        self._ceiling = http.output_ceiling_bytes
+        self._grace = float(http.limits.shutdown_grace_seconds)
 
     def __repr__(self) -> str:
         return (
@@ -268,10 +254,12 @@ class StdioTransport:
 class _Connection:
     """The state of one stdio connection: its 2025-era session, the running requests and the output."""
 
-    __slots__ = ("_ceiling", "_engine", "_path", "_session", "_tasks", "closing", "input_ended", "writer")
+    __slots__ = ("_ceiling", "_engine", "_path", "_session", "_tasks", "_wire", "closing", "input_ended", "writer")
 
     def __init__(self, engine: LegacyProtocol, path: str, ceiling: int, writer: _Writer) -> None:
         self._engine = engine
+        # The 2026-07-28 rules and encoding, as a POST has them (the header checks are never run here).
+        self._wire = HttpDispatch(engine.engine)
         self._path = path
         self._ceiling = ceiling
         self.writer = writer
@@ -309,7 +297,7 @@ class _Connection:
         body = result.body
         if body is not None:
             self.writer.line(body)
-        record_answer(result, started, self._engine.dispatcher.metrics, transport="stdio")
+        record_answer(result, started, self._engine.engine.metrics, transport="stdio")
 
     def _refuse(self, error: McpError, started: float, request_id: RequestId | None = None) -> None:
         self._answer(DispatchResult.refused(error, request_id), started)
@@ -326,7 +314,7 @@ class _Connection:
         if not line.strip():
             return  # blank lines between messages are allowed
         try:
-            message = await self._engine.dispatcher.parse_body(line)
+            message = await self._engine.engine.parse_body(line)
         except McpError as error:
             self._refuse(error, started)
             return
@@ -358,10 +346,7 @@ class _Connection:
             self._answer(await self._run(message, line, legacy, None), started)
             return
         if len(self._tasks) >= MAX_INFLIGHT_PER_SESSION:
-            busy = McpError(
-                INTERNAL_ERROR, "Server busy: too many requests in flight", http_status=503, log_reason="busy"
-            )
-            self._refuse(busy, started, request_id)
+            self._refuse(busy_refusal("Server busy: too many requests in flight"), started, request_id)
             return
         task = asyncio.get_running_loop().create_task(self._task(message, line, legacy, started))
         self._tasks.add(task)
@@ -385,17 +370,32 @@ class _Connection:
         return result
 
     async def _modern(self, message: JsonObject, size: int) -> DispatchResult:
-        dispatcher = self._engine.dispatcher
-        headers, body = await dispatcher.run_sized(size, lambda: modern_request(message, registry=dispatcher.registry))
-        # No version in _meta: the pipeline's own answer names what _meta lacks (a missing header means nothing on
-        # stdio, where the client sends none).
-        headers.setdefault("mcp-protocol-version", dispatcher.supported_versions[0])
+        # The checks of a POST but the header ones (their one home, HttpDispatch), then the engine.
+        wire = self._wire
+        try:
+            envelope = check_envelope(message)
+        except McpError as error:
+            return DispatchResult.refused(error)
+        if envelope is None:
+            return DispatchResult(202, None, reason="notification")
+        method = envelope.method
+        if method is None:
+            return DispatchResult.refused(envelope_refusal(), envelope.request_id)
+        params = envelope.message.get("params")
+        # The line's params digest, from the canonical params (taken only if a protected state needs it).
+        digest = CanonicalParams(params if isinstance(params, JsonObject) else JsonObject.empty_instance(), size)
+        try:
+            call = wire.call_without_headers(self._path, envelope, method, digest)
+        except McpError as error:
+            logged = method if method in methods.KNOWN_METHODS else None
+            return DispatchResult.refused(error, envelope.request_id, method=logged)
         progress = _Progress(self.writer)
         try:
-            result = await dispatcher.dispatch(HttpRequest(self._path, headers, body), progress)
+            outcome = await wire.engine.call(call, progress)
         except asyncio.CancelledError:
             progress.cancelled = True
             raise
+        result = wire.encode(outcome, call)
         progress.release(result)
         return result
 
