@@ -32,8 +32,6 @@ from soklet_core.fleet import (
     RecordMismatch,
     RotationAbort,
     RotationLocked,
-    RotationRefusal,
-    RotationRefused,
     SnapshotError,
     parse_admin_snapshot,
     read_record,
@@ -64,8 +62,8 @@ from soklet_core.mcp.model import (
     check_elicitation_url,
     tool,
 )
-from soklet_core.mcp.server import BearerTokenAdmission, McpError
-from soklet_core.mcp.server.durable import TaskError, TaskErrorReason
+from soklet_core.mcp.server import BearerTokenAdmission, McpError, ServeError
+from soklet_core.mcp.server._serve_config import ServeErrorReason
 from soklet_core.mcp.server.engine import AdmissionRefused, AdmissionRefusedReason, AdmissionRequest
 from soklet_core.mcp.server.http import parse_authority
 from soklet_core.mcp.server.http._transport import MalformedAuthority
@@ -223,7 +221,7 @@ EXAMPLES: list[SokletError] = [
     AdminTokenError("line 3: the label is used twice"),
     LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, KeyringFileErrorReason.NOT_FOUND),
     SessionsFull(SessionLimitReason.SESSIONS),
-    TaskError(TaskErrorReason.NOT_FOUND),
+    ServeError(ServeErrorReason.APP_FACTORY_NEEDS_ARGUMENTS, detail="TypeError", names=("settings",)),
     SnapshotError("missing", "keys[0].id"),
     StoreError(StoreErrorReason.UNAVAILABLE, "insert_task: sqlite3.OperationalError"),
     RecordError("not JSON"),
@@ -231,7 +229,6 @@ EXAMPLES: list[SokletError] = [
     StoreRotationAbort(StoreRotationAbort.Kind.LOCKED, "the rotation lock is held by 'ops@host pid 7' since now"),
     RecordMismatch(FleetStatus.DIVERGED, "the record does not match the fleet: it says activate is done, but a"),
     RotationLocked("pid 4242 since 2026-12-03T16:02:11Z"),
-    RotationRefused(RotationRefusal.UNFINISHED, "a rotation is unfinished (step activate done)", done_step="activate"),
 ]
 
 

@@ -25,11 +25,14 @@ from soklet_core.mcp.server._options import (
     SessionOptions,
     TaskOptions,
 )
+from soklet_core.mcp.server._serve import run, serve
+from soklet_core.mcp.server._serve_config import AdminListener, KeyringFile, KeyringFromStore, ServeConfig, ServeError
 from soklet_core.mcp.server._server import DEFAULT_ENDPOINT_PATH, McpServer
 from soklet_core.mcp.server.durable import HandleRepository, TaskManager, handle_rejected
 
 __all__ = [
     "DEFAULT_ENDPOINT_PATH",
+    "AdminListener",
     "Admission",
     "AdmissionPolicy",
     "AnonymousAdmission",
@@ -38,13 +41,19 @@ __all__ = [
     "HandleRepository",
     "HttpLimits",
     "HttpOptions",
+    "KeyringFile",
+    "KeyringFromStore",
     "McpError",
     "McpServer",
     "ProtocolEras",
     "ProtocolOptions",
+    "ServeConfig",
+    "ServeError",
     "ServerOptions",
     "SessionOptions",
     "TaskManager",
     "TaskOptions",
     "handle_rejected",
+    "run",
+    "serve",
 ]
