@@ -32,6 +32,8 @@ from soklet_core.fleet import (
     RecordMismatch,
     RotationAbort,
     RotationLocked,
+    RotationRefusal,
+    RotationRefused,
     SnapshotError,
     parse_admin_snapshot,
     read_record,
@@ -64,6 +66,7 @@ from soklet_core.mcp.model import (
 )
 from soklet_core.mcp.server import BearerTokenAdmission, McpError, ServeError
 from soklet_core.mcp.server._serve_config import ServeErrorReason
+from soklet_core.mcp.server.durable import TaskError, TaskErrorReason
 from soklet_core.mcp.server.engine import AdmissionRefused, AdmissionRefusedReason, AdmissionRequest
 from soklet_core.mcp.server.http import parse_authority
 from soklet_core.mcp.server.http._transport import MalformedAuthority
@@ -221,6 +224,7 @@ EXAMPLES: list[SokletError] = [
     AdminTokenError("line 3: the label is used twice"),
     LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, KeyringFileErrorReason.NOT_FOUND),
     SessionsFull(SessionLimitReason.SESSIONS),
+    TaskError(TaskErrorReason.NOT_FOUND),
     ServeError(ServeErrorReason.APP_FACTORY_NEEDS_ARGUMENTS, detail="TypeError", names=("settings",)),
     SnapshotError("missing", "keys[0].id"),
     StoreError(StoreErrorReason.UNAVAILABLE, "insert_task: sqlite3.OperationalError"),
@@ -229,6 +233,7 @@ EXAMPLES: list[SokletError] = [
     StoreRotationAbort(StoreRotationAbort.Kind.LOCKED, "the rotation lock is held by 'ops@host pid 7' since now"),
     RecordMismatch(FleetStatus.DIVERGED, "the record does not match the fleet: it says activate is done, but a"),
     RotationLocked("pid 4242 since 2026-12-03T16:02:11Z"),
+    RotationRefused(RotationRefusal.UNFINISHED, "a rotation is unfinished (step activate done)", done_step="activate"),
 ]
 
 
