@@ -3,25 +3,17 @@ locally with input-required tools, over HTTP or over standard input and output."
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
-import importlib
-import inspect
-import ipaddress
 import logging
-import os
 import shlex
 import shutil
-import signal
-import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, Final, cast
+from typing import Annotated, Any, Final, NoReturn
 
 import typer
 
@@ -29,72 +21,67 @@ from soklet_apps import conformance, demo
 from soklet_apps.link_page import LINK_PAGE_PREFIX, LinkPage, LinkStore
 from soklet_core.files import KeyringDocument, KeyringFileError, KeyringFileErrorReason, write_keyring_file
 from soklet_core.files.fleet_file import check_instance_name, is_environment_name
-from soklet_core.files.kek_source import KekSource
 from soklet_core.fleet import parse_expected_fingerprint
 from soklet_core.json import encode_wire
-from soklet_core.keys import Fingerprint, KeyWrapError, KeyWrapper, ProtectionKey
+from soklet_core.keys import Fingerprint, KeyringError, KeyWrapError, KeyWrapper, ProtectionKey
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION
-from soklet_core.mcp import (
+from soklet_core.mcp import Registry
+from soklet_core.mcp.server import (
     HttpLimits,
     HttpOptions,
-    McpServer,
+    ProtocolEras,
     ProtocolOptions,
-    Registry,
+    ServeConfig,
     ServerOptions,
     SessionOptions,
     TaskOptions,
+    run,
+)
+from soklet_core.mcp.server._options import (
+    DEFAULT_BODY_TIMEOUT_SECONDS,
+    DEFAULT_HEADER_TIMEOUT_SECONDS,
+    DEFAULT_INPUT_TIMEOUT_SECONDS,
+    DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEAD_BYTES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_SECONDS,
+    MAX_CONNECTIONS_CEILING,
+    MAX_HEAD_BYTES_CEILING,
+    MAX_INPUT_TIMEOUT_SECONDS,
+    MAX_SESSION_IDLE_SECONDS,
+    MAX_SESSIONS_LIMIT,
+    MAX_TIMEOUT_SECONDS,
+    MIN_HEAD_BYTES,
+)
+from soklet_core.mcp.server._serve_config import (
+    DEFAULT_INSTANCE,
+    AdminListener,
+    AdminListening,
+    AppFactory,
+    KeyringFile,
+    KeyringFromStore,
+    KeyringLoaded,
+    Listening,
+    ServeError,
+    ServeErrorReason,
+    ServeEvent,
+    ServeSite,
+    Serving,
+    check_admin_listener,
 )
 from soklet_core.mcp.server.durable import (
     DEFAULT_TASK_TTL_MS,
     MAX_STORED_TASK_BYTES_PER_PARTITION,
     MAX_STORED_TASKS_PER_PARTITION,
 )
-from soklet_core.mcp.server.http import (
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_HEAD_BYTES,
-    limited_uvicorn_config,
-    uvicorn_config,
-    uvicorn_server_class,
-)
-from soklet_core.mcp.server.http._runner import (
-    DEFAULT_BODY_TIMEOUT_SECONDS,
-    DEFAULT_HEADER_TIMEOUT_SECONDS,
-    DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,
-    MAX_CONNECTIONS_CEILING,
-    MAX_HEAD_BYTES_CEILING,
-    MAX_TIMEOUT_SECONDS,
-    MIN_HEAD_BYTES,
-    serve_together,
-)
-from soklet_core.mcp.server.http._transport import MalformedAuthority, parse_authority, parse_origin
-from soklet_core.mcp.server.legacy._engine import (
-    DEFAULT_INPUT_TIMEOUT_SECONDS,
-    LEGACY_PROTOCOL_VERSIONS,
-    MAX_INPUT_TIMEOUT_SECONDS,
-    ProtocolEras,
-)
-from soklet_core.mcp.server.legacy._sessions import (
-    DEFAULT_MAX_SESSIONS,
-    DEFAULT_SESSION_IDLE_SECONDS,
-    MAX_SESSION_IDLE_SECONDS,
-    MAX_SESSIONS_LIMIT,
-)
-from soklet_core.mcp.server.ops import (
-    AdminApp,
-    AdminTokenError,
-    AdminTokens,
-    KeyringFileWatcher,
-    LiveKeyring,
-    read_admin_tokens,
-)
+from soklet_core.mcp.server.http import parse_authority, parse_origin
+from soklet_core.mcp.server.http._transport import MalformedAuthority
+from soklet_core.mcp.server.legacy._engine import LEGACY_PROTOCOL_VERSIONS
+from soklet_core.mcp.server.ops import AdminTokenError, read_admin_tokens
 from soklet_core.mcp.server.ops._admin import check_admin_tls_key
 from soklet_core.mcp.server.ops._live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
-from soklet_core.mcp.server.ops._metrics import ServerMetrics
-from soklet_core.mcp.server.ops._readiness import ExpectedFingerprint, NotReady, Readiness
-from soklet_core.mcp.server.ops._snapshot import new_process_id
-from soklet_core.mcp.server.ops._store_keyring import HEARTBEAT_SECONDS, PROPAGATION_BOUND_SECONDS, StoreKeyring
-from soklet_core.mcp.server.stdio._transport import StdioTransport, open_pipe_streams
-from soklet_core.protection import ProtectionConfig
+from soklet_core.mcp.server.ops._store_keyring import HEARTBEAT_SECONDS, PROPAGATION_BOUND_SECONDS
 from soklet_core.protocol import (
     CLIENT_CAPABILITIES_META_KEY,
     DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
@@ -104,14 +91,9 @@ from soklet_core.protocol import (
 )
 from soklet_core.store import (
     MAX_QUOTA_VALUE,
-    DurableStore,
-    FleetKeyring,
-    KeyringRepository,
-    LoadedFleetKeyring,
     StoreError,
     StoreUrl,
     default_store_url,
-    open_store,
     sqlite_url,
 )
 
@@ -128,10 +110,10 @@ from ._common import (
 )
 from .exit_codes import ExitCode
 from .kek_option import KekCommandOption, KekEnvOption, KekFileOption, kek_failure, kek_source, load_kek_or_exit
-from .keyring_path import InsecureOption, load_document
+from .keyring_path import InsecureOption, fail_for, load_document
 from .log_lines import NonBlockingStderr
 from .output import emit_json, fail, file_error_text, shown_path
-from .store_option import StoreOption, run_on_store, shown_store, store_failure
+from .store_option import StoreOption, shown_store, store_failure
 
 __all__ = [
     "DEV_KEYRING_NAME",
@@ -161,16 +143,6 @@ _MAX_TIMEOUT: Final = timedelta(seconds=MAX_TIMEOUT_SECONDS)
 _MIB: Final = 1024 * 1024
 _MAX_SESSION_IDLE: Final = timedelta(seconds=MAX_SESSION_IDLE_SECONDS)
 _MAX_INPUT_TIMEOUT: Final = timedelta(seconds=MAX_INPUT_TIMEOUT_SECONDS)
-_RELOAD_NOTE: Final = (
-    f"reloaded on SIGHUP and when the file changes (checked every {DEFAULT_POLL_INTERVAL_SECONDS:g} s)"
-)
-_FOLLOW_NOTE: Final = (
-    f"followed: a change in the store applies within {PROPAGATION_BOUND_SECONDS:g} s; "
-    f"heartbeat every {HEARTBEAT_SECONDS:g} s"
-)
-#: The instance name when --instance is not given.
-DEFAULT_INSTANCE: Final = "soklet"
-_logger = logging.getLogger("soklet.serve")
 
 
 class Fixtures(StrEnum):
@@ -224,81 +196,6 @@ def example_commands(url: str) -> list[str]:
         f'STATE=$(printf %s "$FIRST" | {extract})',
         retry,
     ]
-
-
-def _free_socket(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        fail(f"cannot listen on {shown_path(host)}:{port} ({error.strerror or 'error'})", ExitCode.IO)
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-def _load_app(reference: str) -> Registry:
-    """The Registry ``--app module:object`` names: the object itself, or what calling it (with no argument)
-    returns. The current folder is importable, as with uvicorn. Every failure is one sentence naming the module
-    and the problem (the exception's type, never its text, which could hold anything the app knows): exit 2 when
-    the reference is wrong (no such module or object, a factory that needs arguments, not a Registry), exit 1
-    when the app's own code fails (importing the module or calling the factory raised)."""
-    module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        fail("usage: --app takes module:object (e.g. myapp.mcp:registry)", ExitCode.USAGE)
-    shown = shown_path(module_name)
-    named = f"--app {shown_path(reference)}"
-    # As uvicorn does: the folder the command runs in is where an app's module is looked for first.
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name is not None and (module_name == error.name or module_name.startswith(f"{error.name}.")):
-            fail(f"{named}: no module named {shown} in the current folder or the Python path", ExitCode.USAGE)
-        fail(f"{named}: importing module {shown} failed (ModuleNotFoundError in its own imports)", ExitCode.REFUSED)
-    except (Exception, SystemExit) as error:  # the app's module raised while it was imported
-        fail(f"{named}: importing module {shown} raised {type(error).__name__}", ExitCode.REFUSED)
-    try:
-        target: Any = getattr(module, attribute)
-    except AttributeError:
-        fail(f"{named}: module {shown} has no attribute {shown_path(attribute)}", ExitCode.USAGE)
-    if callable(target) and not isinstance(target, Registry):
-        needed = _required_parameters(target)
-        if needed:
-            fail(
-                f"{named}: the factory in module {shown} needs arguments ({', '.join(needed)}); "
-                "it must be callable with none",
-                ExitCode.USAGE,
-            )
-        try:
-            target = target()
-        except (Exception, SystemExit) as error:  # the app's factory raised
-            fail(f"{named}: the factory in module {shown} raised {type(error).__name__}", ExitCode.REFUSED)
-    if not isinstance(target, Registry):
-        fail(
-            f"{named}: module {shown} gives {type(target).__name__}, not a Registry or a function returning one",
-            ExitCode.USAGE,
-        )
-    return target
-
-
-def _required_parameters(factory: Any) -> list[str]:
-    """The names of the parameters ``factory`` cannot be called without (none when its signature is unknown)."""
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    required = [
-        shown_path(parameter.name)
-        for parameter in parameters
-        if parameter.default is inspect.Parameter.empty
-        and parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    ]
-    return required
 
 
 def _configure_logging(level: LogLevel) -> None:
@@ -805,10 +702,28 @@ def serve(
     if keyring is not None and dev_key:
         fail("usage: --keyring and --dev-key exclude each other", ExitCode.USAGE)
     kek = kek_source(kek_file, kek_env, kek_command)
+    # The usage errors come first, before anything is read; the rules themselves are the core's (ServeConfig).
     if keyring_from_store:
-        _check_store_mode(
-            keyring=keyring, dev_key=dev_key, store=store, kek=kek, stdio=stdio, expect=expect_fingerprint
-        )
+        if keyring is not None or dev_key:
+            fail(
+                "usage: --keyring-from-store excludes --keyring and --dev-key (the keyring is the store's)",
+                ExitCode.USAGE,
+            )
+        if store is None:
+            fail(
+                "usage: --keyring-from-store needs --store URL (or $SOKLET_STORE): the store that holds it",
+                ExitCode.USAGE,
+            )
+        if kek is None:
+            fail(
+                "usage: --keyring-from-store needs the key-encryption key: --kek-file FILE, --kek-env VAR or "
+                "--kek-command CMD",
+                ExitCode.USAGE,
+            )
+        if stdio:
+            _usage(ServeErrorReason.STORE_KEYRING_WITH_STDIO)
+        if expect_fingerprint is not None:
+            _usage(ServeErrorReason.EXPECT_WITH_STORE_KEYRING)
     elif kek is not None and keyring is None:
         fail(
             "usage: a KEK option (--kek-file, --kek-env, --kek-command) needs --keyring FILE (an encrypted keyring "
@@ -816,18 +731,10 @@ def serve(
             ExitCode.USAGE,
         )
     if stdio and expect_fingerprint is not None:
-        fail(
-            "usage: --expect-fingerprint cannot be used with --stdio (readiness is an HTTP answer; serve over HTTP "
-            "to use it)",
-            ExitCode.USAGE,
-        )
+        _usage(ServeErrorReason.EXPECT_WITH_STDIO)
     if stdio and admin_port is not None:
-        fail(
-            "usage: --admin-port cannot be used with --stdio (the admin API is an HTTP listener; serve over HTTP "
-            "to use it)",
-            ExitCode.USAGE,
-        )
-    admin = _admin_settings(
+        _usage(ServeErrorReason.ADMIN_WITH_STDIO)
+    admin = _admin_listener(
         port=admin_port,
         mcp_port=port,
         host=admin_host,
@@ -838,25 +745,45 @@ def serve(
         allow_insecure_admin=allow_insecure_admin,
         allow_insecure_permissions=allow_insecure,
     )
-    limits = HttpLimits(
-        max_head_bytes=max_head_bytes,
-        header_timeout_seconds=_seconds(header_timeout),
-        body_timeout_seconds=_seconds(body_timeout),
-        keep_alive_timeout_seconds=_seconds(keep_alive_timeout),
-        max_connections=max_connections,
-        shutdown_grace_seconds=_seconds(shutdown_grace),
+    options = ServerOptions(
+        protocol=ProtocolOptions(eras=protocol),
+        http=HttpOptions(
+            allowed_hosts=tuple(allowed_hosts or ()),
+            allowed_origins=tuple(allowed_origins or ()),
+            limits=HttpLimits(
+                max_head_bytes=max_head_bytes,
+                header_timeout_seconds=_seconds(header_timeout),
+                body_timeout_seconds=_seconds(body_timeout),
+                keep_alive_timeout_seconds=_seconds(keep_alive_timeout),
+                max_connections=max_connections,
+                shutdown_grace_seconds=_seconds(shutdown_grace),
+            ),
+        ),
+        sessions=SessionOptions(
+            max_sessions=max_sessions,
+            idle_seconds=parse_duration(session_idle_timeout, maximum=_MAX_SESSION_IDLE).total_seconds(),
+            input_timeout_seconds=parse_duration(input_timeout, maximum=_MAX_INPUT_TIMEOUT).total_seconds(),
+        ),
+        tasks=TaskOptions(
+            ttl_ms=int(parse_duration(task_ttl) / timedelta(milliseconds=1)),
+            max_per_partition=task_max_per_partition,
+            max_bytes_per_partition=task_max_mib_per_partition * _MIB,
+        ),
     )
     with contextlib.ExitStack() as stack:
-        document: KeyringDocument | None = None
+        source: KeyringFile | KeyringFromStore
         keyring_file: Path | None = None
-        fleet: _Fleet | None = None
-        file_kek: KeyWrapper | None = None
         if keyring_from_store:
             assert store is not None
-            assert kek is not None
+            if store.backend == "sqlite" and not store.sqlite_path.is_file():
+                # As every command that reads a store: a mistyped path never leaves an empty store behind.
+                fail(f"store {shown_store(store)}: no such database file", ExitCode.IO)
+            wrapper = load_kek_or_exit(kek, allow_insecure=allow_insecure)
+            assert wrapper is not None
+            source = KeyringFromStore(wrapper)
             store_url = store
-            fleet = _load_fleet(store_url, kek, allow_insecure=allow_insecure)
         else:
+            file_kek: KeyWrapper | None = None
             if keyring is None:
                 document, keyring_file = stack.enter_context(_dev_keyring())
             else:
@@ -864,47 +791,61 @@ def serve(
                 # An encrypted keyring file: its keys unwrapped in memory, and the keys a change adds wrapped too.
                 file_kek = None if kek is None else load_kek_or_exit(kek, allow_insecure=allow_insecure)
                 document = load_document(keyring_file, allow_insecure_permissions=allow_insecure, kek=file_kek)
+            source = KeyringFile(
+                keyring_file, kek=file_kek, document=document, allow_insecure_permissions=allow_insecure
+            )
             store_url = _store_url(store, keyring_file if keyring is None else None)
-            # Opened once before anything listens: an unreachable store or a foreign schema stops the start with
-            # one line, not the first request. The server opens its own connections on its own event loop.
-            run_on_store(store_url, _opened, must_exist=False)
-        protocol_out = stack.enter_context(_protocol_stdout()) if stdio else None
-        _serve(
-            document,
-            keyring_file,
-            fleet=fleet,
-            development=keyring is None and not keyring_from_store,
-            limits=limits,
+        development = keyring is None and not keyring_from_store
+        mounts: dict[str, LinkPage] = {}
+        served: str | AppFactory
+        if app is not None:
+            served = app
+        else:
+            links = LinkStore()  # shared by account.link and the page it links to (mounted at /link/)
+            mounts[LINK_PAGE_PREFIX] = LinkPage(links)
+            served = _demo(development=development, links=links)
+        config = ServeConfig(
+            app=served,
+            keyring=source,
+            store=store_url,
+            registries=(conformance.build_registry(),) if Fixtures.conformance in (fixtures or []) else (),
+            mounts=mounts,
             host=host,
             port=port,
-            app=app,
-            fixtures=fixtures or [],
-            state_lifetime=parse_duration(state_lifetime),
-            state_rounds=state_rounds,
-            log_level=log_level,
-            as_json=as_json,
+            stdio=stdio,
             admin=admin,
             instance=instance,
             fingerprint_version=fingerprint_version,
             expect_fingerprint=expect_fingerprint,
-            file_kek=file_kek,
-            allowed_hosts=allowed_hosts or [],
-            allowed_origins=allowed_origins or [],
-            allow_insecure_permissions=allow_insecure,
-            store_url=store_url,
-            tasks=_Tasks(
-                ttl_ms=int(parse_duration(task_ttl) / timedelta(milliseconds=1)),
-                max_per_partition=task_max_per_partition,
-                max_bytes_per_partition=task_max_mib_per_partition * _MIB,
-            ),
-            sessions=_Sessions(
-                eras=protocol,
-                max_sessions=max_sessions,
-                idle_seconds=parse_duration(session_idle_timeout, maximum=_MAX_SESSION_IDLE).total_seconds(),
-                input_timeout_seconds=parse_duration(input_timeout, maximum=_MAX_INPUT_TIMEOUT).total_seconds(),
-            ),
-            protocol_out=protocol_out,
+            state_lifetime=parse_duration(state_lifetime),
+            state_rounds=state_rounds,
+            options=options,
+            log_level=log_level.value,
         )
+        banner = _Banner(
+            config,
+            stack,
+            as_json=as_json,
+            development=development,
+            development_store=development and store_url == _store_url(None, keyring_file),
+            keyring_file=keyring_file,
+            demo=app is None,
+            log_level=log_level,
+        )
+        # The driver's pool logs each failed connection attempt (a warning with the driver's own text); the start
+        # says what went wrong in its one line instead.
+        logging.getLogger("psycopg").addHandler(logging.NullHandler())
+        try:
+            run(config, on_event=banner.on_event)
+        except ServeError as error:
+            _serve_failure(error, host=host, port=port, admin=admin, app=app, store=store_url)
+        except StoreError as error:
+            store_failure(store_url, error)
+        except KeyWrapError as error:
+            assert kek is not None
+            kek_failure(kek, error)
+        except (KeyringFileError, KeyringError) as error:
+            fail_for(error)
 
 
 # A docstring cannot be an f-string: the help's protocol version and reload interval are filled in from their one
@@ -929,102 +870,94 @@ def _store_url(option: StoreUrl | None, dev_keyring_file: Path | None) -> StoreU
     return default_store_url()
 
 
-async def _opened(_store: DurableStore) -> None:
-    """Nothing: opening the store (and creating its schema) is the check."""
+def _demo(*, development: bool, links: LinkStore) -> AppFactory:
+    """The demo app, built once the site is known: ``account.link`` links to the page at ``/link/`` of this
+    server (development key only; over stdio, or with a real keyring, it keeps its default https base URL) and
+    ``order.checkout`` keeps its handles in the server's store."""
+
+    def build(site: ServeSite) -> Registry:
+        served = development and site.base_url is not None
+        link_base = f"{site.base_url}/link" if served else demo.DEFAULT_LINK_BASE_URL
+        return demo.build_registry(link_base_url=link_base, development=development, links=links, store=site.store)
+
+    return build
 
 
-@dataclasses.dataclass(frozen=True, slots=True, eq=False)
-class _Fleet:
-    """Store mode: the fleet keyring as loaded before serving, and the KEK that unwrapped it."""
+#: The one-line usage message of each option combination the core refuses (exit 2).
+_USAGE_MESSAGES: Final = {
+    ServeErrorReason.ADMIN_ON_MCP_PORT: "usage: --admin-port must differ from --port (the admin API never shares the "
+    "MCP port)",
+    ServeErrorReason.ADMIN_TLS_PAIR: "usage: --admin-tls-cert and --admin-tls-key go together",
+    ServeErrorReason.ADMIN_NEEDS_TLS: "usage: a non-loopback --admin-host needs TLS: --admin-tls-cert and "
+    "--admin-tls-key (or --allow-insecure-admin)",
+    ServeErrorReason.ADMIN_WITH_STDIO: "usage: --admin-port cannot be used with --stdio (the admin API is an HTTP "
+    "listener; serve over HTTP to use it)",
+    ServeErrorReason.EXPECT_WITH_STDIO: "usage: --expect-fingerprint cannot be used with --stdio (readiness is an "
+    "HTTP answer; serve over HTTP to use it)",
+    ServeErrorReason.STORE_KEYRING_WITH_STDIO: "usage: --keyring-from-store cannot be used with --stdio (readiness "
+    "is an HTTP answer)",
+    ServeErrorReason.EXPECT_WITH_STORE_KEYRING: "usage: --expect-fingerprint is for a keyring file; with "
+    "--keyring-from-store every member follows the store's generation",
+}
 
-    loaded: LoadedFleetKeyring
-    wrapper: KeyWrapper
+
+def _usage(reason: ServeErrorReason) -> NoReturn:
+    fail(_USAGE_MESSAGES[reason], ExitCode.USAGE)
 
 
-def _check_store_mode(
-    *,
-    keyring: str | None,
-    dev_key: bool,
-    store: StoreUrl | None,
-    kek: KekSource | None,
-    stdio: bool,
-    expect: Fingerprint | None,
-) -> None:
-    """What ``--keyring-from-store`` needs and excludes (usage errors, exit 2, before anything is read)."""
-    if keyring is not None or dev_key:
+def _serve_failure(
+    error: ServeError, *, host: str, port: int, admin: AdminListener | None, app: str | None, store: StoreUrl
+) -> NoReturn:
+    """End the command with the one line and the exit code of a refused start."""
+    reason, detail = error.reason, error.detail
+    if reason in _USAGE_MESSAGES:
+        _usage(reason)
+    if reason is ServeErrorReason.CANNOT_LISTEN:
+        fail(f"cannot listen on {shown_path(host)}:{port} ({detail})", ExitCode.IO)
+    if reason is ServeErrorReason.ADMIN_CANNOT_LISTEN:
+        assert admin is not None
+        fail(f"cannot listen on {shown_path(admin.host)}:{admin.port} ({detail})", ExitCode.IO)
+    if reason is ServeErrorReason.ADMIN_TLS_UNLOADABLE:
+        fail(f"admin TLS: cannot load the certificate or key ({detail})", ExitCode.IO)
+    if reason is ServeErrorReason.NO_FLEET_KEYRING:
         fail(
-            "usage: --keyring-from-store excludes --keyring and --dev-key (the keyring is the store's)", ExitCode.USAGE
-        )
-    if store is None:
-        fail(
-            "usage: --keyring-from-store needs --store URL (or $SOKLET_STORE): the store that holds it", ExitCode.USAGE
-        )
-    if kek is None:
-        fail(
-            "usage: --keyring-from-store needs the key-encryption key: --kek-file FILE, --kek-env VAR or "
-            "--kek-command CMD",
-            ExitCode.USAGE,
-        )
-    if stdio:
-        fail("usage: --keyring-from-store cannot be used with --stdio (readiness is an HTTP answer)", ExitCode.USAGE)
-    if expect is not None:
-        fail(
-            "usage: --expect-fingerprint is for a keyring file; with --keyring-from-store every member follows the "
-            "store's generation",
-            ExitCode.USAGE,
-        )
-
-
-def _load_fleet(url: StoreUrl, source: KekSource, *, allow_insecure: bool) -> _Fleet:
-    """Load the KEK and the store's fleet keyring before anything listens, or end the start with one line: exit 1
-    for a KEK that cannot be used or does not unwrap the keyring (nothing is written) and for a store without a
-    fleet keyring; the store's own refusals as :func:`run_on_store` ends them."""
-    wrapper = load_kek_or_exit(source, allow_insecure=allow_insecure)
-    assert wrapper is not None
-
-    async def load(store: DurableStore) -> LoadedFleetKeyring | None:
-        # open_store's backends are both a DurableStore and a KeyringRepository.
-        return await FleetKeyring(cast(KeyringRepository, store), wrapper).load()
-
-    try:
-        loaded = run_on_store(url, load)
-    except KeyWrapError as error:
-        kek_failure(source, error)
-    if loaded is None:
-        fail(
-            f"store {shown_store(url)} holds no fleet keyring yet: create it first with soklet keys generate "
+            f"store {shown_store(store)} holds no fleet keyring yet: create it first with soklet keys generate "
             "--store URL --kek-file FILE",
             ExitCode.REFUSED,
         )
-    return _Fleet(loaded, wrapper)
+    if reason is ServeErrorReason.STDIO_UNUSABLE:
+        fail(f"--stdio cannot use standard input or output ({detail})", ExitCode.IO)
+    _app_failure(error, app or "")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Sessions:
-    """The protocol eras and the 2025-era session bounds of ``soklet serve``."""
-
-    eras: ProtocolEras
-    max_sessions: int
-    idle_seconds: float
-    input_timeout_seconds: float
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Tasks:
-    """What ``soklet serve`` tells its task manager: every new task's ttlMs and what one partition may keep."""
-
-    ttl_ms: int
-    max_per_partition: int
-    max_bytes_per_partition: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _AdminSettings:
-    host: str
-    port: int
-    tokens: AdminTokens
-    tls_cert: Path | None
-    tls_key: Path | None
+def _app_failure(error: ServeError, reference: str) -> NoReturn:
+    """The one line of an ``--app`` the core could not load: exit 2 when the reference is wrong (no such module or
+    object, a factory that needs arguments, not a Registry), exit 1 when the app's own code fails."""
+    module_name, _, attribute = reference.partition(":")
+    shown = shown_path(module_name)
+    named = f"--app {shown_path(reference)}"
+    reason, detail = error.reason, error.detail
+    if reason is ServeErrorReason.APP_REFERENCE:
+        fail("usage: --app takes module:object (e.g. myapp.mcp:registry)", ExitCode.USAGE)
+    if reason is ServeErrorReason.APP_NO_MODULE:
+        fail(f"{named}: no module named {shown} in the current folder or the Python path", ExitCode.USAGE)
+    if reason is ServeErrorReason.APP_IMPORT_FAILED:
+        fail(f"{named}: importing module {shown} failed ({detail} in its own imports)", ExitCode.REFUSED)
+    if reason is ServeErrorReason.APP_MODULE_RAISED:
+        fail(f"{named}: importing module {shown} raised {detail}", ExitCode.REFUSED)
+    if reason is ServeErrorReason.APP_NO_ATTRIBUTE:
+        fail(f"{named}: module {shown} has no attribute {shown_path(attribute)}", ExitCode.USAGE)
+    if reason is ServeErrorReason.APP_FACTORY_NEEDS_ARGUMENTS:
+        needed = ", ".join(shown_path(name) for name in error.names)
+        fail(
+            f"{named}: the factory in module {shown} needs arguments ({needed}); it must be callable with none",
+            ExitCode.USAGE,
+        )
+    if reason is ServeErrorReason.APP_FACTORY_RAISED:
+        fail(f"{named}: the factory in module {shown} raised {detail}", ExitCode.REFUSED)
+    if reason is ServeErrorReason.APP_NOT_A_REGISTRY:
+        fail(f"{named}: module {shown} gives {detail}, not a Registry or a function returning one", ExitCode.USAGE)
+    fail(str(error), ExitCode.REFUSED)
 
 
 #: The secret-file refusals that --allow-insecure-permissions lifts (its hint is given with them).
@@ -1037,16 +970,7 @@ _INSECURE_FILE_REASONS: Final = frozenset(
 )
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _admin_settings(
+def _admin_listener(
     *,
     port: int | None,
     mcp_port: int,
@@ -1057,14 +981,14 @@ def _admin_settings(
     tls_key: Path | None,
     allow_insecure_admin: bool,
     allow_insecure_permissions: bool,
-) -> _AdminSettings | None:
-    """The admin listener's settings, checked before anything starts; ``None`` without ``--admin-port``."""
+) -> AdminListener | None:
+    """The admin listener, checked before anything starts; ``None`` without ``--admin-port``."""
     if port is None:
         if token_file is not None or token_env is not None or tls_cert is not None or tls_key is not None:
             fail("usage: the admin options need --admin-port", ExitCode.USAGE)
         return None
     if port != 0 and port == mcp_port:
-        fail("usage: --admin-port must differ from --port (the admin API never shares the MCP port)", ExitCode.USAGE)
+        _usage(ServeErrorReason.ADMIN_ON_MCP_PORT)
     if token_file is None and token_env is None:
         fail(
             "usage: the admin listener needs a token source: --admin-token-file FILE or --admin-token-env VAR",
@@ -1072,14 +996,10 @@ def _admin_settings(
         )
     if token_file is not None and token_env is not None:
         fail("usage: --admin-token-file and --admin-token-env exclude each other", ExitCode.USAGE)
-    if (tls_cert is None) != (tls_key is None):
-        fail("usage: --admin-tls-cert and --admin-tls-key go together", ExitCode.USAGE)
-    if tls_cert is None and not _is_loopback(host) and not allow_insecure_admin:
-        fail(
-            "usage: a non-loopback --admin-host needs TLS: --admin-tls-cert and --admin-tls-key "
-            "(or --allow-insecure-admin)",
-            ExitCode.USAGE,
-        )
+    try:
+        check_admin_listener(host, tls_cert=tls_cert, tls_key=tls_key, allow_insecure=allow_insecure_admin)
+    except ServeError as error:
+        _usage(error.reason)
     try:
         tokens = read_admin_tokens(
             token_file=token_file, token_env=token_env, allow_insecure_permissions=allow_insecure_permissions
@@ -1098,368 +1018,127 @@ def _admin_settings(
             fail(
                 f"admin TLS key: {file_error_text(error)}{hint}", ExitCode.IO if error.reason.is_io else ExitCode.USAGE
             )
-    return _AdminSettings(host, port, tokens, tls_cert, tls_key)
+    return AdminListener(
+        tokens, host=host, port=port, tls_cert=tls_cert, tls_key=tls_key, allow_insecure=allow_insecure_admin
+    )
 
 
-def _serve(
-    document: KeyringDocument | None,
-    keyring_file: Path | None,
-    *,
-    fleet: _Fleet | None,
-    development: bool,
-    limits: HttpLimits,
-    host: str,
-    port: int,
-    app: str | None,
-    fixtures: list[Fixtures],
-    state_lifetime: timedelta,
-    state_rounds: int,
-    log_level: LogLevel,
-    as_json: bool,
-    admin: _AdminSettings | None,
-    instance: str,
-    fingerprint_version: int,
-    expect_fingerprint: Fingerprint | None,
-    file_kek: KeyWrapper | None,
-    allowed_hosts: list[str],
-    allowed_origins: list[str],
-    allow_insecure_permissions: bool,
-    store_url: StoreUrl,
-    tasks: _Tasks,
-    sessions: _Sessions,
-    protocol_out: BinaryIO | None,
-) -> None:
-    # The app first: a module that cannot be imported stops the start before anything listens or is opened.
-    app_registry = None if app is None else _load_app(app)
-    if fleet is not None:
-        ring = fleet.loaded.keyring
-    else:
-        assert document is not None
-        ring = document.keyring()
-    config = ProtectionConfig(
-        keyring=ring, maximum_request_state_lifetime=state_lifetime, maximum_request_state_rounds=state_rounds
-    )
-    # A stop requested while starting (before uvicorn listens for signals) must still end cleanly.
-    early_stop: list[int] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda number, _frame: early_stop.append(number))
-    sock = None if protocol_out is not None else _free_socket(host, port)
-    bound_port = 0 if sock is None else sock.getsockname()[1]
-    url_host = f"[{host}]" if ":" in host else host
-    durable = open_store(store_url)
-    development_store = development and keyring_file is not None and store_url == _store_url(None, keyring_file)
-    registries: list[Registry] = []
-    mounts: dict[str, LinkPage] = {}
-    if Fixtures.conformance in fixtures:
-        registries.append(conformance.build_registry())
-    if app_registry is not None:
-        registries.append(app_registry)
-    else:
-        # Over stdio no page is served: account.link keeps its default https base URL.
-        served = development and sock is not None
-        link_base = f"http://{url_host}:{bound_port}/link" if served else demo.DEFAULT_LINK_BASE_URL
-        links = LinkStore()  # shared by account.link and the page it links to (mounted at /link/)
-        registries.append(
-            demo.build_registry(link_base_url=link_base, development=development, links=links, store=durable)
-        )
-        mounts[LINK_PAGE_PREFIX] = LinkPage(links)
-    metrics = ServerMetrics(instance=instance)
-    # One readiness for the whole instance: the MCP endpoint answers 503 while it holds the instance back, the
-    # admin probes report it, and each part that can hold it back sets its own reason.
-    readiness = Readiness() if fleet is None else Readiness(NotReady.KEYRING_NOT_LOADED)  # cleared by its load
-    server = McpServer(
-        Registry.merge(*registries),
-        options=ServerOptions(
-            protocol=ProtocolOptions(eras=sessions.eras),
-            http=HttpOptions(allowed_hosts=tuple(allowed_hosts), allowed_origins=tuple(allowed_origins), limits=limits),
-            sessions=SessionOptions(
-                max_sessions=sessions.max_sessions,
-                idle_seconds=sessions.idle_seconds,
-                input_timeout_seconds=sessions.input_timeout_seconds,
-            ),
-            tasks=TaskOptions(
-                ttl_ms=tasks.ttl_ms,
-                max_per_partition=tasks.max_per_partition,
-                max_bytes_per_partition=tasks.max_bytes_per_partition,
-            ),
-        ),
-        protection=config,
-        metrics=metrics,
-        mounts=mounts,
-        store=durable,
-        readiness=readiness,
-    )
-    url = "stdio" if sock is None else f"http://{url_host}:{bound_port}{server.path}"
-    manager = server.protection_keyring_manager
-    assert manager is not None
-    # What holds this instance back (a refused keyring file, ...): published as metrics at every scrape.
-    metrics.watch_readiness(readiness)
-    # This process's identity: what its admin snapshot and its store heartbeats report.
-    process_id = new_process_id()
-    admin_server: Any = None
-    admin_sock: socket.socket | None = None
-    admin_url: str | None = None
-    if admin is not None:
-        admin_sock = _free_socket(admin.host, admin.port)
-        admin_host = f"[{admin.host}]" if ":" in admin.host else admin.host
-        scheme = "https" if admin.tls_cert is not None else "http"
-        admin_url = f"{scheme}://{admin_host}:{admin_sock.getsockname()[1]}"
-    live: LiveKeyring | StoreKeyring
-    watcher: KeyringFileWatcher | None = None
-    if fleet is not None:
-        follower = StoreKeyring(
-            manager,
-            FleetKeyring(durable, fleet.wrapper),
-            fleet.loaded,
-            readiness=readiness,
-            instance=instance,
-            process_id=process_id,
-            max_state_lifetime=state_lifetime,
-            admin_url=admin_url,
-            metrics=metrics,
-            fingerprint_version=fingerprint_version,
-        )
-        live = follower
-        # SIGHUP loads the store's keyring now (it is followed anyway); installed before the facts are printed.
-        signal.signal(signal.SIGHUP, lambda _number, _frame: follower.request_reload())
-    else:
-        live = LiveKeyring(
-            manager,
-            keyring_file,
-            document=document,
-            allow_insecure_permissions=allow_insecure_permissions,
-            fingerprint_version=fingerprint_version,
-            readiness=readiness,
-            kek=file_kek,
-        )
-        # Installed before the start-up facts are printed: whoever reads them may send SIGHUP at once.
-        file_watcher = watcher = KeyringFileWatcher(live)
-        signal.signal(signal.SIGHUP, lambda _number, _frame: file_watcher.request_reload())
-    # Scrapes read the keyring as this instance reports it (the fingerprint version included); every change is
-    # seen at once too (the removed key ids that tell a retired-key refusal from an unknown-key one).
-    metrics.watch_keyring(live.snapshot)
-    live.add_observer(metrics.observe_keyring)
-    metrics.watch_store(durable)
-    if admin is not None:
-        admin_app = AdminApp(
-            live,
-            admin.tokens,
-            instance=instance,
-            lifetime_ms=config.lifetime_ms,
-            rounds=config.maximum_request_state_rounds,
-            metrics=metrics,
-            body_timeout_seconds=limits.body_timeout_seconds,
-            store=durable,
-            readiness=readiness,
-            process_id=process_id,
-        )
-        tls: dict[str, Any] = {}
-        if admin.tls_cert is not None:
-            tls = {"ssl_certfile": str(admin.tls_cert), "ssl_keyfile": str(admin.tls_key)}
-        admin_config = limited_uvicorn_config(admin_app, limits, log_level=log_level.value, **tls)
-        try:
-            admin_config.load()  # TLS files are read here: a bad one stops the start, not a running server
-        except (OSError, ValueError) as error:
-            fail(f"admin TLS: cannot load the certificate or key ({type(error).__name__})", ExitCode.IO)
-        admin_server = uvicorn_server_class()(admin_config)
-    reported = live.snapshot()
-    fingerprint = reported.fingerprint
-    active = reported.active_key_id
-    # The example calls the demo's catalog.continue: printed only when the demo is what is served.
-    commands = example_commands(url) if sock is not None and app_registry is None else []
-    inspect_hint: str | None = None
-    if keyring_file is not None:
-        # A path that cannot be shown as it is (material-shaped, control characters) is named FILE in the hint.
-        shown_file = shown_path(keyring_file, limit=None)
-        shown_argument = shlex.quote(str(keyring_file)) if shown_file == str(keyring_file) else "FILE"
-        inspect_hint = f"soklet inspect-state --keyring {shown_argument} TOKEN"
-    keyring_note = _RELOAD_NOTE if fleet is None else _FOLLOW_NOTE
-    if as_json:
-        emit_json(
-            {
-                "url": url,
-                "port": None if sock is None else bound_port,
-                "protocol": sessions.eras.value,
-                "development_key": development,
-                "keyring_file": None if keyring_file is None else str(keyring_file),
-                "keyring_from_store": fleet is not None,
-                "fleet_generation": None if fleet is None else fleet.loaded.generation,
-                "store": store_url.redacted,
-                "store_backend": store_url.backend,
-                "development_store": development_store,
-                "active_key_id": active,
-                "fingerprint": fingerprint.to_json(),
-                "instance": instance,
-                "expect_fingerprint": None if expect_fingerprint is None else expect_fingerprint.to_json(),
-                "admin_url": admin_url,
-                "admin_port": None if admin_sock is None else admin_sock.getsockname()[1],
-                "inspect": inspect_hint,
-                "example": commands,
-            }
-        )
-    else:
-        where = "over stdio (one JSON-RPC message per line; this text and the logs on stderr)" if sock is None else ""
+class _Banner:
+    """Prints what the core reports at start: the start-up facts (text for people, or one JSON document), once every
+    fact is known; then the log lines take over (never blocking over stdio)."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        stack: contextlib.ExitStack,
+        *,
+        as_json: bool,
+        development: bool,
+        development_store: bool,
+        keyring_file: Path | None,
+        demo: bool,
+        log_level: LogLevel,
+    ) -> None:
+        self._config = config
+        self._stack = stack
+        self._as_json = as_json
+        self._development = development
+        self._development_store = development_store
+        self._keyring_file = keyring_file
+        self._demo = demo
+        self._log_level = log_level
+        self._listening: Listening | None = None
+        self._admin: AdminListening | None = None
+        self._keyring: KeyringLoaded | None = None
+
+    def on_event(self, event: ServeEvent) -> None:
+        """Note a start-up fact; print them all when the server starts serving."""
+        if isinstance(event, Listening):
+            self._listening = event
+        elif isinstance(event, AdminListening):
+            self._admin = event
+        elif isinstance(event, KeyringLoaded):
+            self._keyring = event
+        elif isinstance(event, Serving):
+            self._print()
+            sys.stdout.flush()
+            _configure_logging(self._log_level)
+            if self._config.stdio:
+                # Over stdio nobody may read stderr: log lines it does not take are dropped, never waited for.
+                self._stack.enter_context(_stderr_never_blocks())
+
+    def _print(self) -> None:
+        listening, keyring, admin = self._listening, self._keyring, self._admin
+        assert listening is not None
+        assert keyring is not None
+        config = self._config
+        eras = config.options.protocol.eras
+        url = listening.url
+        fingerprint = keyring.fingerprint
+        from_store = isinstance(config.keyring, KeyringFromStore)
+        # The example calls the demo's catalog.continue: printed only when the demo is what is served.
+        commands = example_commands(url) if listening.port is not None and self._demo else []
+        inspect_hint: str | None = None
+        keyring_file = self._keyring_file
+        if keyring_file is not None:
+            # A path that cannot be shown as it is (material-shaped, control characters) is named FILE in the hint.
+            shown_file = shown_path(keyring_file, limit=None)
+            shown_argument = shlex.quote(str(keyring_file)) if shown_file == str(keyring_file) else "FILE"
+            inspect_hint = f"soklet inspect-state --keyring {shown_argument} TOKEN"
+        expect = config.expect_fingerprint
+        if self._as_json:
+            emit_json(
+                {
+                    "url": url,
+                    "port": listening.port,
+                    "protocol": eras.value,
+                    "development_key": self._development,
+                    "keyring_file": None if keyring_file is None else str(keyring_file),
+                    "keyring_from_store": from_store,
+                    "fleet_generation": keyring.generation,
+                    "store": config.store.redacted,
+                    "store_backend": config.store.backend,
+                    "development_store": self._development_store,
+                    "active_key_id": keyring.active_key_id,
+                    "fingerprint": fingerprint.to_json(),
+                    "instance": config.instance,
+                    "expect_fingerprint": None if expect is None else expect.to_json(),
+                    "admin_url": None if admin is None else admin.url,
+                    "admin_port": None if admin is None else admin.port,
+                    "inspect": inspect_hint,
+                    "example": commands,
+                }
+            )
+            return
+        where = "over stdio (one JSON-RPC message per line; this text and the logs on stderr)" if config.stdio else ""
         # The headline names the newest version served: with --protocol legacy that is a 2025 one.
-        lines = [f"soklet serve: MCP {_served_versions(sessions.eras)[0]} {where or 'at ' + url}"]
-        lines.append(f"protocol: {_eras_text(sessions.eras)}")
+        lines = [f"soklet serve: MCP {_served_versions(eras)[0]} {where or 'at ' + url}"]
+        lines.append(f"protocol: {_eras_text(eras)}")
         if keyring_file is None:
-            assert fleet is not None
-            lines.append(f"keyring: the store's fleet keyring, generation {fleet.loaded.generation} ({keyring_note})")
-        elif development:
+            lines.append(f"keyring: the store's fleet keyring, generation {keyring.generation} ({keyring.note})")
+        elif self._development:
             lines.append("keyring: EPHEMERAL development key (--dev-key): states die with this process")
             lines.append(f"dev keyring file (deleted on exit): {shown_path(keyring_file)}")
         else:
-            lines.append(f"keyring: {shown_path(keyring_file)} ({keyring_note})")
-        if development_store:
-            lines.append(f"store: EPHEMERAL development store (sqlite, deleted on exit): {shown_store(store_url)}")
+            lines.append(f"keyring: {shown_path(keyring_file)} ({keyring.note})")
+        if self._development_store:
+            lines.append(f"store: EPHEMERAL development store (sqlite, deleted on exit): {shown_store(config.store)}")
         else:
-            lines.append(f"store: {shown_store(store_url)} ({store_url.backend})")
-        lines.append(f"sealing key: {active}")
+            lines.append(f"store: {shown_store(config.store)} ({config.store.backend})")
+        lines.append(f"sealing key: {keyring.active_key_id}")
         lines.append(f"fingerprint: v{fingerprint.version} {fingerprint.profile} {fingerprint.value}")
-        if expect_fingerprint is not None:
-            expected = f"v{expect_fingerprint.version} {expect_fingerprint.value}"
+        if expect is not None:
+            expected = f"v{expect.version} {expect.value}"
             lines.append(f"expected fingerprint: {expected} (not ready while the keyring's differs)")
         if inspect_hint is not None:
             lines.append(f"inspect a token: {inspect_hint}")
-        if admin_url is not None:
-            lines.append(f"admin API: {admin_url} (instance {instance}; Authorization: Bearer TOKEN)")
+        if admin is not None:
+            lines.append(f"admin API: {admin.url} (instance {config.instance}; Authorization: Bearer TOKEN)")
         if commands:
             lines.append(EXAMPLE_START)
             lines.extend(commands)
             lines.append(EXAMPLE_END)
         sys.stdout.write("\n".join(lines) + "\n")
-    sys.stdout.flush()
-    _configure_logging(log_level)
-    _logger.info(
-        "sealing with key %s, fingerprint v%d %s; keyring %s",
-        active,
-        fingerprint.version,
-        fingerprint.value,
-        keyring_note,
-    )
-    if expect_fingerprint is not None:
-        # Checked now and after every reload or admin change; a mismatch holds the instance back (logged).
-        expectation = ExpectedFingerprint(readiness, expect_fingerprint)
-
-        def check_expected(_snapshot: object) -> None:
-            expectation.check(live.manager.current())
-
-        live.add_observer(check_expected)
-    if watcher is not None:
-        watcher.start()
-    if protocol_out is not None:
-        try:
-            asyncio.run(_serve_stdio(server, protocol_out, early_stop))
-        finally:
-            if watcher is not None:
-                watcher.stop()
-        return
-    assert sock is not None
-    settings = uvicorn_config(server, log_level=log_level.value)
-    primary = _quiet_server_class(early_stop)(settings)
-    others = [] if admin_server is None else [(admin_server, [admin_sock])]
-    try:
-        # One event loop for the listeners and the store: a PostgreSQL pool belongs to the loop it was opened on.
-        with asyncio.Runner(loop_factory=primary.config.get_loop_factory()) as runner:
-            runner.run(_serve_http(server, primary, sock, others, live if isinstance(live, StoreKeyring) else None))
-    finally:
-        if watcher is not None:
-            watcher.stop()
-
-
-async def _serve_http(
-    server: McpServer,
-    primary: Any,
-    sock: socket.socket,
-    others: list[tuple[Any, list[Any]]],
-    follower: StoreKeyring | None,
-) -> None:
-    """Open the store on the serving loop, follow the store's keyring (store mode), serve until stopped, then stop
-    following, stop the task steps and close the store."""
-    store = server.store
-    following: asyncio.Task[None] | None = None
-    try:
-        if store is not None:
-            try:
-                await store.open()
-            except StoreError as error:
-                store_failure(store.url, error)
-        if follower is not None:
-            following = asyncio.get_running_loop().create_task(follower.run(), name="soklet-store-keyring")
-        await serve_together(primary, [sock], others)
-    finally:
-        if following is not None:
-            following.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await following
-        await _close_store(server)
-
-
-async def _close_store(server: McpServer) -> None:
-    """Stop the steps running here (their leases go back, so another instance, or this one restarted, runs them
-    at once), then close the store. A store that fails now has nothing left to lose: the stop goes on."""
-    manager = server.task_manager
-    if manager is not None:
-        with contextlib.suppress(StoreError):
-            await manager.close()
-    if server.store is not None:
-        with contextlib.suppress(StoreError):
-            await server.store.close()
-
-
-@contextlib.contextmanager
-def _protocol_stdout() -> Iterator[BinaryIO]:
-    """Standard output for the protocol alone: the file of descriptor 1 is handed out on a descriptor of its own
-    and descriptor 1 becomes standard error while the server runs, so the start-up facts, the logs and any stray
-    ``print`` of an app land on stderr, never among protocol lines. Descriptor 1 is restored after."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    protocol = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)
-    try:
-        yield protocol
-    finally:
-        with contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-        protocol.close()
-
-
-async def _serve_stdio(server: McpServer, protocol_out: BinaryIO, early_stop: list[int]) -> None:
-    """Serve over standard input and ``protocol_out`` until the input ends or a stop signal comes (both exit 0).
-
-    Standard input closed at start is an input that has already ended; a regular file or ``/dev/null`` is read as a
-    pipe is. Requests still running at the end of the input get the shutdown grace to be answered. Log lines go
-    to stderr without ever blocking the loop (:class:`~soklet_cli.log_lines.NonBlockingStderr`): a host that does
-    not read stderr loses log lines, never answers or the stop signal."""
-    if early_stop:
-        return
-    source = sys.stdin.buffer if sys.stdin is not None else None
-    try:
-        reader, writer = await open_pipe_streams(source, protocol_out)
-    except (OSError, ValueError) as error:
-        fail(
-            f"--stdio cannot use standard input or output ({type(error).__name__})",
-            ExitCode.IO,
-        )
-    loop = asyncio.get_running_loop()
-    if server.task_manager is not None:
-        server.task_manager.start()  # orphaned steps and expired tasks, as the HTTP server's lifespan start does
-    transport = StdioTransport(server.legacy_protocol, server.options.http)
-    with _stderr_never_blocks():
-        serving = loop.create_task(transport.serve(reader, writer))
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, serving.cancel)
-        try:
-            await serving
-        except asyncio.CancelledError:
-            _logger.info("stop requested: running requests cancelled")
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-            writer.close()
-            await _close_store(server)
 
 
 @contextlib.contextmanager
@@ -1477,25 +1156,3 @@ def _stderr_never_blocks() -> Iterator[None]:
     finally:
         root.handlers[:] = previous
         handler.close()
-
-
-def _quiet_server_class(early_stop: list[int]) -> type[Any]:
-    class QuietServer(uvicorn_server_class()):  # type: ignore[misc]
-        """uvicorn's server, but a stop signal ends the process with exit 0 after the graceful shutdown.
-
-        uvicorn re-raises the captured signal after shutting down, which turns a requested stop into exit 130
-        (SIGINT) or death by SIGTERM; an operator asked for the stop, so it is a normal ending here.
-        """
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
-            if early_stop:
-                self.should_exit = True
-            try:
-                yield
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
-
-    return QuietServer
