@@ -35,7 +35,8 @@ TASKS_SCENARIOS = 10
 #: About a minute against a working server; the bound covers a first `npm ci` and a hung server (30 s/scenario).
 RUN_TIMEOUT = 1800
 
-pytestmark = pytest.mark.slow
+# The runs of the suite and of the runner's script are marked slow; the judgement of hand-written results folders
+# stays in the quick selection (docs/testing.md).
 
 
 def run_script(*args: str, timeout: float = RUN_TIMEOUT) -> tuple[int, dict[str, Any], str]:
@@ -75,12 +76,14 @@ def conformance_run(show_conformance_summary: Callable[[Path], None]) -> tuple[i
     return code, summary, stderr
 
 
+@pytest.mark.slow
 def test_conformance_suite_passes(conformance_run: tuple[int, dict[str, Any], str]) -> None:
     code, summary, stderr = conformance_run
     assert summary["ok"], f"conformance failed:\n{failure_report(summary)}\n--- runner log ---\n{stderr[-3000:]}"
     assert code == 0
 
 
+@pytest.mark.slow
 def test_summary_lists_the_37_scored_scenarios(conformance_run: tuple[int, dict[str, Any], str]) -> None:
     _, summary, _ = conformance_run
     scored = summary["scored"]
@@ -96,6 +99,7 @@ def test_summary_lists_the_37_scored_scenarios(conformance_run: tuple[int, dict[
     assert summary["judged"]["count"] == SCORED_SCENARIOS + TASKS_SCENARIOS
 
 
+@pytest.mark.slow
 def test_the_status_notifications_scenario_is_one_skipped_check(
     conformance_run: tuple[int, dict[str, Any], str],
 ) -> None:
@@ -106,6 +110,7 @@ def test_the_status_notifications_scenario_is_one_skipped_check(
     assert scenario["counts"]["SKIPPED"] == 1 == sum(scenario["counts"].values())
 
 
+@pytest.mark.slow
 def test_a_stale_baseline_entry_fails_the_run(conformance_run: tuple[int, dict[str, Any], str], tmp_path: Path) -> None:
     _, summary, _ = conformance_run
     passing = [
@@ -212,6 +217,7 @@ def results_folders() -> list[Path]:
     return sorted(p for p in RESULTS.iterdir() if p.is_dir()) if RESULTS.is_dir() else []
 
 
+@pytest.mark.slow
 def test_an_absent_server_fails_cleanly_and_quickly(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
     before = results_folders()
@@ -228,6 +234,7 @@ def test_an_absent_server_fails_cleanly_and_quickly(tmp_path: Path) -> None:
     assert results_folders() == before, "a deliberately failing run must not land in .cache/conformance/results"
 
 
+@pytest.mark.slow
 def test_output_must_be_a_new_or_empty_folder(tmp_path: Path) -> None:
     # Through the short script, which must hand the arguments and the exit code through.
     (tmp_path / "taken").write_text("")
@@ -244,11 +251,13 @@ def test_output_must_be_a_new_or_empty_folder(tmp_path: Path) -> None:
     assert "must be a new or empty folder" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_newest_results_folder_is_the_real_run(conformance_run: tuple[int, dict[str, Any], str]) -> None:
     _, summary, _ = conformance_run
     assert results_folders()[-1] == Path(summary["run_dir"])
 
 
+@pytest.mark.slow
 def test_the_test_output_shows_the_summary(conformance_run: tuple[int, dict[str, Any], str], tmp_path: Path) -> None:
     _, summary, _ = conformance_run
     brief = (Path(summary["run_dir"]) / "summary.txt").read_text()
@@ -284,6 +293,7 @@ def test_the_test_output_shows_the_summary(conformance_run: tuple[int, dict[str,
     assert verdict in shown
 
 
+@pytest.mark.slow
 def test_without_node_on_path_npm_runs_package_scripts_with_the_bundled_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

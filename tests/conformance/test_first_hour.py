@@ -28,7 +28,8 @@ APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523
 #: Bound on `bash scripts/run` printing its start facts (it may first refresh .venv).
 SERVE_START_TIMEOUT = 120
 
-pytestmark = pytest.mark.slow
+# What runs the scripts or the walkthrough is marked slow; the checks of files stay in the quick selection
+# (docs/testing.md).
 
 
 def section(title: str) -> str:
@@ -89,6 +90,7 @@ def served_by_scripts_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str
             process.wait(15)
 
 
+@pytest.mark.slow
 def test_scripts_run_reads_a_relative_keyring_from_the_callers_folder(
     served_by_scripts_run: tuple[subprocess.Popen[str], dict[str, object]], tmp_path: Path
 ) -> None:
@@ -126,6 +128,7 @@ def test_scripts_run_reads_a_relative_keyring_from_the_callers_folder(
     assert process.wait(30) == 0
 
 
+@pytest.mark.slow
 def test_scripts_test_reads_pytest_arguments_from_the_callers_folder(tmp_path: Path) -> None:
     (tmp_path / "test_in_the_callers_folder.py").write_text("def test_found() -> None:\n    pass\n")
     done = subprocess.run(
@@ -145,6 +148,7 @@ def test_readme_keeps_exactly_two_commands() -> None:
     assert [block.strip() for block in sh_blocks(section("Two commands"))] == ["bash scripts/run", "bash scripts/test"]
 
 
+@pytest.mark.slow
 def test_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     """The first-key-to-rotation block, verbatim, in a folder where `.venv` is the project's, soklet not on PATH."""
     (block,) = sh_blocks(section("First key to rotation"))
@@ -190,6 +194,7 @@ def test_license_is_the_apache_2_text_pyproject_names() -> None:
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["license"] == "Apache-2.0"
 
 
+@pytest.mark.slow
 def test_readme_completion_and_man_page_steps_install(tmp_path: Path) -> None:
     """The README's install block, run with a throw-away HOME (the zsh line names a placeholder path: checked apart)."""
     (block,) = sh_blocks(section("The commands"))

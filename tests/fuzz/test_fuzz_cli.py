@@ -37,7 +37,8 @@ from hypothesis import strategies as st
 
 from tests.fuzz.support import FUZZ_SETTINGS, SOKLET, soklet_env
 
-pytestmark = pytest.mark.slow
+# The fuzzing and the known reproductions are marked slow; the setup check stays in the quick selection
+# (docs/testing.md).
 
 #: Examples per command (11 commands; each example a subprocess of about 0.3 to 0.5 s).
 EXAMPLES_PER_COMMAND = 5
@@ -321,6 +322,7 @@ def check_run(base: Base, argv: list[Arg], stdin: bytes = b"") -> subprocess.Com
     return completed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 @settings(FUZZ_SETTINGS, max_examples=EXAMPLES_PER_COMMAND)
 @given(data=st.data())
@@ -349,6 +351,7 @@ REPRODUCTIONS: list[tuple[list[Arg], frozenset[int]]] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("argv", "refused"), REPRODUCTIONS, ids=lambda value: repr(value)[:60])
 def test_issue_reproductions(base: Base, argv: list[Arg], refused: frozenset[int]) -> None:
     completed = check_run(base, argv)

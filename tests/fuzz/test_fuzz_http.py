@@ -55,7 +55,8 @@ from tests.fuzz.support import (
     soklet_env,
 )
 
-pytestmark = pytest.mark.slow
+# The fuzzing is marked slow; one valid request against the served instance stays in the quick selection
+# (docs/testing.md).
 
 VERSION = "2026-07-28"
 #: Every status the server documents (docs/server.md and ``soklet serve --help``).
@@ -507,6 +508,7 @@ def test_valid_request_is_answered(served: Served) -> None:
     assert jsonrpc_shape_problem(response.body) is None
 
 
+@pytest.mark.slow
 @settings(FUZZ_SETTINGS, max_examples=600)
 @given(request=raw_requests())
 @example(request=Raw(target=b"/" + b"a" * 40 + b"%25", headers=mcp_headers(), body=TOOLS_LIST))
@@ -540,6 +542,7 @@ def _is_endpoint(target: bytes) -> bool:
         return False
 
 
+@pytest.mark.slow
 @settings(FUZZ_SETTINGS, max_examples=500)
 @given(request=jsonrpc_bodies())
 def test_fuzz_jsonrpc_bodies(served: Served, request: Raw) -> None:
@@ -548,6 +551,7 @@ def test_fuzz_jsonrpc_bodies(served: Served, request: Raw) -> None:
     assert response.status != 202 or b'"id"' not in request.body[:64]
 
 
+@pytest.mark.slow
 @settings(FUZZ_SETTINGS, max_examples=4)
 @given(
     declared=st.sampled_from([1_000, 50_000, 10_000_000]),
@@ -561,6 +565,7 @@ def test_fuzz_bodies_shorter_than_declared(served: Served, declared: int, sent: 
     assert response is None or response.status in (400, 408, 413)
 
 
+@pytest.mark.slow
 @settings(FUZZ_SETTINGS, max_examples=3)
 @given(cut=st.sampled_from(["request-line", "mid-header", "no-blank-line"]))
 def test_fuzz_unfinished_heads(served: Served, cut: str) -> None:
@@ -585,6 +590,7 @@ def test_fuzz_unfinished_heads(served: Served, cut: str) -> None:
     health_check(served)
 
 
+@pytest.mark.slow
 @settings(FUZZ_SETTINGS, max_examples=6)
 @given(size=st.sampled_from([9 << 20, 1 << 20, 11 << 20]), shape=st.sampled_from(["numbers", "objects", "string"]))
 def test_fuzz_large_valid_calls(served: Served, size: int, shape: str) -> None:
@@ -610,6 +616,7 @@ def test_fuzz_large_valid_calls(served: Served, size: int, shape: str) -> None:
         assert response.status in ((413,) if len(body) > 10 << 20 else (200, 400))
 
 
+@pytest.mark.slow
 def test_server_survived_with_bounded_memory(served: Served) -> None:
     health_check(served)
     peak = peak_rss_bytes(served.process.pid)

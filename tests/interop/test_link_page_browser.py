@@ -84,6 +84,7 @@ def link_url(reply: Reply) -> str:
     return url
 
 
+@pytest.mark.slow
 def test_the_page_links_the_account_once(served: Served, client: Client) -> None:
     first = client.call("account.link", {}, capabilities=URL_CAPS)
     url = link_url(first)
@@ -149,6 +150,7 @@ def test_the_page_links_the_account_once(served: Served, client: Client) -> None
     assert httpx.get(url).status_code == 404
 
 
+@pytest.mark.slow
 def test_page_headers_and_refusals(served: Served, client: Client) -> None:
     url = link_url(client.call("account.link", {}, capabilities=URL_CAPS))
     page = httpx.get(url)

@@ -34,6 +34,8 @@ from tests.interop.support_server import (
     serving,
 )
 
+pytestmark = pytest.mark.slow
+
 #: Seconds one client run may take for all its flows (a hung exchange fails instead of blocking the run).
 RUN_TIMEOUT = 120.0
 

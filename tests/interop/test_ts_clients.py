@@ -32,6 +32,8 @@ from tests.interop.support_server import (
 )
 from tools import conformance as installer
 
+pytestmark = pytest.mark.slow
+
 CLIENTS = Path(__file__).resolve().parent / "clients"
 #: Seconds one client script may take for all its flows (a hung exchange fails instead of blocking the run).
 SCRIPT_TIMEOUT = 120.0

@@ -160,6 +160,7 @@ def nested_documents(draw: st.DrawFn) -> str:
     return render(rows, rng)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(nested_documents())
 @example("[" * MAX_DEPTH + "]" * MAX_DEPTH)
@@ -210,6 +211,7 @@ def _request_text(params: dict[str, Any], rng: random.Random, defect: str | None
     return text, defect is not None and (member is not None or place in ("id", "envelope"))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(params_trees(), rngs, st.sampled_from([None, *DEFECTS]), st.sampled_from(PLACES))
 @example({"\uffff": 1, "\U00010000": 2}, random.Random(0), None, "params")

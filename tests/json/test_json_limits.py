@@ -317,6 +317,7 @@ def test_max_nodes_passes(fn: Callable[[bytes], object], max_nodes_document: byt
         assert result.digest == hashlib.sha256(max_nodes_document).digest()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fn", PATHS)
 def test_max_nodes_plus_one_is_refused(fn: Callable[[bytes], object], too_many_nodes_document: bytes) -> None:
     last_value = len(too_many_nodes_document) - len(b"null]")

@@ -168,6 +168,7 @@ def encoded_text(text: str) -> bytes:
     return data
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(params_trees(), rngs, st.sampled_from([None, None, *DEFECTS]), st.sampled_from(PLACES))
 @example({"\uffff": 1, "\U00010000": 2}, random.Random(0), None, "params")
@@ -211,6 +212,7 @@ def test_bare_values_and_unstructured_params_answer_alike(text: str, whole_reque
     assert answer(data, whole_request) == reference(data, whole_request)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(params_trees(), rngs)
 @example({"a": [Decimal("-0"), Decimal("1.0E+2"), Decimal("9" * 60)]}, random.Random(0))
@@ -257,7 +259,7 @@ def test_bytes_that_are_not_utf8_are_refused_as_the_exact_path_refuses(bad: byte
     assert outcome[0] in (JsonErrorReason.INVALID_UTF8, JsonErrorReason.LONE_SURROGATE)
 
 
-@pytest.mark.parametrize("rows", [10, 3000, 60_000])
+@pytest.mark.parametrize("rows", [10, 3000, pytest.param(60_000, marks=pytest.mark.slow)])
 def test_larger_documents_take_the_msgspec_path_and_agree(rows: int) -> None:
     row = '{"a":"x:y","b":100,"c":1.50,"d":-12e3,"e":"\\u00e9\\ud83d\\ude00"},'
     valid = ('{"rows":[' + row * rows + '{}],"_meta":{"progressToken":1}}').encode("utf-8")
@@ -271,6 +273,7 @@ def test_larger_documents_take_the_msgspec_path_and_agree(rows: int) -> None:
     assert outcome[0] is JsonErrorReason.DUPLICATE_MEMBER
 
 
+@pytest.mark.slow
 def test_past_the_largest_body_and_when_cooperative_the_exact_path_answers() -> None:
     row = b'{"a":[100,1.50,"x"]},'
     data = b'{"rows":[' + row * (DIGEST_DOCUMENT_BYTES // len(row) + 1) + b"{}]}"
@@ -330,6 +333,7 @@ def _value_bytes(value: JsonValue) -> Any:
         return error.reason, error.offset
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(params_trees(), rngs)
 @example({"a": [Decimal("-0"), Decimal("1.0E+2"), Decimal("9" * 60), Decimal("1E-7")]}, random.Random(0))

@@ -49,6 +49,7 @@ def answer(data: bytes) -> Any:
         return error.reason, error.offset
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(params_trees(), rngs, st.sampled_from([None, None, *DEFECTS]), st.sampled_from(PLACES))
 @example({"v": "2026-07-28", "n": Decimal("-0")}, random.Random(0), None, "params")
@@ -77,6 +78,7 @@ def test_bare_values_parse_alike(text: str) -> None:
     assert answer(data) == exact(data)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(params_trees(), rngs)
 def test_valid_documents_mostly_take_the_msgspec_path(params: dict[str, Any], rng: random.Random) -> None:
