@@ -43,7 +43,7 @@ from typing import Final
 from urllib.parse import parse_qsl
 
 from soklet_core.mcp import RequestContext, is_opaque_handle, mint_url_handle
-from soklet_core.mcp.server.engine._dispatcher import DEFAULT_SERVER_NAME
+from soklet_core.mcp.server._options import DEFAULT_SERVER_NAME
 from soklet_core.mcp.server.http._transport import Receive, Scope, Send
 from soklet_core.protection.diagnosis import iso_time
 

@@ -148,7 +148,7 @@ async def dispatch(server: McpServer, message: Mapping[str, Any] | bytes, head: 
 
 def http_side(server: McpServer) -> HttpDispatch:
     """The 2026-07-28 HTTP side over the server's engine (what its ASGI app runs a POST through)."""
-    return HttpDispatch(server.dispatcher)
+    return HttpDispatch(server.engine)
 
 
 def reply(result: DispatchResult) -> dict[str, Any]:
@@ -277,7 +277,7 @@ def test_validation_ends_in_one_frozen_record() -> None:
         PROTOCOL_VERSION,
         "/mcp",
     )
-    target = server.dispatcher.resolve(validated.method, validated.params)
+    target = server.engine.resolve(validated.method, validated.params)
     assert target is not None
     assert target.name == "catalog.continue"
     assert target.on_loop  # the demo's handlers are registered with blocking=False
@@ -291,7 +291,7 @@ async def run_call(server: McpServer, raw: bytes, head: Mapping[str, str]) -> No
     """Steps 1-8 on the HTTP side, then the engine; the engine's refusal raised as its wire error."""
     validated = await http_side(server).validate(HttpRequest("/mcp", dict(head), raw))
     assert validated is not None
-    outcome = await server.dispatcher.call(validated, None)
+    outcome = await server.engine.call(validated, None)
     if not isinstance(outcome, Complete):
         assert hasattr(outcome, "error")
         raise outcome.error
@@ -314,11 +314,11 @@ def test_a_list_method_is_answered_by_its_pre_encoded_result() -> None:
     raw = json.dumps(body(methods.TOOLS_LIST)).encode()
     validated = asyncio.run(http_side(server).validate(HttpRequest("/mcp", headers(methods.TOOLS_LIST), raw)))
     assert validated is not None
-    assert server.dispatcher.resolve(validated.method, validated.params) is None  # no handler runs
-    outcome = asyncio.run(server.dispatcher.call(validated, None))
+    assert server.engine.resolve(validated.method, validated.params) is None  # no handler runs
+    outcome = asyncio.run(server.engine.call(validated, None))
     assert isinstance(outcome, Complete)
     assert isinstance(outcome.result, EncodedResult)
-    assert outcome.result is asyncio.run(server.dispatcher.call(validated, None)).result  # type: ignore[union-attr]
+    assert outcome.result is asyncio.run(server.engine.call(validated, None)).result  # type: ignore[union-attr]
     result = json.loads(outcome.result.body)
     assert [item["name"] for item in result["tools"]] == ["catalog.continue", "account.link", "deploy.approve"]
     answer = http_side(server).encode(outcome, validated)
@@ -420,7 +420,7 @@ def test_a_seal_failure_answers_internal_error_after_the_handler() -> None:
 def test_the_params_digest_is_taken_once_per_request_that_opens_or_seals() -> None:
     calls = Calls()
     server = make_server(calls)
-    dispatcher = server.dispatcher
+    dispatcher = server.engine
     head = headers(name="count.state")
 
     async def scenario() -> list[int]:

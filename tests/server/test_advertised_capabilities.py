@@ -40,7 +40,7 @@ from soklet_core.mcp import (
     resource_template,
     tool,
 )
-from soklet_core.mcp.server.engine._dispatcher import DEFAULT_LIST_CACHE_HINT, DEFAULT_LIST_CACHE_TTL_MS
+from soklet_core.mcp.server._options import DEFAULT_LIST_CACHE_HINT, DEFAULT_LIST_CACHE_TTL_MS
 from soklet_core.protection import ProtectionConfig
 from tests.cli.support_serve import Served
 from tests.server.support import Client, running

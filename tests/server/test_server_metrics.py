@@ -101,7 +101,7 @@ def test_counters_follow_input_required_retry_tamper_and_seal_refusal() -> None:
 def test_a_server_without_metrics_serves_as_before() -> None:
     server = build(None)
     assert server.metrics is None
-    assert server.dispatcher.metrics is None
+    assert server.engine.metrics is None
     with running(server) as url:
         client = Client(url)
         first = client.call("probe", {}, capabilities=FORM_CAPS)

@@ -23,7 +23,7 @@ from soklet_core.mcp.model.registry import Registry
 from soklet_core.mcp.server._admission import AdmissionPolicy, AnonymousAdmission
 from soklet_core.mcp.server._options import HttpLimits, ProtocolEras, ServerOptions
 from soklet_core.mcp.server.durable._tasks import TaskManager
-from soklet_core.mcp.server.engine._dispatcher import Dispatcher, Interceptor, LifecycleCallback
+from soklet_core.mcp.server.engine import Engine, Interceptor, LifecycleCallback
 from soklet_core.mcp.server.http._transport import ASGIApp, McpAsgiApp
 from soklet_core.mcp.server.legacy._engine import LegacyProtocol
 from soklet_core.mcp.server.ops._metrics import ServerMetrics
@@ -65,7 +65,7 @@ class McpServer:
       with ``Retry-After`` (JSON-RPC -32603) before reading its body (default: always ready).
     """
 
-    __slots__ = ("_app", "_dispatcher", "_legacy", "_options", "_sealer", "_tasks")
+    __slots__ = ("_app", "_engine", "_legacy", "_options", "_sealer", "_tasks")
 
     def __init__(
         self,
@@ -91,7 +91,7 @@ class McpServer:
         sealer = None if protection is None else RequestStateSealer(protection)
         self._options = options
         self._tasks = None if store is None else TaskManager(store, registry=registry, options=options.tasks)
-        self._dispatcher = Dispatcher(
+        self._engine = Engine(
             registry=registry,
             sealer=sealer,
             protocol=protocol,
@@ -101,9 +101,9 @@ class McpServer:
             metrics=metrics,
             tasks=self._tasks,
         )
-        self._legacy = LegacyProtocol(self._dispatcher, eras=protocol.eras, sessions=sessions, endpoint_path=http.path)
+        self._legacy = LegacyProtocol(self._engine, eras=protocol.eras, sessions=sessions, endpoint_path=http.path)
         self._app = McpAsgiApp(
-            self._dispatcher,
+            self._engine,
             http=http,
             legacy=self._legacy,
             mounts=mounts,
@@ -120,9 +120,10 @@ class McpServer:
         return self._options
 
     @property
-    def dispatcher(self) -> Dispatcher:
-        """The protocol logic (for other transports and tests)."""
-        return self._dispatcher
+    def engine(self) -> Engine:
+        """The transport-neutral engine (``engine.call(Call, progress) -> Outcome``), for other transports,
+        library callers and tests."""
+        return self._engine
 
     @property
     def legacy_protocol(self) -> LegacyProtocol:
@@ -137,7 +138,7 @@ class McpServer:
     @property
     def registry(self) -> Registry:
         """The registrations served."""
-        return self._dispatcher.registry
+        return self._engine.registry
 
     @property
     def task_manager(self) -> TaskManager | None:
@@ -162,7 +163,7 @@ class McpServer:
     @property
     def metrics(self) -> ServerMetrics | None:
         """Where this server counts requests, seals and opens (rendered by the admin ``GET /metrics``)."""
-        return self._dispatcher.metrics
+        return self._engine.metrics
 
     @property
     def readiness(self) -> Readiness | None:

@@ -4,25 +4,26 @@ No HTTP header and no encoded request crosses it: each transport checks its own 
 ``_meta``, its headers, admission), builds a :class:`~.Call` and encodes the :class:`~.Outcome` in its own framing.
 A library caller does the same without any transport.
 
-The engine's validation steps, in order (the numbering is the one of the whole request, shared with the 2026-07-28
-HTTP side :mod:`soklet_core.mcp.server.http._dispatch` and ``docs/server.md``); the first failure answers
-:class:`~.Refused` with its closed :class:`~.RefusalKind`:
+The engine's validation steps, in order (the numbering of the whole request, shared with the 2026-07-28 HTTP side
+:mod:`soklet_core.mcp.server.http._dispatch` and ``docs/server.md``); the first failure answers :class:`~.Refused`
+with its closed :class:`~.RefusalKind`:
 
-6. Method known (:data:`~._methods.METHODS`; METHOD_NOT_FOUND, -32601).
-7. The method's routing member is a string (INVALID_PARAMS, -32602) and ``_meta.logLevel`` a known level.
-9. Operation lookup (:class:`~._methods.Resolver`; UNKNOWN_OPERATION, -32602, ``data.uri`` for an unknown
-   resource). A ``tasks/*`` call must declare the tasks extension (MISSING_CAPABILITY, -32021); its task is looked
-   up when it runs (TASK_NOT_FOUND, -32602, for an unknown, expired or another caller's id, and for every id on a
-   server without a store).
-10. REQUIRED capabilities of the operation, all missing at once (MISSING_CAPABILITY), before params or state.
-11. Params: arguments (INVALID_PARAMS), ``inputResponses`` (INPUT_RESPONSES), ``requestState`` of the operation's
+12. Method known (:data:`~._methods.METHODS`; METHOD_NOT_FOUND, -32601).
+14. The method's routing member a string and ``_meta.logLevel`` a known level (INVALID_PARAMS, -32602).
+16. Operation lookup (:class:`~._methods.Resolver`; UNKNOWN_OPERATION, -32602, ``data.uri`` for an unknown
+    resource). A ``tasks/*`` call must declare the tasks extension (MISSING_CAPABILITY, -32021); its task is looked
+    up when it runs (TASK_NOT_FOUND, -32602, for an unknown, expired or another caller's id, and for every id on a
+    server without a store; a task manager's other refusals are mapped by :func:`task_refusal`).
+17. REQUIRED capabilities of the operation, all missing at once (MISSING_CAPABILITY), before params or state.
+18. Params: arguments (INVALID_PARAMS), ``inputResponses`` (INPUT_RESPONSES), ``requestState`` of the operation's
     declared mode (STATE_REFUSED).
-12. Opening a FRAMEWORK_PROTECTED state bound to this call (:class:`~._state.StateWrapper`; STATE_REFUSED).
-13. The handler (HANDLER_FAILED, -32603; its own :class:`~soklet_core.mcp.server.McpError`: APPLICATION). A
+19. Opening a FRAMEWORK_PROTECTED state bound to this call (:class:`~._state.StateWrapper`; STATE_REFUSED).
+20. The handler (HANDLER_FAILED, -32603; its own :class:`~soklet_core.mcp.server.McpError`: APPLICATION). A
     ``StartTask`` answer of a task tool creates the task when the call declared the tasks extension
     (:class:`~.TaskCreated`), else runs the tool's step within the call. A store out of reach: STORE_UNAVAILABLE.
-14. CONDITIONAL capabilities of the emitted requests, all missing at once (MISSING_CAPABILITY).
-15. Sealing the emitted framework state (INTERNAL, -32603, no state emitted) → :class:`~.InputRequired`.
+21. The emission declared by the operation (INTERNAL, -32603).
+22. CONDITIONAL capabilities of the emitted requests, all missing at once (MISSING_CAPABILITY).
+23. Sealing the emitted framework state (INTERNAL, -32603, no state emitted) → :class:`~.InputRequired`.
 
 Where handlers run: ``async def`` handlers on the event loop; ``def`` handlers in a worker thread unless their
 registration says ``blocking=False`` (or the engine turned the thread off for all).
@@ -277,7 +278,7 @@ class Engine:
             raise parse_refusal() from None
 
     def resolve(self, method: str, params: JsonObject) -> Target | None:
-        """Which registration a call of ``method`` with ``params`` runs (validation step 9): its
+        """Which registration a call of ``method`` with ``params`` runs (validation step 16): its
         :class:`~._methods.Target` (``target.operation`` is the registration), ``None`` for a method that runs
         none (a list, ``server/discover``, a completion nobody registered, ``tasks/*``). Raises :class:`McpError`
         as :meth:`call` would refuse."""
@@ -291,16 +292,16 @@ class Engine:
     # ------------------------------------------------------------------------------------------------ the call
 
     async def call(self, call: Call, progress: ProgressChannel | None = None) -> Outcome:
-        """Run one call (validation steps 6-15). Never raises for client input; ``asyncio.CancelledError``
+        """Run one call (validation steps 12, 14, 16-23). Never raises for client input; ``asyncio.CancelledError``
         propagates."""
         operation: str | None = None
         try:
             try:
-                routing_value(call.method, call.params)  # step 7
+                routing_value(call.method, call.params)  # step 14
                 check_log_level(call.meta)
             except McpError as error:
                 raise Refusal(RefusalKind.INVALID_PARAMS, error) from None
-            resolved = self._resolver.resolve(call.method, call.params)  # steps 6, 9
+            resolved = self._resolver.resolve(call.method, call.params)  # steps 12, 16
             if resolved is None:
                 return await self._task_call(call)
             if type(resolved) is EncodedResult:
@@ -318,7 +319,7 @@ class Engine:
             return Refused(kind, store_refusal(error), operation)
 
     async def _run(self, call: Call, target: Target, channel: ProgressChannel | None) -> Outcome:
-        """Steps 10-15: the target's handler inside the request-state wrapper."""
+        """Steps 17-23: the target's handler inside the request-state wrapper."""
         operation = target.operation
         params = call.params
         if operation is not None and operation.required_capabilities:
@@ -391,7 +392,7 @@ class Engine:
         self, call: Call, tool: ToolRegistration, arguments: JsonObject, start: StartTask, invocation: Invocation
     ) -> Outcome:
         """A task tool's ``StartTask``: the stored task for a call that declared the tasks extension, else the
-        tool's step run within the call (a ``REQUIRED`` tool never gets here without the extension: step 10)."""
+        tool's step run within the call (a ``REQUIRED`` tool never gets here without the extension: step 17)."""
         tasks = self._tasks
         if tool.task_support is TaskSupport.NONE or tasks is None:
             _logger.error("a handler answered StartTask for a tool without task support")
@@ -419,8 +420,8 @@ class Engine:
         return Complete(result, tool.name)
 
     async def _task_call(self, call: Call) -> Outcome:
-        """``tasks/get``, ``tasks/update`` or ``tasks/cancel``: the extension declared on this call (step 9), then
-        the task manager's answer, named by the task's tool."""
+        """``tasks/get``, ``tasks/update`` or ``tasks/cancel``: the extension declared on this call (step 16), then
+        the task manager's answer, named by the task's tool (step 16)."""
         missing = call.capabilities.missing(TASKS_CAPABILITIES)
         if missing is not None:
             raise Refusal(RefusalKind.MISSING_CAPABILITY, missing_capabilities(missing.to_wire()))
@@ -428,7 +429,7 @@ class Engine:
         if tasks is None:
             raise Refusal(RefusalKind.TASK_NOT_FOUND, task_not_found())  # a server without a store has no tasks
         task_id = call.params["taskId"]
-        assert isinstance(task_id, JsonString)  # the routing member: step 7 checked it
+        assert isinstance(task_id, JsonString)  # the routing member: step 14 checked it
         admission = call.admission
         try:
             if call.method == methods.TASKS_GET:

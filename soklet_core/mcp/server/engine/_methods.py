@@ -3,7 +3,7 @@
 :data:`METHODS` has an entry for every name of :data:`~soklet_core.mcp.model.methods.KNOWN_METHODS`, tasks included.
 :func:`routing_member` is the one answer to "which params member does this method route by" (the member
 ``Mcp-Name`` echoes on HTTP, the member a 2025-era round names its operation by); :class:`Resolver` turns a method
-and its params into what runs (validation step 9): a :class:`Target` (a registration's handler), an
+and its params into what runs (validation step 16): a :class:`Target` (a registration's handler), an
 :class:`~.EncodedResult` answered without running anything (the lists, ``server/discover``, a completion nobody
 registered), or, for a ``tasks/*`` request, ``None`` (the engine hands it to the task manager).
 """
@@ -144,7 +144,7 @@ class Target:
 
     ``operation`` is the tool, prompt, resource or template (``None`` for a completion, which takes no input
     responses and no state); ``arguments`` turns the request's params into the handler's second argument (step
-    11, raising :class:`Refusal`); ``on_loop`` says the handler runs on the event loop (``async`` handlers, and
+    18, raising :class:`Refusal`); ``on_loop`` says the handler runs on the event loop (``async`` handlers, and
     ``def`` handlers registered with ``blocking=False``) rather than in a worker thread. Built by the resolver
     only, from values it has checked.
     """
@@ -184,7 +184,7 @@ def _tool_arguments(params: JsonObject) -> object:
 
 
 class Resolver:
-    """Validation step 9 for one registry: a method and its params → what runs."""
+    """Validation step 16 for one registry: a method and its params → what runs."""
 
     __slots__ = ("_in_thread", "_lists", "_registry", "_resolvers")
 

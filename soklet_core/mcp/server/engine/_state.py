@@ -1,7 +1,7 @@
 """The request-state wrapper of the engine, and the bounded workers that run work growing with a body.
 
-:class:`StateWrapper` opens a call's state before its handler (validation step 12) and checks and seals what the
-handler emitted after it (steps 14-15), with one :class:`~soklet_core.protection.BoundRequest` for both: the call's
+:class:`StateWrapper` opens a call's state before its handler (validation step 19) and checks and seals what the
+handler emitted after it (steps 21-23), with one :class:`~soklet_core.protection.BoundRequest` for both: the call's
 params digest is taken at most once, through :attr:`Call.digest <.Call.digest>`, only when a framework-protected
 state is opened or sealed, and in one of the :class:`Workers` when the digest's work is over
 :data:`~soklet_core.json.limits.INLINE_BODY_BYTES`. The opened state never leaves the engine.
@@ -147,7 +147,7 @@ def _cannot_bind() -> Refusal:
 
 
 class StateWrapper:
-    """Opening before the handler, checking and sealing after it (steps 12, 14, 15)."""
+    """Opening before the handler, checking and sealing after it (steps 19, 21-23)."""
 
     __slots__ = ("_metrics", "_sealer", "_workers", "digests_taken")
 
@@ -186,7 +186,7 @@ class StateWrapper:
             raise _cannot_bind() from None
 
     def open(self, token: str, bound: BoundRequest) -> OpenedRequestState:
-        """Step 12: the state ``token`` opened for ``bound`` (one fixed refusal whatever the reason)."""
+        """Step 19: the state ``token`` opened for ``bound`` (one fixed refusal whatever the reason)."""
         assert self._sealer is not None
         try:
             opened = self._sealer.open(token, bound)
@@ -206,7 +206,7 @@ class StateWrapper:
         bound: BoundRequest | None,
         opened: OpenedRequestState | None,
     ) -> str | None:
-        """Steps 14-15: the emission checked against the declarations, its CONDITIONAL capabilities, and the
+        """Steps 21-23: the emission checked against the declarations, its CONDITIONAL capabilities, and the
         framework state sealed (``None``: none emitted), continuing the state opened for this call."""
         try:
             operation.check_emission(result)

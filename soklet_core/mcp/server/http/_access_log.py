@@ -1,8 +1,9 @@
 """The access log: one line per answered request on logger ``soklet.mcp.access``, the same for every transport.
 
 ``method=… operation=… status=… code=… duration_ms=… [reason=…]``, with ``transport=stdio`` in front for stdio.
-Only known method names, registered operation names and bounded reasons appear (the dispatcher and the engines
-fill :class:`~.dispatcher.DispatchResult` with nothing else): never tokens, headers, params or other raw input.
+Only known method names, registered operation names and bounded reasons appear (the transports fill
+:class:`~soklet_core.mcp.server._jsonrpc.DispatchResult` with nothing else): never tokens, headers, params or other
+raw input.
 The same answer is counted in the server's metrics, when it has any.
 """
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from soklet_core.mcp.server.ops._metrics import request_outcome
 
 if TYPE_CHECKING:
-    from soklet_core.mcp.server.engine._dispatcher import DispatchResult
+    from soklet_core.mcp.server._jsonrpc import DispatchResult
     from soklet_core.mcp.server.ops._metrics import ServerMetrics
 
 __all__ = ["record_answer"]

@@ -5,29 +5,23 @@ encode the :class:`~soklet_core.mcp.server.engine.Outcome` into a
 ASGI framing, SSE progress, the body and output limits and cancellation are the transport's
 (:mod:`soklet_core.mcp.server.http._transport`).
 
-Validation order of one request (conformance §1.3, then soklet's own steps; one numbering, shared with
-:mod:`soklet_core.mcp.server.engine._engine` and ``docs/server.md``); the first failure answers. Steps 1-8 run here,
-6-7 again in the engine (for callers without HTTP), 9-15 in the engine:
+Validation order of one request (one numbering, shared with :mod:`soklet_core.mcp.server.engine._engine`, the
+transport and ``docs/server.md``; steps 1-5 and 24 are the transport's); the first failure answers:
 
-1. JSON body (-32700, 400), JSON-RPC envelope (-32600, 400; :func:`~soklet_core.mcp.server._jsonrpc.check_envelope`);
-   a notification (no ``id``) is accepted (202).
-2. ``MCP-Protocol-Version`` header present (-32020, 400).
-3. ``params`` an object, ``params._meta`` with ``protocolVersion`` and ``clientCapabilities`` (-32602, 400).
-4. Header equals ``_meta`` version (-32020, 400).
-5. Version supported (-32022, 400, ``data.supported`` / ``data.requested``).
-6. Method known; removed and unknown methods (-32601, 404).
-7. ``Mcp-Method`` header; ``_meta.logLevel``; the method's routing member a string (-32602) and ``Mcp-Name`` equal to
-   it; a tool's ``Mcp-Param-*`` headers (-32020, 400).
-8. Admission (401).
-9. Operation lookup (-32602, 400; ``data.uri`` for an unknown resource); a ``tasks/*`` request must declare the tasks
-   extension (-32021, 400); its task is looked up when it runs (-32602 ``Failed to retrieve task: Task not found``).
-10. REQUIRED capabilities of the operation, all missing at once (-32021, 400), before params or state are read.
-11. Params: arguments, ``inputResponses`` (an object of objects, each in the protocol union), ``requestState`` of
-    the operation's declared mode (-32602, 400).
-12. Opening a FRAMEWORK_PROTECTED state with the binding of this request (-32602, 400, one fixed message).
-13. The handler (its failure: -32603, 200); a task tool's ``StartTask``; a store out of reach: 503, -32603.
-14. CONDITIONAL capabilities of the emitted requests, all missing at once (-32021, 400).
-15. Sealing the emitted framework state (-32603, 200, no state emitted).
+6. Strict JSON body (-32700, 400).
+7. JSON-RPC envelope (-32600, 400; :func:`~soklet_core.mcp.server._jsonrpc.check_envelope`); a notification (no
+   ``id``) is accepted (202).
+8. ``MCP-Protocol-Version`` header present (-32020, 400).
+9. ``params`` an object; ``params._meta`` with ``protocolVersion`` and ``clientCapabilities`` (-32602, 400).
+10. Header equals ``_meta`` version (-32020, 400).
+11. Version supported (-32022, 400, ``data.supported`` / ``data.requested``).
+12. Method known; removed and unknown methods (-32601, 404).
+13. ``Mcp-Method`` header equals the method (-32020, 400).
+14. ``_meta.logLevel`` a known level; the method's routing member a string (-32602, 400).
+14b. ``Mcp-Name`` equals the routing member; a tool's ``Mcp-Param-*`` headers equal its arguments (-32020, 400).
+15. Admission (401, ``WWW-Authenticate: Bearer``).
+16-23. The engine (:meth:`Engine.call <soklet_core.mcp.server.engine.Engine.call>`): the operation, REQUIRED
+    capabilities, params, opening the state, the handler, the emission, CONDITIONAL capabilities, sealing.
 
 Request bodies: work that grows with the body stays off the event loop. A body up to
 :data:`~soklet_core.json.limits.INLINE_BODY_BYTES` is parsed on the loop; a larger one in one of the engine's bounded
@@ -188,7 +182,7 @@ def _meta_invalid(message: str) -> McpError:
 
 
 class HttpDispatch:
-    """The 2026-07-28 HTTP side over one :class:`Engine` (steps 1-8, then the engine, then the encoding)."""
+    """The 2026-07-28 HTTP side over one :class:`Engine` (steps 6-15, then the engine, then the encoding)."""
 
     __slots__ = ("_engine", "_meta_tail", "_registry", "_supported", "_versions")
 
@@ -228,7 +222,7 @@ class HttpDispatch:
         return self.encode(outcome, call)
 
     async def validate(self, request: HttpRequest) -> Call | None:
-        """Steps 1-8 alone: the :class:`Call` the engine would run, or ``None`` for a notification. Raises
+        """Steps 6-15 alone: the :class:`Call` the engine would run, or ``None`` for a notification. Raises
         :class:`McpError` with the first failure (for tests: :meth:`dispatch` runs the same steps)."""
         message, digest = await self._parse(request.body)
         envelope = check_envelope(message)
@@ -262,7 +256,7 @@ class HttpDispatch:
             return result.encode()
         return encode_wire(result.to_wire())
 
-    # ------------------------------------------------------------------------------------------------ step 1
+    # ------------------------------------------------------------------------------------------------ step 6
 
     async def _parse(self, body: bytes) -> tuple[JsonValue, _BodyDigest]:
         try:
@@ -277,12 +271,12 @@ class HttpDispatch:
             self._engine.count_digest()
         return message, _BodyDigest(body, taken)
 
-    # ------------------------------------------------------------------------------------------------ steps 2-8
+    # ------------------------------------------------------------------------------------------------ steps 7-15
 
     def call_without_headers(self, path: str, envelope: Envelope, method: str, digest: DigestSource) -> Call:
-        """Steps 3 and 5-8 of a message that comes without headers (stdio): the rules of a POST without the header
-        checks, which have nothing to check there (no header is made up). Raises :class:`McpError` with the first
-        failure."""
+        """Steps 9, 11, 12, 14 and 15 of a message that comes without headers (stdio): the rules of a POST without
+        the header checks, which have nothing to check there (no header is made up). Raises :class:`McpError`
+        with the first failure."""
         return self._checked(path, None, envelope, method, digest)
 
     def _call(self, request: HttpRequest, envelope: Envelope, method: str, digest: _BodyDigest) -> Call:
@@ -291,16 +285,16 @@ class HttpDispatch:
     def _checked(
         self, path: str, headers: Mapping[str, str] | None, envelope: Envelope, method: str, digest: DigestSource
     ) -> Call:
-        # headers None: a transport without headers (steps 2, 4 and the header part of 7 do not apply).
+        # headers None: a transport without headers (steps 8, 10, 13 and 14b do not apply).
         version_header: str | None = None
         if headers is not None:
             version_header = headers.get("mcp-protocol-version")
             if version_header is None:
-                raise _header_mismatch("missing MCP-Protocol-Version header")  # step 2
+                raise _header_mismatch("missing MCP-Protocol-Version header")  # step 8
         message = envelope.message
         params = message.get("params")
         if params is not None and not isinstance(params, JsonObject):
-            raise params_not_object()  # step 3
+            raise params_not_object()  # step 9
         meta = params.get("_meta") if params is not None else None
         if (
             not isinstance(meta, JsonObject)
@@ -316,19 +310,19 @@ class HttpDispatch:
             capabilities = ClientCapabilities.from_json(meta[CLIENT_CAPABILITIES_META_KEY])
         except McpModelError:
             raise _meta_invalid("Invalid params: clientCapabilities must be an object") from None
-        if version_header is not None and version_header.strip() != version.value:  # step 4
+        if version_header is not None and version_header.strip() != version.value:  # step 10
             raise _header_mismatch("MCP-Protocol-Version header does not match _meta protocolVersion")
-        if version.value not in self._versions:  # step 5
+        if version.value not in self._versions:  # step 11
             data = JsonObject.builder().put("supported", self._supported).put("requested", version).build()
             raise McpError(UNSUPPORTED_VERSION, "Unsupported protocol version", data)
         if method not in methods.KNOWN_METHODS:
-            raise method_refusal()  # step 6
+            raise method_refusal()  # step 12
         if headers is not None:
-            self._routing_headers(headers, method, params, meta)  # step 7
+            self._routing_headers(headers, method, params, meta)  # steps 13-14b
         else:
-            check_log_level(meta)  # step 7 without its headers
+            check_log_level(meta)  # step 14 without its headers
             routing_value(method, params)
-        admission = self._engine.admit(path, _NO_HEADERS if headers is None else headers)  # step 8
+        admission = self._engine.admit(path, _NO_HEADERS if headers is None else headers)  # step 15
         return Call(
             method=method,
             request_id=envelope.request_id,
