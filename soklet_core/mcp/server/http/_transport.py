@@ -75,6 +75,7 @@ from soklet_core.mcp.server._jsonrpc import (
     PARSE_ERROR,
     DispatchResult,
     McpError,
+    busy_refusal,
     encode_error,
 )
 from soklet_core.mcp.server._options import SHUTDOWN_MARGIN_SECONDS, HttpLimits, HttpOptions
@@ -509,7 +510,8 @@ class McpAsgiApp:
         readiness = self._readiness
         if readiness is not None and not readiness.ready:
             # Before the body: a request that cannot be served now costs no read, no parse and no key.
-            return await self._plain(send, 503, "not-ready", _RETRY_AFTER, text=_NOT_READY_TEXT)
+            refused = busy_refusal(_NOT_READY_TEXT, retry_after=RETRY_AFTER_SECONDS, reason="not-ready")
+            return await self._finish(send, DispatchResult.refused(refused), _QUIET, False)
         if scope["method"] == "DELETE":
             return await self._end_session(scope["path"], headers, send)
         body = await self._read_body(headers, receive)
@@ -814,7 +816,6 @@ _STATUS_TEXT: Final = {
 
 _CANCELLED_TEXT: Final = "Server shutting down: request cancelled"
 _NOT_READY_TEXT: Final = "Service unavailable: not ready"
-_RETRY_AFTER: Final = [(b"retry-after", str(RETRY_AFTER_SECONDS).encode("ascii"))]
 _NO_SESSION_TEXT: Final = "Bad Request: Mcp-Session-Id header required"
 #: How many distinct ``Host`` values the app remembers the answer for.
 _HOSTS_REMEMBERED: Final = 64
