@@ -47,6 +47,7 @@ def test_generation_is_deterministic(fresh: Path, tmp_path: Path) -> None:
             assert (tmp_path / folder / path.name).read_bytes() == path.read_bytes()
 
 
+@pytest.mark.slow
 def test_check_mode_reports_a_stale_file(fresh: Path, tmp_path: Path) -> None:
     for folder in GENERATED:
         shutil.copytree(fresh / folder, tmp_path / folder)
@@ -90,6 +91,7 @@ def test_completion_scripts_call_back_into_soklet(fresh: Path) -> None:
     assert {"generate", "list", "stage", "activate", "remove", "rotate", "export"} <= candidates
 
 
+@pytest.mark.slow
 def test_the_script_runs_the_generator(tmp_path: Path) -> None:
     # `bash scripts/gen-docs` hands its arguments and the exit code through, and reads --out from the caller's folder.
     script = ROOT / "scripts" / "gen-docs"

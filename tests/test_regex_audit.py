@@ -163,6 +163,7 @@ def test_old_already_normal_is_caught_in_its_file() -> None:
     assert flagged == [OLD_ALREADY_NORMAL]
 
 
+@pytest.mark.slow
 def test_no_overlapping_repetition_anywhere() -> None:
     problems: list[str] = []
     computed_seen: set[tuple[str, str]] = set()

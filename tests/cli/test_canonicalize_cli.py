@@ -114,6 +114,7 @@ def test_params_digest_as_json(request_file: Path) -> None:
     assert document["params_digest"] == expected_digest(STABLE_PARAMS_CANONICAL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("doc", "reason", "offset"),
     [
@@ -161,6 +162,7 @@ def test_missing_file_exits_3(tmp_path: Path) -> None:
     one_line(result.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--no-such-option", "x.json"], ["--max-bytes", "0", "-"], ["--max-bytes", "lots"]])
 def test_usage_errors_exit_2(args: list[str]) -> None:
     result = soklet(*args, stdin=b"{}")
@@ -242,6 +244,7 @@ def test_json_output_streams_escapes_exactly_like_json_dumps(tmp_path: Path) -> 
 PEAK_RSS_BOUND_MIB = 500
 
 
+@pytest.mark.slow
 def test_json_output_of_16_mib_keeps_memory_bounded(tmp_path: Path) -> None:
     head = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"rows":['
     tail = b"]}}}"

@@ -344,6 +344,7 @@ def test_the_table_is_reasonable() -> None:
     assert len({case.id for case in CASES}) == len(CASES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_option_bounds(table: dict[str, Result], case: Case) -> None:
     result = table[case.id]
@@ -396,6 +397,7 @@ def token(table: dict[str, Result]) -> str:
     return table["lifetime-max"].stdout.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
@@ -531,6 +533,7 @@ def test_parsers_accept_within_bounds_or_refuse_with_a_fixed_message(name: str, 
 FUZZED_OPTIONS = ("--round", "--max-rounds", "--at", "--lifetime", "--path", "--partition", "--protocol-version")
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(
     option=st.sampled_from(FUZZED_OPTIONS),
@@ -582,6 +585,7 @@ def test_long_unplaced_arguments_are_withheld_short_ones_kept(table_folder: Path
         assert err.decode().count("\n") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "rich-table"])
 def test_output_the_encoding_cannot_spell_is_one_line_and_exit_3(
     table: dict[str, Result], table_folder: Path, as_json: bool

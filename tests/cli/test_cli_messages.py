@@ -113,6 +113,7 @@ def test_shown_path_is_bounded_at_its_edge() -> None:
     assert escaped.replace("…", "").replace("\\x1b", "") == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [MATERIAL_FOLDER, LONG, f"missing/{NOT_UTF8}"], ids=["material", "long", "not-utf8"])
 def test_every_keyring_command_names_a_missing_keyring_safely(soklet: Soklet, pasted: str, path: str) -> None:
     (soklet.cwd / "call.json").write_text('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}}')
@@ -124,6 +125,7 @@ def test_every_keyring_command_names_a_missing_keyring_safely(soklet: Soklet, pa
         assert "missing/ring\\xff.toml" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [MATERIAL_FOLDER, LONG, CONTROL, NOT_UTF8], ids=["material", "long", "ctl", "utf8"])
 def test_input_files_are_named_safely(soklet: Soklet, pasted: str, path: str) -> None:
     (soklet.cwd / "call.json").write_text('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}}')
@@ -146,6 +148,7 @@ def test_input_files_are_named_safely(soklet: Soklet, pasted: str, path: str) ->
         assert "ring\\x1b[31m\\x07.toml" in results[0].stderr
 
 
+@pytest.mark.slow
 def test_a_10_kb_keyring_name_is_a_bounded_usage_error_everywhere(soklet: Soklet) -> None:
     name = "k" * 10_000
     results = soklet.run_together(*keyring_commands(name))
@@ -158,6 +161,7 @@ def test_a_10_kb_keyring_name_is_a_bounded_usage_error_everywhere(soklet: Soklet
         assert "--keyring" in result.stderr
 
 
+@pytest.mark.slow
 def test_keyring_names_are_bounded_at_the_edge(soklet: Soklet) -> None:
     # The longest name taken is MAX_FILE_NAME_BYTES bytes (then the file system says it is too long: exit 3).
     at_limit = "/".join(["k" * 200] * 20) + "/" + "k" * (MAX_FILE_NAME_BYTES - 4_020)
@@ -171,6 +175,7 @@ def test_keyring_names_are_bounded_at_the_edge(soklet: Soklet) -> None:
     assert [result.returncode for result in results] == [3] * 10 + [2] * 10
 
 
+@pytest.mark.slow
 def test_control_characters_in_a_keyring_name_are_refused_everywhere(soklet: Soklet) -> None:
     results = soklet.run_together(*keyring_commands(CONTROL))
     for result in results:
@@ -181,6 +186,7 @@ def test_control_characters_in_a_keyring_name_are_refused_everywhere(soklet: Sok
 # --- usage errors ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_usage_errors_never_quote_pasted_material(soklet: Soklet, pasted: str) -> None:
     results = soklet.run_together(
         ("keys", "list", f"--{pasted}"),
@@ -203,6 +209,7 @@ def test_usage_errors_never_quote_pasted_material(soklet: Soklet, pasted: str) -
     assert "No such command" in results[4].stderr
 
 
+@pytest.mark.slow
 def test_usage_errors_still_name_a_mistyped_option_or_command(soklet: Soklet) -> None:
     option, command, extra = soklet.run_together(("keys", "list", "--jsn"), ("keys", "lst"), ("keys", "list", "x"))
     assert "--jsn" in option.stderr
@@ -214,6 +221,7 @@ def test_usage_errors_still_name_a_mistyped_option_or_command(soklet: Soklet) ->
 # --- help --------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_no_help_shows_a_bool_metavar(soklet: Soklet) -> None:
     keys = ("generate", "list", "stage", "activate", "remove", "rotate", "export")
     commands = ("canonicalize", "fingerprint", "inspect-state", "seal-state", "serve")
@@ -288,12 +296,14 @@ def test_materials_in_never_waits_on_a_fifo(tmp_path: Path) -> None:
 # --- soklet serve: the same bounds before it listens ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [MATERIAL_FOLDER, LONG, CONTROL], ids=["material", "long", "control"])
 def test_serve_names_its_keyring_bounded_and_clean(soklet: Soklet, pasted: str, path: str) -> None:
     result = soklet.run("serve", "--port", "0", "--keyring", path, timeout=PROMPT)
     assert_bounded_and_clean(result, pasted, "\x1b[31m")
 
 
+@pytest.mark.slow
 def test_serve_refuses_an_empty_or_oversized_keyring_name(soklet: Soklet) -> None:
     for name in ("", "a" * (MAX_FILE_NAME_BYTES + 1)):
         result = soklet.run("serve", "--port", "0", "--keyring", name, timeout=PROMPT)

@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from soklet_core.files import KeyEntry, KeyringDocument, KeyRole, read_keyring_file, write_keyring_file
 from soklet_core.keys import PROTECTION_PROFILE, Fingerprint, ProtectionKey
 
@@ -26,6 +28,7 @@ def _when() -> datetime:
     return datetime(2026, 8, 1, tzinfo=UTC)
 
 
+@pytest.mark.slow
 def test_json_and_human_output(soklet) -> None:
     document = make_keyring(soklet.cwd / "soklet-keyring.toml", 1)
     expected = document.keyring().fingerprint()
@@ -40,6 +43,7 @@ def test_json_and_human_output(soklet) -> None:
     assert Fingerprint.from_json(json.loads(legacy.stdout)) == document.keyring().fingerprint(1)
 
 
+@pytest.mark.slow
 def test_same_ids_other_bytes_match_only_under_v1(soklet, tmp_path: Path) -> None:
     make_keyring(tmp_path / "a.toml", 1)
     make_keyring(tmp_path / "b.toml", 7)
@@ -56,6 +60,7 @@ def test_same_ids_other_bytes_match_only_under_v1(soklet, tmp_path: Path) -> Non
     assert v2a.compare(v1a).value == "incomparable"
 
 
+@pytest.mark.slow
 def test_errors(soklet, tmp_path: Path) -> None:
     make_keyring(soklet.cwd / "soklet-keyring.toml", 1)
     bad_version, missing = soklet.run_together(

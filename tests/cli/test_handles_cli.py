@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli.store_seed import PASSWORD, seed_handles
 from tests.conftest import Soklet
 
 
+@pytest.mark.slow
 def test_purge_expired_counts_and_json(soklet: Soklet, store_url: str) -> None:
     seed_handles(store_url, live=3, expired=2)
     result = soklet.run("handles", "purge-expired", "--store", store_url, "--json")

@@ -50,6 +50,7 @@ def checks_of(result) -> dict[str, dict[str, str]]:
     return {check["check"]: check for check in json.loads(result.stdout)["checks"]}
 
 
+@pytest.mark.slow
 def test_without_a_key_the_header_and_the_key_it_needs(soklet) -> None:
     soklet.run("keys", "generate", "--id", "2026-08")
     write_request(soklet.cwd, "call.json", 1)
@@ -79,6 +80,7 @@ def test_without_a_key_the_header_and_the_key_it_needs(soklet) -> None:
     assert json.loads(piped.stdout)["header"]["key_id"] == "2026-08"
 
 
+@pytest.mark.slow
 def test_with_a_keyring_the_contents(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     write_request(soklet.cwd, "call.json", "req-1")
@@ -115,6 +117,7 @@ def test_with_a_keyring_the_contents(soklet) -> None:
     assert "ago" in checks_of(late)["expiry"]["detail"]
 
 
+@pytest.mark.slow
 def test_with_a_retry_every_check_and_each_refusal_named(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     write_request(soklet.cwd, "call.json", 1, meta={"progressToken": "p1"})
@@ -166,6 +169,7 @@ def test_with_a_retry_every_check_and_each_refusal_named(soklet) -> None:
     assert "refused: binding-params" in human.stdout
 
 
+@pytest.mark.slow
 def test_no_key_can_open_it_exits_4(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     write_request(soklet.cwd, "call.json", 1)
@@ -190,6 +194,7 @@ def test_no_key_can_open_it_exits_4(soklet) -> None:
     assert soklet.run("inspect-state", "--keyring", RING, "--at", LATER, token).returncode == 4
 
 
+@pytest.mark.slow
 def test_usage_and_io_errors(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     write_request(soklet.cwd, "call.json", 1)
@@ -211,6 +216,7 @@ def test_usage_and_io_errors(soklet) -> None:
         assert result.stderr == "soklet: only one of TOKEN, --request and --original-request can read stdin (-)\n"
 
 
+@pytest.mark.slow
 def test_outputs_never_show_key_material_or_plaintext_envelope(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     soklet.run("keys", "generate", "--id", "k2")
@@ -231,6 +237,7 @@ def test_outputs_never_show_key_material_or_plaintext_envelope(soklet) -> None:
 FORMER_MARKERS = ("\x00soklet:state\x00", "\x00soklet:request-id\x00", "\x00soklet:retry-id\x00")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("marker", FORMER_MARKERS, ids=["state", "request-id", "retry-id"])
 def test_json_output_cannot_be_rewritten_by_its_input(soklet, marker: str) -> None:
     # Every string the input controls is set to a former marker: the sealed and the retry method, the protocol
@@ -256,6 +263,7 @@ def test_json_output_cannot_be_rewritten_by_its_input(soklet, marker: str) -> No
     assert document["opens"] is True
 
 
+@pytest.mark.slow
 def test_json_output_keeps_exact_numbers_in_request_ids(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     write_request(soklet.cwd, "call.json", 1)
@@ -274,6 +282,7 @@ def test_json_output_keeps_exact_numbers_in_request_ids(soklet) -> None:
 SLOW_PATH = "/" + "a" * 40 + "%25"
 
 
+@pytest.mark.slow
 def test_a_backtracking_path_answers_promptly(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     write_request(soklet.cwd, "call.json", 1)
@@ -287,6 +296,7 @@ def test_a_backtracking_path_answers_promptly(soklet) -> None:
     assert json.loads(result.stdout)["sealed"]["binding"]["path"] == SLOW_PATH
 
 
+@pytest.mark.slow
 def test_lifetime_is_the_servers_maximum(soklet) -> None:
     # A state sealed for a one-hour server: a default (15-minute) inspection calls its life too long, as a default
     # server would; --lifetime 1h checks it as the one-hour server does, and --lifetime takes the one duration
@@ -311,6 +321,7 @@ def test_lifetime_is_the_servers_maximum(soklet) -> None:
     assert "at most 366 days" in long.stderr
 
 
+@pytest.mark.slow
 def test_a_state_issued_ahead_of_the_clock_is_explained(soklet) -> None:
     # Sealed at T0, inspected an hour earlier: the state's issued-at lies an hour ahead of the inspecting clock, so
     # a server would refuse it although it has not expired; 60 s ahead is within the clock-skew bound.
@@ -382,6 +393,7 @@ def issued_handle(folder: Path) -> str:
     return asyncio.run(issue())
 
 
+@pytest.mark.slow
 def test_a_durable_handle_is_recognised_and_named(soklet) -> None:
     # order.checkout hands out a durable application handle as its requestState; inspect-state used to call it
     # "envelope format version is not supported". It says what the handle is, with or without a keyring.
@@ -415,6 +427,7 @@ def test_a_durable_handle_is_recognised_and_named(soklet) -> None:
     assert json.loads(sealed_json.stdout)["kind"] == "sealed-state"
 
 
+@pytest.mark.slow
 def test_on_a_terminal_without_a_token_it_says_it_waits_for_standard_input(soklet) -> None:
     controller, terminal = pty.openpty()
     process = subprocess.Popen(

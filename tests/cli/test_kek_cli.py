@@ -61,6 +61,7 @@ def _one_line_refusal(result: object, code: int) -> str:
     return stderr
 
 
+@pytest.mark.slow
 def test_kek_generate_writes_a_new_0600_file_and_prints_only_its_id(soklet: Soklet) -> None:
     path, kek = _kek(soklet)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
@@ -76,6 +77,7 @@ def test_kek_generate_writes_a_new_0600_file_and_prints_only_its_id(soklet: Sokl
     assert kek.kek_id not in again.stderr
 
 
+@pytest.mark.slow
 def test_keys_encrypt_wraps_every_key_and_keeps_the_fingerprint(soklet: Soklet) -> None:
     ring = _keyring(soklet)
     fingerprint = _fingerprint(soklet)
@@ -98,6 +100,7 @@ def test_keys_encrypt_wraps_every_key_and_keeps_the_fingerprint(soklet: Soklet) 
     assert fingerprint in again.stdout
 
 
+@pytest.mark.slow
 def test_an_encrypted_file_without_its_kek_or_under_another_is_refused_in_one_line(soklet: Soklet) -> None:
     ring = _keyring(soklet)
     _kek(soklet)
@@ -114,6 +117,7 @@ def test_an_encrypted_file_without_its_kek_or_under_another_is_refused_in_one_li
     assert ring.read_bytes() == raw
 
 
+@pytest.mark.slow
 def test_keys_encrypt_needs_exactly_one_kek_option(soklet: Soklet, monkeypatch: pytest.MonkeyPatch) -> None:
     _keyring(soklet)
     _kek(soklet)
@@ -122,6 +126,7 @@ def test_keys_encrypt_needs_exactly_one_kek_option(soklet: Soklet, monkeypatch: 
     assert "not several" in _one_line_refusal(both, 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [31, 33])
 def test_a_kek_of_the_wrong_length_is_refused_in_one_line(soklet: Soklet, length: int) -> None:
     ring = _keyring(soklet)
@@ -137,6 +142,7 @@ def test_a_kek_of_the_wrong_length_is_refused_in_one_line(soklet: Soklet, length
     assert ring.read_bytes() == raw
 
 
+@pytest.mark.slow
 def test_an_insecure_kek_file_is_refused(soklet: Soklet) -> None:
     _keyring(soklet)
     path, _ = _kek(soklet)
@@ -144,6 +150,7 @@ def test_an_insecure_kek_file_is_refused(soklet: Soklet) -> None:
     assert "insecure-permissions" in _one_line_refusal(soklet.run("keys", "encrypt", "--kek-file", "kek"), 1)
 
 
+@pytest.mark.slow
 def test_keys_encrypt_decrypt_writes_the_keys_in_clear_again(soklet: Soklet) -> None:
     ring = _keyring(soklet)
     fingerprint = _fingerprint(soklet)
@@ -158,6 +165,7 @@ def test_keys_encrypt_decrypt_writes_the_keys_in_clear_again(soklet: Soklet) -> 
     assert "wrapped_material" not in ring.read_text()
 
 
+@pytest.mark.slow
 def test_a_kek_from_a_variable(soklet: Soklet) -> None:
     ring = _keyring(soklet)
     fingerprint = _fingerprint(soklet)
@@ -171,6 +179,7 @@ def test_a_kek_from_a_variable(soklet: Soklet) -> None:
     assert "$SOKLET_TEST_KEK is not set" in _one_line_refusal(unset, 1)
 
 
+@pytest.mark.slow
 def test_a_kek_command_encrypts_and_reads_and_a_failing_one_is_one_line(soklet: Soklet) -> None:
     ring = _keyring(soklet)
     fingerprint = _fingerprint(soklet)
@@ -199,6 +208,7 @@ def test_a_kek_command_encrypts_and_reads_and_a_failing_one_is_one_line(soklet: 
     assert "unbalanced" in _one_line_refusal(bad, 2)
 
 
+@pytest.mark.slow
 def test_every_keys_command_reads_and_changes_an_encrypted_file_given_its_kek(soklet: Soklet) -> None:
     ring = _keyring(soklet)
     _, kek = _kek(soklet)
@@ -231,6 +241,7 @@ def test_every_keys_command_reads_and_changes_an_encrypted_file_given_its_kek(so
     assert "kek-required" in _one_line_refusal(soklet.run("keys", "stage", "--generate", "--id", "k6"), 1)
 
 
+@pytest.mark.slow
 def test_a_new_keyring_made_with_a_kek_is_encrypted_from_its_first_key(soklet: Soklet) -> None:
     _, kek = _kek(soklet)
     result = soklet.run("keys", "generate", "--id", "k1", "--kek-file", "kek")
@@ -242,6 +253,7 @@ def test_a_new_keyring_made_with_a_kek_is_encrypted_from_its_first_key(soklet: S
     _assert_no_material(ring, soklet)
 
 
+@pytest.mark.slow
 def test_inspect_state_opens_with_an_encrypted_keyring(soklet: Soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     write_request(soklet.cwd, "call.json", 1)
@@ -254,6 +266,7 @@ def test_inspect_state_opens_with_an_encrypted_keyring(soklet: Soklet) -> None:
     assert opened.returncode == 0, opened.stderr
 
 
+@pytest.mark.slow
 def test_keys_encrypt_leaves_material_file_keys_as_references(soklet: Soklet) -> None:
     ring = _keyring(soklet)
     material = bytes(range(200, 232))
@@ -276,6 +289,7 @@ def test_keys_encrypt_leaves_material_file_keys_as_references(soklet: Soklet) ->
     assert as_json["changed"] is False
 
 
+@pytest.mark.slow
 def test_seal_state_seals_with_an_encrypted_keyring(soklet: Soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     _kek(soklet)

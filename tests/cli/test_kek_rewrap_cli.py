@@ -34,6 +34,7 @@ def _json(result: Any) -> dict[str, Any]:
     return document
 
 
+@pytest.mark.slow
 def test_a_store_rewrap_changes_no_key_and_a_wrong_kek_writes_nothing(soklet: Soklet, store_url: str) -> None:
     old = _kek(soklet, "old-kek")
     new = _kek(soklet, "new-kek")
@@ -77,6 +78,7 @@ def test_a_store_rewrap_changes_no_key_and_a_wrong_kek_writes_nothing(soklet: So
     assert soklet.run("kek", "rewrap", "--store", store_url, "--new-kek-file", "new-kek").returncode == 2
 
 
+@pytest.mark.slow
 def test_an_encrypted_keyring_file_is_rewrapped_under_the_new_kek(soklet: Soklet) -> None:
     old = _kek(soklet, "old-kek")
     new = _kek(soklet, "new-kek")

@@ -38,6 +38,7 @@ def write_secret(path: Path, text: str, mode: int = 0o600) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_generate_creates_an_owner_only_file_with_a_dated_active_key(soklet) -> None:
     before = datetime.now(UTC).replace(microsecond=0)
     result = soklet.run("keys", "generate", "--json")
@@ -63,6 +64,7 @@ def test_generate_creates_an_owner_only_file_with_a_dated_active_key(soklet) -> 
     assert read_keyring_file(path).entry(third["id"]).key.size == 64  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_a_generated_id_never_repeats_one_removed_moments_ago(soklet) -> None:
     assert soklet.run("keys", "generate", "--id", "k1").returncode == 0
     seen: set[str] = set()
@@ -76,6 +78,7 @@ def test_a_generated_id_never_repeats_one_removed_moments_ago(soklet) -> None:
     assert rotated["active"] not in seen
 
 
+@pytest.mark.slow
 def test_generate_refusals(soklet) -> None:
     secret_looking = "c2VjcmV0IHNlY3JldCBzZWNyZXQgc2VjcmV0/+="
     fresh, short, bad_id = soklet.run_together(
@@ -99,6 +102,7 @@ def test_generate_refusals(soklet) -> None:
     assert roles(soklet.cwd / RING) == {"k1": "verification", "k2": "active"}
 
 
+@pytest.mark.slow
 def test_list_shows_ids_roles_short_check_values_and_fingerprint(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     soklet.run("keys", "stage", "--generate", "--id", "k2")
@@ -121,6 +125,7 @@ def test_list_shows_ids_roles_short_check_values_and_fingerprint(soklet) -> None
     assert listed["fingerprint"] == fingerprint.to_json()
 
 
+@pytest.mark.slow
 def test_stage_from_every_source(soklet, tmp_path: Path) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     keys = {name: ProtectionKey.generate(name) for name in ("file", "env", "stdin")}
@@ -143,6 +148,7 @@ def test_stage_from_every_source(soklet, tmp_path: Path) -> None:
     assert len(document.entries) == 5
 
 
+@pytest.mark.slow
 def test_stage_is_idempotent_and_refuses_other_bytes(soklet, tmp_path: Path) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     key = ProtectionKey.generate("k2")
@@ -173,6 +179,7 @@ STAGE_REFUSALS = [
 ]
 
 
+@pytest.mark.slow
 def test_stage_refusals(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     results = soklet.run_together(
@@ -187,6 +194,7 @@ def test_stage_refusals(soklet) -> None:
     assert keyring_ids(soklet.cwd / RING) == ["k1"]
 
 
+@pytest.mark.slow
 def test_stage_from_an_insecure_file_is_refused_unless_allowed(soklet, tmp_path: Path) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     key = ProtectionKey.generate("k2")
@@ -205,6 +213,7 @@ def test_stage_without_a_keyring_file(soklet) -> None:
     assert "soklet keys generate" in result.stderr
 
 
+@pytest.mark.slow
 def test_activate_and_remove(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     soklet.run("keys", "stage", "--generate", "--id", "k2")
@@ -233,6 +242,7 @@ def test_activate_and_remove(soklet) -> None:
     assert soklet.run("keys", "remove", "k1", "--force").returncode == 1
 
 
+@pytest.mark.slow
 def test_rotate_prints_former_key_and_safe_removal_time(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     former = "k1"
@@ -301,6 +311,7 @@ def test_keyring_path_resolution(soklet, tmp_path: Path) -> None:
     assert keyring_ids(named) == ["opt"]
 
 
+@pytest.mark.slow
 def test_insecure_keyring_file_is_refused_by_every_reader(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     (soklet.cwd / RING).chmod(0o644)
@@ -328,6 +339,7 @@ def test_malformed_keyring_file_names_key_and_field(soklet) -> None:
     assert "unknown-format" in soklet.run("fingerprint").stderr
 
 
+@pytest.mark.slow
 def test_eight_concurrent_stage_processes_lose_no_key(soklet) -> None:
     assert soklet.run("keys", "generate", "--id", "k0").returncode == 0
     results = soklet.run_together(*[("keys", "stage", "--generate", "--json") for _ in range(8)])
@@ -339,6 +351,7 @@ def test_eight_concurrent_stage_processes_lose_no_key(soklet) -> None:
     assert len(raw["keys"]) == 9
 
 
+@pytest.mark.slow
 def test_walkthrough_first_key_to_rotation_across_two_instances(soklet, tmp_path: Path) -> None:
     a, b = tmp_path / "a.toml", tmp_path / "b.toml"
 
@@ -402,6 +415,7 @@ def test_every_command_documents_json_an_example_and_exit_codes() -> None:
         assert any("--json" in param.opts for param in command.params), name
 
 
+@pytest.mark.slow
 def test_help_runs_in_a_real_process(soklet) -> None:
     result = soklet.run("keys", "stage", "--help")
     assert result.returncode == 0
@@ -409,6 +423,7 @@ def test_help_runs_in_a_real_process(soklet) -> None:
     assert "Exit codes" in result.stdout
 
 
+@pytest.mark.slow
 def test_material_is_never_taken_as_an_argument(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     key = ProtectionKey.generate("k2")
@@ -433,6 +448,7 @@ def _moment(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
+@pytest.mark.slow
 def test_remove_refuses_a_key_retired_less_than_the_state_lifetime_ago(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     rotated = soklet.run("keys", "rotate", "--id", "k2", "--json")
@@ -457,6 +473,7 @@ def test_remove_refuses_a_key_retired_less_than_the_state_lifetime_ago(soklet) -
     assert roles(soklet.cwd / RING) == {"k2": "active"}
 
 
+@pytest.mark.slow
 def test_remove_force_removes_at_once_and_activation_clears_the_retired_time(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     soklet.run("keys", "generate", "--id", "k2", "--role", "active")
@@ -470,6 +487,7 @@ def test_remove_force_removes_at_once_and_activation_clears_the_retired_time(sok
     assert roles(soklet.cwd / RING) == {"k1": "active"}
 
 
+@pytest.mark.slow
 def test_a_key_without_a_retired_time_counts_from_the_files_last_change(soklet) -> None:
     # A file as an older soklet wrote it: no retired field anywhere; it stays readable.
     soklet.run("keys", "generate", "--id", "k1")

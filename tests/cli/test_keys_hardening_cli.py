@@ -45,6 +45,7 @@ def no_traceback(result) -> None:  # type: ignore[no-untyped-def]
 # --- item 6: --bytes bounds ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bytes_is_bounded_at_both_ends(soklet) -> None:  # type: ignore[no-untyped-def]
     new_ring(soklet)
     largest, over, huge = soklet.run_together(
@@ -74,6 +75,7 @@ def test_staged_material_longer_than_the_maximum_is_refused(soklet) -> None:  # 
 # --- item 7: special files never block -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_fifo_keyring_is_refused_promptly_by_every_command(soklet) -> None:  # type: ignore[no-untyped-def]
     # Not named *.toml: the leak scan of the test fixture reads every .toml file in the folder.
     os.mkfifo(soklet.cwd / "ring.fifo", 0o600)
@@ -91,6 +93,7 @@ def test_a_fifo_keyring_is_refused_promptly_by_every_command(soklet) -> None:  #
         no_traceback(result)
 
 
+@pytest.mark.slow
 def test_a_fifo_material_file_or_from_file_is_refused_promptly(soklet, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     new_ring(soklet)
     # Outside the fixture's folder, whose leak scan would follow material_file into the FIFO.
@@ -111,6 +114,7 @@ def test_a_fifo_material_file_or_from_file_is_refused_promptly(soklet, tmp_path_
     assert "FIFO" in staged.stderr
 
 
+@pytest.mark.slow
 def test_a_fifo_or_device_as_a_commands_input_file_is_refused_promptly(soklet) -> None:  # type: ignore[no-untyped-def]
     os.mkfifo(soklet.cwd / "in.json", 0o600)
     fifo, device = soklet.run_together(("canonicalize", "in.json"), ("canonicalize", "/dev/zero"), timeout=PROMPT)
@@ -125,6 +129,7 @@ def test_a_fifo_or_device_as_a_commands_input_file_is_refused_promptly(soklet) -
 # --- item 8: malformed keyrings are exit 1 with key and field, never 70 ----------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("line", "reason", "field"),
     [
@@ -160,6 +165,7 @@ def test_malformed_keyrings_exit_1_naming_what_is_wrong(soklet, line: str, reaso
 # --- item 9: pasted material is never echoed or taken as an id -------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pasted_material_is_never_echoed_or_taken_as_an_id(soklet) -> None:  # type: ignore[no-untyped-def]
     new_ring(soklet)
     # A fixed key (random ones escape the rule about 2 times in 10,000), staged so the leak scan knows it.
@@ -187,6 +193,7 @@ def test_pasted_material_is_never_echoed_or_taken_as_an_id(soklet) -> None:  # t
     assert (soklet.cwd / RING).read_bytes() == before
 
 
+@pytest.mark.slow
 def test_ordinary_ids_still_work(soklet) -> None:  # type: ignore[no-untyped-def]
     new_ring(soklet)
     for key_id in ("2026-08", "prod-2026-09-01.2", "eu-west-1-primary-2026-09-01"):
@@ -197,6 +204,7 @@ def test_ordinary_ids_still_work(soklet) -> None:  # type: ignore[no-untyped-def
     assert "'2026-10'" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_an_unknown_field_named_with_key_characters_is_not_printed(soklet) -> None:  # type: ignore[no-untyped-def]
     new_ring(soklet)
     ring = soklet.cwd / RING
@@ -213,6 +221,7 @@ def test_an_unknown_field_named_with_key_characters_is_not_printed(soklet) -> No
 # --- item 10: export writes owner-only files --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_export_redirected_to_a_file_makes_it_owner_only_then_stage_reads_it(soklet) -> None:  # type: ignore[no-untyped-def]
     new_ring(soklet)
     target = soklet.cwd / "k1.key"
@@ -240,6 +249,7 @@ def test_export_redirected_to_a_file_makes_it_owner_only_then_stage_reads_it(sok
     assert staged.returncode == 0, staged.stderr
 
 
+@pytest.mark.slow
 def test_export_output_writes_0600_atomically_and_never_overwrites_unasked(soklet) -> None:  # type: ignore[no-untyped-def]
     new_ring(soklet)
     material = material_of(soklet.cwd / RING)
@@ -272,6 +282,7 @@ def test_export_output_writes_0600_atomically_and_never_overwrites_unasked(sokle
 # --- item 11: owners, folders, locks ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_keyring_in_a_folder_others_can_write_is_refused(soklet) -> None:  # type: ignore[no-untyped-def]
     shared = soklet.cwd / "shared"
     shared.mkdir()
@@ -294,6 +305,7 @@ def test_a_keyring_in_a_folder_others_can_write_is_refused(soklet) -> None:  # t
     assert allowed.returncode == 0
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_keyring_moved_in_by_another_user_is_refused(soklet) -> None:  # type: ignore[no-untyped-def]
     new_ring(soklet)
@@ -322,6 +334,7 @@ def test_a_planted_lock_symlink_is_refused_and_nothing_is_created(soklet) -> Non
 # --- item 16: rotate's follow-up command; an empty --keyring ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rotate_prints_the_remove_command_with_its_keyring(soklet) -> None:  # type: ignore[no-untyped-def]
     folder = soklet.cwd / "my keys"
     folder.mkdir()
@@ -338,6 +351,7 @@ def test_rotate_prints_the_remove_command_with_its_keyring(soklet) -> None:  # t
     assert [entry.key.id for entry in read_keyring_file(ring).entries] == ["k2"]
 
 
+@pytest.mark.slow
 def test_an_empty_keyring_path_is_a_usage_error(soklet) -> None:  # type: ignore[no-untyped-def]
     new_ring(soklet)
     results = soklet.run_together(
@@ -354,6 +368,7 @@ def test_an_empty_keyring_path_is_a_usage_error(soklet) -> None:  # type: ignore
 # --- item 17: flags in help ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_help_shows_no_bool_metavar(soklet) -> None:  # type: ignore[no-untyped-def]
     commands = ("generate", "list", "stage", "activate", "remove", "rotate", "export")
     results = soklet.run_together(("keys", "--help"), *(("keys", name, "--help") for name in commands))
@@ -364,6 +379,7 @@ def test_help_shows_no_bool_metavar(soklet) -> None:  # type: ignore[no-untyped-
     assert "--allow-insecure-permissions" in results[2].stdout
 
 
+@pytest.mark.slow
 def test_a_hand_edited_material_shaped_id_is_refused_by_every_reader(soklet) -> None:  # type: ignore[no-untyped-def]
     new_ring(soklet)
     ring = soklet.cwd / RING

@@ -7,6 +7,8 @@ import json
 import socket
 from pathlib import Path
 
+import pytest
+
 from soklet_core.files import read_keyring_file
 from tests.conftest import Soklet
 
@@ -25,6 +27,7 @@ def _fleet_file(folder: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_help_names_the_fleet_options_examples_and_exit_codes(soklet: Soklet) -> None:
     result = soklet.run("keys", "rotate", "--help")
     assert result.returncode == 0
@@ -39,6 +42,7 @@ def test_help_names_the_fleet_options_examples_and_exit_codes(soklet: Soklet) ->
     assert "plus the largest clock skew measured between members" in text
 
 
+@pytest.mark.slow
 def test_fleet_options_need_fleet(soklet: Soklet) -> None:
     options = (("--generate",), ("--yes",), ("--dry-run",), ("--resume",), ("--key-file", "k"), ("--record", "r"))
     for option in (*options, ("--abort",), ("--exclude", "a")):
@@ -48,6 +52,7 @@ def test_fleet_options_need_fleet(soklet: Soklet) -> None:
     assert not (soklet.cwd / "soklet-keyring.toml").exists()
 
 
+@pytest.mark.slow
 def test_fleet_usage_errors(soklet: Soklet) -> None:
     _fleet_file(soklet.cwd)
     cases = {
@@ -71,6 +76,7 @@ def test_without_yes_refused_when_stdin_is_not_a_terminal(soklet: Soklet) -> Non
     assert not (soklet.cwd / "fleet.toml.rotation.json").exists()
 
 
+@pytest.mark.slow
 def test_unreachable_fleet_exit_3_and_no_record(soklet: Soklet) -> None:
     _fleet_file(soklet.cwd)
     for extra in ((), ("--dry-run",)):
@@ -117,6 +123,7 @@ def test_single_file_rotate_unchanged(soklet: Soklet) -> None:
     assert "2026-08" in keyring
 
 
+@pytest.mark.slow
 def test_repair_and_member_options_usage(soklet: Soklet) -> None:
     _fleet_file(soklet.cwd)
     cases = {
@@ -136,6 +143,7 @@ def test_repair_and_member_options_usage(soklet: Soklet) -> None:
     assert not (soklet.cwd / "soklet-keyring.toml").exists()
 
 
+@pytest.mark.slow
 def test_a_member_down_is_exit_3_for_a_repair(soklet: Soklet) -> None:
     _fleet_file(soklet.cwd)
     result = soklet.run("keys", "activate", "2026-09", "--fleet", "fleet.toml", "--json")

@@ -11,6 +11,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from soklet_core.fleet.store_rotation import StoreRotationStep
 from soklet_core.keys import LocalKek, decode_base64url
 from soklet_core.store import FleetKeyring, Heartbeat, LoadedFleetKeyring, open_store
@@ -64,6 +66,7 @@ def _one_line(result: object, code: int) -> str:
     return stderr
 
 
+@pytest.mark.slow
 def test_every_keys_command_works_on_the_store_and_never_prints_material(soklet: Soklet, store_url: str) -> None:
     kek = _kek(soklet)
     store = ("--store", store_url, "--kek-file", "kek")
@@ -109,6 +112,7 @@ def test_every_keys_command_works_on_the_store_and_never_prints_material(soklet:
     assert (soklet.cwd / "k2.key").stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.slow
 def test_store_mode_usage_errors_and_a_wrong_kek_are_refused_in_one_line(soklet: Soklet, store_url: str) -> None:
     _kek(soklet)
     _kek(soklet, "other-kek")
@@ -134,6 +138,7 @@ def test_store_mode_usage_errors_and_a_wrong_kek_are_refused_in_one_line(soklet:
     assert (soklet.cwd / "ring.toml").exists() is False
 
 
+@pytest.mark.slow
 def test_a_store_without_a_keyring_points_to_keys_generate(soklet: Soklet, store_url: str) -> None:
     _kek(soklet)
     store = ("--store", store_url, "--kek-file", "kek")
@@ -152,6 +157,7 @@ async def _touch(url: str) -> None:
     await store.close()
 
 
+@pytest.mark.slow
 def test_if_older_than_does_nothing_on_a_young_key_and_dry_run_refuses_a_taken_id(
     soklet: Soklet, store_url: str
 ) -> None:
@@ -179,6 +185,7 @@ def test_if_older_than_does_nothing_on_a_young_key_and_dry_run_refuses_a_taken_i
     assert _ok(soklet.run("keys", "list", *store, "--json"))["generation"] == 1
 
 
+@pytest.mark.slow
 def test_if_older_than_finishes_an_unfinished_rotation_whatever_the_key_age(
     soklet: Soklet, sqlite_store_url: str
 ) -> None:

@@ -117,6 +117,7 @@ def test_seal_state_options_round_path_partition_lifetime(soklet) -> None:
     assert RequestStateSealer(hour, clock=lambda: T0).open(token, retry).state.to_python() == {"n": 2}
 
 
+@pytest.mark.slow
 def test_seal_state_refusals(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     write_request(soklet.cwd, "call.json", 1)
@@ -146,6 +147,7 @@ def test_seal_state_refusals(soklet) -> None:
     assert all("Traceback" not in result.output for result in results)
 
 
+@pytest.mark.slow
 def test_seal_state_uses_the_active_key_after_rotation(soklet) -> None:
     soklet.run("keys", "generate", "--id", "old")
     soklet.run("keys", "generate", "--id", "new", "--role", "active")
@@ -156,6 +158,7 @@ def test_seal_state_uses_the_active_key_after_rotation(soklet) -> None:
     assert EnvelopeHeader.read(result.stdout.strip()).key_id == "new"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("a_count", [28, 40])
 def test_a_backtracking_path_answers_promptly(soklet, a_count: int) -> None:
     # The old endpoint-path pattern backtracked exponentially on such a path (28 "a" took 6 s, 40 took hours).

@@ -37,6 +37,7 @@ def test_the_core_answers_from_git(tmp_path: Path) -> None:
     assert unignored_secret(outside) is None
 
 
+@pytest.mark.slow
 def test_keys_commands_warn_about_an_unignored_secret_file(soklet: Soklet) -> None:
     _git_init(soklet.cwd)
     generated = soklet.run("keys", "generate", "--id", "k1", "--keyring", "keys.toml")

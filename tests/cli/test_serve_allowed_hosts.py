@@ -55,6 +55,7 @@ def test_without_the_option_only_loopback_names_pass(tmp_path: Path) -> None:
         served.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("option", "value"),
     [

@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.cli.support_serve import Served
 from tests.cli.test_kek_cli import _fingerprint, _kek, _keyring
 from tests.conftest import Soklet
@@ -20,6 +22,7 @@ def _encrypted(soklet: Soklet) -> tuple[str, str]:
     return str(ring.resolve()), str(kek.resolve())
 
 
+@pytest.mark.slow
 def test_serve_reads_an_encrypted_keyring_file_given_its_kek(soklet: Soklet) -> None:
     ring, kek = _encrypted(soklet)
     served = Served(soklet.cwd, "--keyring", ring, "--kek-file", kek)
@@ -31,6 +34,7 @@ def test_serve_reads_an_encrypted_keyring_file_given_its_kek(soklet: Soklet) -> 
         served.stop()
 
 
+@pytest.mark.slow
 def test_serve_refuses_an_encrypted_keyring_without_its_kek_or_under_another(soklet: Soklet) -> None:
     ring, _ = _encrypted(soklet)
     other, _ = _kek(soklet, "other-kek")

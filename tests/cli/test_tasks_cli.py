@@ -6,6 +6,8 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from soklet_core.store import TaskStatus
 from tests.cli.store_seed import PASSWORD, seed_tasks, task
 from tests.cli.support_serve import Served, shared_keyring
@@ -18,6 +20,7 @@ def _seed(url: str) -> None:
     seed_tasks(url, [task(f"task-{index}", status, offset_s=index) for index, status in enumerate(STATUSES)])
 
 
+@pytest.mark.slow
 def test_list_json_pages_and_filters(soklet: Soklet, store_url: str) -> None:
     _seed(store_url)
     result = soklet.run("tasks", "list", "--store", store_url, "--json")
@@ -53,6 +56,7 @@ def test_list_text_shows_ids_whole_and_escapes_tool_names(soklet: Soklet) -> Non
     assert "no tasks failed in sqlite://" in empty.stdout
 
 
+@pytest.mark.slow
 def test_list_usage_errors(soklet: Soklet) -> None:
     url = f"sqlite://{soklet.cwd / 'tasks.db'}"
     for arguments in (
@@ -66,6 +70,7 @@ def test_list_usage_errors(soklet: Soklet) -> None:
         assert result.stderr.count("\n") == 1, arguments
 
 
+@pytest.mark.slow
 def test_bad_and_unreachable_store_urls_never_show_the_password(soklet: Soklet) -> None:
     malformed = soklet.run("tasks", "list", "--store", f"postgresql://ops:{PASSWORD}@127.0.0.1:99999/soklet")
     assert malformed.returncode == 2
@@ -85,6 +90,7 @@ def test_bad_and_unreachable_store_urls_never_show_the_password(soklet: Soklet) 
     assert PASSWORD not in via_env.output
 
 
+@pytest.mark.slow
 def test_show_and_cancel_a_served_task(soklet: Soklet, store_url: str) -> None:
     served = Served(
         soklet.cwd, "--fixtures", "conformance", "--keyring", str(shared_keyring(soklet.cwd)), "--store", store_url
@@ -136,6 +142,7 @@ def test_show_and_cancel_a_served_task(soklet: Soklet, store_url: str) -> None:
         served.stop()
 
 
+@pytest.mark.slow
 def test_purge_expired_deletes_only_expired_tasks(soklet: Soklet, store_url: str) -> None:
     past = datetime.now(UTC) - timedelta(minutes=1)
     future = datetime.now(UTC) + timedelta(hours=1)
@@ -167,6 +174,7 @@ def test_purge_expired_deletes_only_expired_tasks(soklet: Soklet, store_url: str
     assert "purged     0 expired" in again.stdout
 
 
+@pytest.mark.slow
 def test_show_of_a_working_task_names_its_lease_holder_expiry_and_attempts(
     soklet: Soklet, sqlite_store_url: str
 ) -> None:
@@ -209,6 +217,7 @@ def test_show_of_a_working_task_names_its_lease_holder_expiry_and_attempts(
         served.stop()
 
 
+@pytest.mark.slow
 def test_show_prints_a_hex_host_holder_whole_and_an_edited_one_never(soklet: Soklet, sqlite_store_url: str) -> None:
     def document(owner: str) -> str:
         return json.dumps(

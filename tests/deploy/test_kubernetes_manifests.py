@@ -149,6 +149,7 @@ def test_the_cronjob_rotates_the_store_keyring_when_the_key_is_30_days_old() -> 
     assert _secret_file(spec, container, _after(args, "--kek-file")) == "soklet-kek"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "command"), [("Deployment", ["serve"]), ("CronJob", ["keys", "rotate"])])
 def test_every_option_given_to_soklet_is_one_it_knows(kind: str, command: list[str]) -> None:
     document = documents()[kind]

@@ -69,6 +69,7 @@ def test_only_stale_regular_temp_files_of_ours_are_removed(tmp_path: Path) -> No
     assert target.exists()
 
 
+@pytest.mark.slow
 def test_the_next_cli_write_removes_a_leftover(soklet: Soklet) -> None:
     assert soklet.run("keys", "generate", "--id", "k1").returncode == 0
     gone = ProtectionKey.generate("gone")

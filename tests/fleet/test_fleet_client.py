@@ -173,6 +173,7 @@ def test_ca_file_size_limit(tmp_path: Path) -> None:
     assert reading.problem == "CA file: not PEM certificates"
 
 
+@pytest.mark.slow
 def test_an_answer_slower_than_httpx_default_but_within_the_timeout_is_read() -> None:
     good = json.dumps(document(keyring(A, B), "slow")).encode()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -170,6 +171,7 @@ def _copy(tree: Any) -> Any:
     return tree
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(mutated_params(), rngs)
 @example(({"\uff5e": 1, "\U0001f600": 2}, {"\uff5e": 2, "\U0001f600": 1}), ascii_rng())
@@ -195,6 +197,7 @@ def test_array_or_object_params_digest_like_the_oracle(tree: Any, rng: random.Ra
     assert params_digest(parse(text)).canonical_size == len(oracle_canonical(oracle_stable(tree)))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(params_trees(), rngs)
 @example({"\uffff": 1, "\U00010000": 2, "requestState": 3, "_meta": {"baggage": 1}}, ascii_rng())

@@ -135,11 +135,13 @@ def test_output_at_the_cap_is_read_and_one_byte_more_is_refused(kms: Path, monke
     assert "more than 65,536 bytes" in _refused(kek)
 
 
+@pytest.mark.slow
 def test_a_program_that_does_not_answer_in_time_is_killed(kms: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOKLET_TEST_KMS_MODE", "sleep")
     assert "did not answer within 3 s" in _refused(CommandKek(ARGV, timeout_seconds=SHORT_TIMEOUT))
 
 
+@pytest.mark.slow
 def test_a_timeout_kills_what_the_program_left_behind(
     kms: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -171,6 +171,7 @@ def test_base64url_is_strict(text: str, ok: bool) -> None:
         assert text not in str(caught.value) or not text
 
 
+@pytest.mark.slow
 def test_base64url_accepts_exactly_the_canonical_spellings_of_short_texts() -> None:
     # Every text of up to three characters, and every four-to-six-character text over a sample alphabet that
     # reaches each trailing-bit pattern, against the whole-text rule: decode, write again, compare.

@@ -98,6 +98,7 @@ def test_the_admin_body_deadline_is_the_mcp_ports() -> None:
     assert default == HttpLimits().body_timeout_seconds == DEFAULT_BODY_TIMEOUT_SECONDS
 
 
+@pytest.mark.slow
 def test_a_trickled_body_gets_408_within_one_deadline(listener: Listener) -> None:
     body = b'{"id":"k1"}' + b" " * 200  # 211 bytes: at one byte per 0.25 s, 53 s to send whole
     head = (

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from soklet_apps import conformance, demo
 from soklet_core.json import JsonObject
@@ -126,6 +127,7 @@ def test_the_list_cache_hint_stays_configurable() -> None:
     assert all((item["ttlMs"], item["cacheScope"]) == (300_000, "public") for item in lists.values())
 
 
+@pytest.mark.slow
 def test_served_demo_both_eras_advertise_what_it_has(tmp_path: Path) -> None:
     served = Served(tmp_path, "--store", f"sqlite:///{tmp_path / 'soklet.db'}")
     try:

@@ -160,6 +160,7 @@ def assert_refused(reply: Reply) -> None:
     assert reply.error == {"code": -32602, "message": "Invalid or expired request state"}
 
 
+@pytest.mark.slow
 def test_checkout_resumes_through_fresh_servers_and_rotates(store_url: str) -> None:
     with serving(store_url) as base, clients(base, "token-alice") as (alice,):
         first = start(alice)
@@ -181,6 +182,7 @@ def test_checkout_resumes_through_fresh_servers_and_rotates(store_url: str) -> N
         assert_refused(answer(alice, fourth, "confirm", {"confirm": True}))  # the final answer consumed it
 
 
+@pytest.mark.slow
 def test_two_principals_interleaved_crossed_handles_consume_nothing(store_url: str) -> None:
     with serving(store_url) as base, clients(base, "token-alice", "token-bob", "token-alice-b") as (alice, bob, other):
         a1, b1 = start(alice), start(bob)
@@ -195,6 +197,7 @@ def test_two_principals_interleaved_crossed_handles_consume_nothing(store_url: s
         assert (bob_done.text, alice_done.text) == ("Order not placed.", "Order placed: 1 item.")
 
 
+@pytest.mark.slow
 def test_every_refusal_is_the_same_bytes_and_log_reason(store_url: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="soklet.mcp.access")
     with serving(store_url) as base, clients(base, "token-alice", "token-bob", "token-alice-b") as (alice, bob, other):
@@ -251,6 +254,7 @@ def test_every_refusal_is_the_same_bytes_and_log_reason(store_url: str, caplog: 
     assert not any(live in line or spent in line or unknown in line for line in lines)
 
 
+@pytest.mark.slow
 def test_thirty_two_concurrent_retries_one_wins(store_url: str) -> None:
     with serving(store_url) as base, clients(base, "token-alice") as (alice,):
         handle = start(alice)
@@ -280,6 +284,7 @@ def test_without_a_store_the_demo_has_no_checkout() -> None:
     assert names == ["catalog.continue", "account.link", "deploy.approve"]
 
 
+@pytest.mark.slow
 def test_two_instances_sharing_the_store_serve_one_workflow(store_url: str) -> None:
     with (
         serving(store_url) as first,

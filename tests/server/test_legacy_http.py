@@ -299,6 +299,7 @@ def test_a_client_that_leaves_mid_elicitation_cancels_the_request(
         client.close()
 
 
+@pytest.mark.slow
 def test_a_client_that_leaves_cancels_the_running_handler(base_url: str, entries: Entries) -> None:
     client = Legacy(base_url)
     try:

@@ -90,6 +90,7 @@ def test_a_key_staged_by_the_cli_survives_an_admin_stage(admin: Admin, soklet: S
     assert admin.snapshot_roles() == expected
 
 
+@pytest.mark.slow
 def test_a_key_removed_by_the_cli_stays_removed_after_an_admin_write(admin: Admin, soklet: Soklet) -> None:
     cli = soklet.run("keys", "remove", "k2", "--force", "--keyring", str(admin.path))
     assert cli.returncode == 0, cli.stderr
@@ -99,6 +100,7 @@ def test_a_key_removed_by_the_cli_stays_removed_after_an_admin_write(admin: Admi
     assert admin.snapshot_roles() == {"k1": "active", "k3": "verification"}
 
 
+@pytest.mark.slow
 def test_a_rotation_by_the_cli_keeps_its_new_active_key_after_an_admin_write(admin: Admin, soklet: Soklet) -> None:
     cli = soklet.run("keys", "rotate", "--id", "k9", "--keyring", str(admin.path))
     assert cli.returncode == 0, cli.stderr
@@ -109,6 +111,7 @@ def test_a_rotation_by_the_cli_keeps_its_new_active_key_after_an_admin_write(adm
     assert admin.live.manager.current().active_key.id == "k9"
 
 
+@pytest.mark.slow
 def test_an_admin_change_refused_by_the_file_changes_neither(admin: Admin, soklet: Soklet) -> None:
     # The CLI removed k2: activating it through the admin API is refused by what the file holds, not applied
     # from the server's older view (which would bring k2 back).

@@ -215,6 +215,7 @@ def test_progress_streams_as_sse(client: Client) -> None:
     assert plain.frames == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "signal"), [("slow", "cancelled"), ("slow.sync", "sync_cancelled")])
 def test_disconnect_cancels_the_handler(client: Client, entries: Entries, name: str, signal: str) -> None:
     with pytest.raises(httpx.ReadTimeout):

@@ -95,6 +95,7 @@ def test_loaded_before_serving_is_ready_and_reports_the_fleet_generation(running
     assert running.keyring.retired("k1") is None
 
 
+@pytest.mark.slow
 def test_a_generation_that_drops_a_key_held_by_a_seal_waits_for_the_seal(running: Running) -> None:
     second = ProtectionKey.generate("k2")
     reservation = running.manager.reserve_active_key()

@@ -394,6 +394,7 @@ def _restart_flow(url: str) -> None:
         assert done["result"]["content"][0]["text"].startswith("round 2")
 
 
+@pytest.mark.slow
 def test_a_restart_between_update_and_get_loses_nothing(store_url: str) -> None:
     _restart_flow(store_url)
 
@@ -536,6 +537,7 @@ uvicorn_server_class()(uvicorn_config(server, host="127.0.0.1", port=int(sys.arg
 """
 
 
+@pytest.mark.slow
 def test_a_step_of_a_killed_process_is_run_again_once_its_lease_ends(sqlite_store_url: str) -> None:
     import socket
 
@@ -570,6 +572,7 @@ def test_a_step_of_a_killed_process_is_run_again_once_its_lease_ends(sqlite_stor
         assert done["result"]["content"][0]["text"] == "finished elsewhere"
 
 
+@pytest.mark.slow
 def test_two_servers_on_one_store_serve_one_task_interchangeably(store_url: str) -> None:
     accept = {"action": "accept", "content": {"ok": True}}
     with serving(store_url) as (first_base, _first), serving(store_url) as (second_base, _second):

@@ -71,6 +71,7 @@ def _stored(url: str, task_id: str) -> TaskRecord | None:
     return _on_store(url, read)
 
 
+@pytest.mark.slow
 def test_an_orphaned_step_runs_again_after_its_lease_without_a_poll(sqlite_store_url: str) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

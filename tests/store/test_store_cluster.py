@@ -57,6 +57,7 @@ os._exit(0)  # killed: no stop
 """
 
 
+@pytest.mark.slow
 def test_a_cluster_left_by_a_killed_run_is_stopped_by_the_next() -> None:
     root = Path(__file__).resolve().parents[2]
     abandoned = subprocess.run(

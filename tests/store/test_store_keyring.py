@@ -219,6 +219,7 @@ def test_a_notification_wakes_a_follower_on_another_store(postgres_url: str) -> 
     run(postgres_url, steps)
 
 
+@pytest.mark.slow
 def test_without_a_listener_a_follower_polls(store_url: str) -> None:
     async def steps(store: Store) -> None:
         follower = await opened(store_url, listen=False) if store.backend == "postgresql" else await opened(store_url)
@@ -257,6 +258,7 @@ def test_a_lost_listening_connection_is_reopened_and_no_change_is_missed(postgre
     run(postgres_url, steps)
 
 
+@pytest.mark.slow
 def test_a_wait_is_bounded(store_url: str) -> None:
     async def steps(store: Store) -> None:
         for after, timeout in ((-1, 1.0), (0, -0.5), (0, MAX_KEYRING_WAIT_SECONDS + 1), (0, float("nan"))):
@@ -290,6 +292,7 @@ def test_heartbeats_are_one_row_per_instance_ordered_by_name_and_stamped_by_the_
     run(store_url, steps)
 
 
+@pytest.mark.slow
 def test_the_store_keeps_max_heartbeats_instances_and_refuses_one_more(store_url: str) -> None:
     async def steps(store: Store) -> None:
         names = [f"i-{index:04}" for index in range(MAX_HEARTBEATS)]
@@ -421,6 +424,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 def test_the_rotation_lock_of_a_killed_process_is_free(store_url: str) -> None:
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER, store_url], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:

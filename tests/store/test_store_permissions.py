@@ -90,6 +90,7 @@ def test_a_folder_others_can_write_is_refused(tmp_path: Path) -> None:
         folder.chmod(0o700)
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_an_insecure_store_in_one_sentence_with_exit_3(tmp_path: Path) -> None:
     path = _database(tmp_path / "data", 0o644)
     for command in (["tasks", "list"], ["handles", "purge-expired"], ["serve", "--port", "0", "--dev-key"]):

@@ -132,6 +132,7 @@ def test_list_orders_pages_and_filters(store_url: str) -> None:
     run(store_url, steps)
 
 
+@pytest.mark.slow
 def test_list_limit_bounds(store_url: str) -> None:
     async def steps(store: DurableStore) -> None:
         for index in range(MAX_LIST_LIMIT + 1):

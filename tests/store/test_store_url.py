@@ -112,6 +112,7 @@ def test_the_default_store_is_a_sqlite_file_in_the_data_folder(monkeypatch: pyte
     assert default_data_dir() == tmp_path / "home" / ".local" / "state" / "soklet"
 
 
+@pytest.mark.slow
 def test_an_unreachable_postgresql_is_unavailable(caplog: pytest.LogCaptureFixture) -> None:
     # A loopback port nobody listens on: the connection is refused until the store's timeout ends the wait.
     with socket.socket() as probe:
