@@ -22,7 +22,7 @@ so a caller may catch the whole library, one layer, or switch on one reason::
     ├── McpError                                    soklet_core.mcp.server       its log-reason token (a JSON-RPC
     │                                                                            error for the wire)
     ├── AdmissionRefused                            soklet_core.mcp.server       AdmissionRefusedReason
-    ├── MalformedAuthority (ValueError)             soklet_core.mcp.server.http._transport   None
+    ├── MalformedAuthority (ValueError)             soklet_core.mcp.server.http._authority   None
     ├── AdminTokenError (ValueError)                soklet_core.mcp.server       None
     ├── LiveKeyringError                            soklet_core.mcp.server       LiveKeyringRefusal
     ├── SessionsFull                                soklet_core.mcp.server       SessionLimitReason

@@ -48,14 +48,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
-from soklet_core.errors import SokletError
 from soklet_core.json import (
     JsonError,
     JsonNull,
@@ -81,6 +79,14 @@ from soklet_core.mcp.server._jsonrpc import (
 from soklet_core.mcp.server._options import SHUTDOWN_MARGIN_SECONDS, HttpLimits, HttpOptions
 from soklet_core.mcp.server.engine import Engine
 from soklet_core.mcp.server.http._access_log import record_answer
+from soklet_core.mcp.server.http._authority import (
+    LOCAL_HOSTS,
+    MAX_PORT,
+    AllowedAuthorities,
+    MalformedAuthority,
+    parse_authority,
+    parse_origin,
+)
 from soklet_core.mcp.server.http._dispatch import HttpDispatch
 from soklet_core.mcp.server.legacy._engine import (
     SESSION_HEADER,
@@ -121,8 +127,6 @@ MAX_MOUNTS: Final = 16
 
 _logger = logging.getLogger("soklet.mcp")
 
-#: Host names always allowed in ``Host`` and ``Origin`` (with any port).
-LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
 _SSE_HEADERS: Final = [
@@ -130,92 +134,6 @@ _SSE_HEADERS: Final = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
-
-
-_ALPHA: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-_DIGITS: Final = frozenset("0123456789")
-_HEXDIGITS: Final = _DIGITS | frozenset("abcdefABCDEF")
-#: RFC 3986 reg-name characters besides pct-encoded triplets: unreserved and sub-delims.
-_REG_NAME: Final = _ALPHA | _DIGITS | frozenset("-._~!$&'()*+,;=")
-_SCHEME: Final = _ALPHA | _DIGITS | frozenset("+-.")
-#: The largest TCP port.
-MAX_PORT: Final = 65535
-_MAX_PORT_DIGITS: Final = 5
-
-
-class MalformedAuthority(SokletError, ValueError):
-    """A ``Host`` or ``Origin`` value that is not well formed (the message is fixed: no input is echoed).
-
-    ``message`` is one of three fixed phrases (``malformed host``, ``malformed port``, ``malformed origin``);
-    there is no reason enum (``reason`` is ``None``) because the transport answers every one alike.
-    """
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-        super().__init__(None, message)
-
-
-def _reg_name(text: str) -> str:
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char == "%":
-            if index + 2 >= len(text) or text[index + 1] not in _HEXDIGITS or text[index + 2] not in _HEXDIGITS:
-                raise MalformedAuthority("malformed host")
-            index += 3
-        elif char in _REG_NAME:
-            index += 1
-        else:
-            raise MalformedAuthority("malformed host")
-    return text.lower()
-
-
-def parse_authority(text: str) -> tuple[str, int | None]:
-    """``uri-host [":" port]`` (RFC 9112 ``Host``, RFC 3986 ``authority`` without userinfo) → (host, port).
-
-    The host is lower-cased; an IPv6 literal is returned bracketed in its compressed form (``[::1]``). A zone id,
-    IPvFuture, an empty host, an empty port, a port that is not 1–5 ASCII digits or above :data:`MAX_PORT`, and
-    anything after the host that is not ``:port`` raise :class:`MalformedAuthority`.
-    """
-    if text.startswith("["):
-        end = text.find("]")
-        literal = text[1:end] if end > 0 else ""
-        if not literal or "%" in literal:
-            raise MalformedAuthority("malformed host")
-        try:
-            host = f"[{ipaddress.IPv6Address(literal).compressed}]"
-        except ValueError:
-            raise MalformedAuthority("malformed host") from None
-        rest = text[end + 1 :]
-    else:
-        colon = text.find(":")
-        name, rest = (text, "") if colon < 0 else (text[:colon], text[colon:])
-        if not name:
-            raise MalformedAuthority("malformed host")
-        host = _reg_name(name)
-    if not rest:
-        return host, None
-    digits = rest[1:]
-    if rest[0] != ":" or not 0 < len(digits) <= _MAX_PORT_DIGITS or not _DIGITS.issuperset(digits):
-        raise MalformedAuthority("malformed port")
-    port = int(digits)
-    if port > MAX_PORT:
-        raise MalformedAuthority("malformed port")
-    return host, port
-
-
-def parse_origin(text: str) -> tuple[str, str, int | None]:
-    """A serialized origin (RFC 6454: ``scheme "://" host [":" port]``, nothing else) → (scheme, host, port).
-
-    Userinfo, a path (even ``/``), a query or a fragment, ``null`` and anything else raise
-    :class:`MalformedAuthority`.
-    """
-    separator = text.find("://")
-    scheme = text[:separator] if separator > 0 else ""
-    if not scheme or scheme[0] not in _ALPHA or not _SCHEME.issuperset(scheme):
-        raise MalformedAuthority("malformed origin")
-    host, port = parse_authority(text[separator + 3 :])
-    return scheme.lower(), host, port
 
 
 class _Channel:
@@ -292,12 +210,7 @@ class McpAsgiApp:
         self._modern = HttpDispatch(engine)
         self._metrics = engine.metrics
         self._path = normalize_endpoint_path(path)
-        try:
-            self._hosts = frozenset(parse_authority(host.strip()) for host in allowed_hosts)
-            self._origins = frozenset(parse_origin(origin.strip()) for origin in allowed_origins)
-        except MalformedAuthority:
-            raise ValueError("allowed hosts are host[:port] and allowed origins scheme://host[:port]") from None
-        self._hosts_seen: dict[str, tuple[int, str] | None] = {}
+        self._authorities = AllowedAuthorities(allowed_hosts, allowed_origins)
         self._max_body = max_request_body_bytes
         self._ceiling = output_ceiling_bytes
         self._limits = http_limits
@@ -393,44 +306,6 @@ class McpAsgiApp:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    # ------------------------------------------------------------------------------------------------ checks
-
-    def _host_status(self, values: list[str]) -> tuple[int, str] | None:
-        """``None`` when the single ``Host`` is allowed, else (400 malformed or repeated | 403 not allowed, reason)."""
-        if len(values) != 1:
-            return 400, "host-count"
-        value = values[0]
-        if value in self._hosts_seen:
-            return self._hosts_seen[value]
-        try:
-            host, port = parse_authority(value)
-        except MalformedAuthority:
-            return 400, "host-malformed"
-        status: tuple[int, str] | None = (
-            None if host in LOCAL_HOSTS or (host, None) in self._hosts or (host, port) in self._hosts else (403, "host")
-        )
-        # A server hears the same few Host values on every request; the answers are remembered, boundedly (the
-        # values are client input: a flood of distinct ones only empties the memo).
-        if len(self._hosts_seen) >= _HOSTS_REMEMBERED:
-            self._hosts_seen.clear()
-        self._hosts_seen[value] = status
-        return status
-
-    def _origin_status(self, values: list[str]) -> tuple[int, str] | None:
-        """``None`` when there is no ``Origin`` or it is allowed; 400 for several, 403 malformed or not allowed."""
-        if not values:
-            return None
-        if len(values) > 1:
-            return 400, "origin-count"
-        try:
-            origin = parse_origin(values[0])
-        except MalformedAuthority:
-            return 403, "origin"
-        scheme, host, _port = origin
-        if origin in self._origins or (scheme in ("http", "https") and host in LOCAL_HOSTS):
-            return None
-        return 403, "origin"
-
     # ------------------------------------------------------------------------------------------------ http
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -499,7 +374,7 @@ class McpAsgiApp:
             elif name == "origin":
                 origins.append(value.strip(" \t"))
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        refusal = self._host_status(hosts) or self._origin_status(origins)
+        refusal = self._authorities.host_status(hosts) or self._authorities.origin_status(origins)
         if refusal is not None:
             return await self._plain(send, refusal[0], refusal[1])
         if self._draining:
@@ -817,8 +692,6 @@ _STATUS_TEXT: Final = {
 _CANCELLED_TEXT: Final = "Server shutting down: request cancelled"
 _NOT_READY_TEXT: Final = "Service unavailable: not ready"
 _NO_SESSION_TEXT: Final = "Bad Request: Mcp-Session-Id header required"
-#: How many distinct ``Host`` values the app remembers the answer for.
-_HOSTS_REMEMBERED: Final = 64
 
 #: Markers :meth:`McpAsgiApp._read_body` returns instead of a body.
 _TOO_LARGE: Final = object()
