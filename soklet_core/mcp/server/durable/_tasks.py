@@ -36,7 +36,6 @@ import hashlib
 import inspect
 import logging
 import os
-import re
 import secrets
 import socket
 from collections.abc import Callable, Mapping
@@ -46,15 +45,10 @@ from typing import Final
 
 from soklet_core.errors import ErrorReason, SokletError
 from soklet_core.json import (
-    JsonArray,
     JsonError,
-    JsonNull,
-    JsonNumber,
     JsonObject,
     JsonString,
     JsonValue,
-    encode_wire,
-    parse,
 )
 from soklet_core.json.limits import INLINE_BODY_BYTES
 from soklet_core.mcp.model.capabilities import ClientCapabilities
@@ -67,8 +61,6 @@ from soklet_core.mcp.model.results import CallToolResult
 from soklet_core.mcp.model.tasks import StartTask, TaskContext, TaskFailed, TaskInputRequired, TaskStep
 from soklet_core.mcp.server._admission import Admission
 from soklet_core.mcp.server._jsonrpc import (
-    INTERNAL_ERROR,
-    INTERNAL_ERROR_MESSAGE,
     RESPONSE_TOO_LARGE_MESSAGE,
     missing_capabilities,
 )
@@ -80,6 +72,19 @@ from soklet_core.mcp.server._options import (
     TaskOptions,
 )
 from soklet_core.mcp.server.durable._handles import DEFAULT_PURGE_EVERY
+from soklet_core.mcp.server.durable._task_documents import (
+    INTERNAL_FAILURE,
+    STEP_UNFINISHED_ERROR,
+    STEP_UNFINISHED_MESSAGE,
+    TOO_LARGE_FAILURE,
+    UNRECOGNISED_HOLDER,
+    TaskDocument,
+    TaskRun,
+    detailed_task,
+    encode_task,
+    error_object,
+    task_run,
+)
 from soklet_core.protection.diagnosis import iso_time
 from soklet_core.store import (
     MAX_KEY_CHARS,
@@ -89,7 +94,7 @@ from soklet_core.store import (
     TaskRecord,
     TaskStatus,
 )
-from soklet_core.store.records import from_millis, to_millis
+from soklet_core.store.records import to_millis
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL_MS",
@@ -139,18 +144,10 @@ ORPHAN_SWEEP_BATCH: Final = 64
 #: How often a served manager deletes the store's expired tasks on its own.
 PURGE_INTERVAL_SECONDS: Final = 60.0
 
-#: What a client is told of a task step that did not finish in time (a failed task's error, an inline run's).
-STEP_UNFINISHED_MESSAGE: Final = "The task's step did not finish"
 # Compare-and-swap attempts of one change before it gives up (each lost race means another writer got through).
 _CAS_TRIES: Final = 8
-_DOCUMENT_VERSION: Final = 1
 # The most characters of the host name a lease holder's name keeps.
 _HOST_CHARS: Final = 64
-# A lease holder's name as this module writes it (host/pid/suffix), or as earlier versions did (16 hex digits); the
-# classes are separated by "/", which none of them holds, so nothing can backtrack.
-_HOLDER: Final = re.compile(r"[A-Za-z0-9.-]{1,64}/[0-9]{1,10}/[0-9a-f]{8}|[0-9a-f]{16}")
-#: What :func:`task_run` reports for a lease holder the record names in another shape (an edited store).
-UNRECOGNISED_HOLDER: Final = "(unrecognised)"
 
 
 def _holder_name() -> str:
@@ -194,107 +191,6 @@ class TaskError(SokletError):
         super().__init__(reason)
         self.reason: TaskErrorReason = reason
         self.failure = failure
-
-
-def _error_object(code: int, message: str, data: JsonValue | None = None) -> JsonObject:
-    out = JsonObject.builder().put("code", code).put("message", message)
-    if data is not None:
-        out.put("data", data)
-    return out.build()
-
-
-_STEP_UNFINISHED: Final = _error_object(INTERNAL_ERROR, STEP_UNFINISHED_MESSAGE)
-_INTERNAL_FAILURE: Final = _error_object(INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE)
-_TOO_LARGE_FAILURE: Final = _error_object(INTERNAL_ERROR, RESPONSE_TOO_LARGE_MESSAGE)
-
-
-@dataclass(frozen=True, slots=True)
-class _Document:
-    """The task manager's part of a record (its ``document`` JSON text). Values are kept as JSON values."""
-
-    arguments: JsonObject
-    capabilities: JsonObject
-    ttl_ms: int | None
-    poll_interval_ms: int
-    state: JsonValue | None = None
-    round: int = 1
-    issued: tuple[str, ...] = ()
-    pending: JsonObject | None = None  # key -> {"method","params"?}: the outstanding requests of this round
-    answers: JsonObject | None = None  # key -> response: answers to pending keys received so far
-    responses: JsonObject | None = None  # the answers the next step run gets (every key of the last round)
-    result: JsonObject | None = None
-    error: JsonObject | None = None
-    lease: int | None = None  # epoch milliseconds the holder's lease runs to
-    owner: str | None = None  # the process (TaskManager instance) holding the lease
-    attempts: int = 0
-
-    def to_text(self) -> str:
-        members: dict[str, JsonValue | None] = {
-            "v": JsonNumber.from_value(_DOCUMENT_VERSION),
-            "arguments": self.arguments,
-            "capabilities": self.capabilities,
-            "ttlMs": JsonNull.instance() if self.ttl_ms is None else JsonNumber.from_value(self.ttl_ms),
-            "pollIntervalMs": JsonNumber.from_value(self.poll_interval_ms),
-            "state": self.state,
-            "round": JsonNumber.from_value(self.round),
-            "issued": JsonValue.from_python(list(self.issued)),
-            "pending": self.pending,
-            "answers": self.answers,
-            "responses": self.responses,
-            "result": self.result,
-            "error": self.error,
-            "lease": None if self.lease is None else JsonNumber.from_value(self.lease),
-            "owner": None if self.owner is None else JsonString.from_value(self.owner),
-            "attempts": JsonNumber.from_value(self.attempts),
-        }
-        out = JsonObject.builder()
-        for name, value in members.items():
-            if value is not None:
-                out.put(name, value)
-        return encode_wire(out.build()).decode("utf-8")
-
-    @classmethod
-    def from_text(cls, text: str) -> _Document:
-        value = parse(text.encode("utf-8"))
-        if not isinstance(value, JsonObject):
-            raise ValueError("task document is not an object")
-
-        def number(name: str, default: int | None = None) -> int | None:
-            item = value.get(name)
-            if isinstance(item, JsonNumber):
-                return int(item.value)
-            return default
-
-        def obj(name: str) -> JsonObject | None:
-            item = value.get(name)
-            return item if isinstance(item, JsonObject) else None
-
-        issued = value.get("issued")
-        owner = value.get("owner")
-        state = value.get("state")
-        arguments, capabilities = obj("arguments"), obj("capabilities")
-        poll, round_, attempts = number("pollIntervalMs"), number("round", 1), number("attempts", 0)
-        if arguments is None or capabilities is None or poll is None or round_ is None or attempts is None:
-            raise ValueError("task document lacks a member")
-        return cls(
-            arguments=arguments,
-            capabilities=capabilities,
-            ttl_ms=number("ttlMs"),
-            poll_interval_ms=poll,
-            state=state,
-            round=round_,
-            issued=tuple(item.value for item in issued if isinstance(item, JsonString))
-            if isinstance(issued, JsonArray)
-            else (),
-            pending=obj("pending"),
-            answers=obj("answers"),
-            responses=obj("responses"),
-            result=obj("result"),
-            error=obj("error"),
-            lease=number("lease"),
-            owner=owner.value if isinstance(owner, JsonString) else None,
-            attempts=attempts,
-        )
 
 
 @dataclass(slots=True)
@@ -522,7 +418,7 @@ class TaskManager:
             await self.purge_expired()
         now = _now()
         task_id = secrets.token_urlsafe(32)
-        document = _Document(
+        document = TaskDocument(
             arguments=arguments,
             capabilities=capabilities.to_wire(),
             ttl_ms=self._ttl_ms,
@@ -558,7 +454,7 @@ class TaskManager:
         self._live.setdefault(caller, set()).add(task_id)
         _logger.info("task %s created for %s", _short(task_id), tool.name)
         self._start(task_id)
-        return _encode_task(record, document, detailed=False)
+        return encode_task(record, document, detailed=False)
 
     async def _admit_caller(self, caller: tuple[str, str | None]) -> None:
         tracked = self._live.get(caller)
@@ -652,9 +548,9 @@ class TaskManager:
         if record.status.terminal:
             self._forget(record)
         if len(record.document) <= INLINE_BODY_BYTES:
-            return _encode_task(record, document, detailed=True), record.tool
+            return encode_task(record, document, detailed=True), record.tool
         # A large result is written out in a worker thread, as it was read.
-        return await asyncio.to_thread(_encode_task, record, document, detailed=True), record.tool
+        return await asyncio.to_thread(encode_task, record, document, detailed=True), record.tool
 
     # ------------------------------------------------------------------------------------------------ update
 
@@ -776,7 +672,7 @@ class TaskManager:
             if self._running.get(task_id) is entry:
                 del self._running[task_id]
 
-    async def _acquire(self, task_id: str) -> tuple[TaskRecord, _Document] | None:
+    async def _acquire(self, task_id: str) -> tuple[TaskRecord, TaskDocument] | None:
         """Take the lease of a ``working`` task (free, expired or already ours); ``None`` when it is not ours to
         run. Counts the attempt; past :data:`MAX_STEP_ATTEMPTS` the task fails instead."""
         for _ in range(_CAS_TRIES):
@@ -790,7 +686,7 @@ class TaskManager:
             attempts = document.attempts + 1
             if attempts > MAX_STEP_ATTEMPTS:
                 _logger.error("task %s: the step did not finish in %d attempts", _short(task_id), MAX_STEP_ATTEMPTS)
-                await self._finish(record, document, TaskStatus.FAILED, error=_STEP_UNFINISHED)
+                await self._finish(record, document, TaskStatus.FAILED, error=STEP_UNFINISHED_ERROR)
                 return None
             document = replace(document, lease=now + int(self._lease * 1000), owner=self._instance, attempts=attempts)
             stored = await self._store.replace_task(
@@ -808,7 +704,7 @@ class TaskManager:
         tool = self._registry.find_tool(record.tool)
         if tool is None or tool.task_step is None:
             _logger.error("task %s: its tool is not served here", _short(task_id))
-            await self._finish(record, document, TaskStatus.FAILED, error=_INTERNAL_FAILURE)
+            await self._finish(record, document, TaskStatus.FAILED, error=INTERNAL_FAILURE)
             return
         context = TaskContext(
             task_id=task_id,
@@ -879,38 +775,38 @@ class TaskManager:
                 return
 
     async def _write_outcome(
-        self, record: TaskRecord, document: _Document, tool: ToolRegistration, outcome: object
+        self, record: TaskRecord, document: TaskDocument, tool: ToolRegistration, outcome: object
     ) -> bool:
         if isinstance(outcome, CallToolResult):
             result = outcome.to_wire()
             return await self._finish(record, document, TaskStatus.COMPLETED, result=result)
         if isinstance(outcome, TaskFailed):
-            error = _error_object(outcome.code, outcome.message, outcome.data)
+            error = error_object(outcome.code, outcome.message, outcome.data)
             return await self._finish(record, document, TaskStatus.FAILED, error=error, message=outcome.message)
         if isinstance(outcome, TaskInputRequired):
             return await self._ask(record, document, tool, outcome)
         if isinstance(outcome, TimeoutError):
-            return await self._finish(record, document, TaskStatus.FAILED, error=_STEP_UNFINISHED)
+            return await self._finish(record, document, TaskStatus.FAILED, error=STEP_UNFINISHED_ERROR)
         if not isinstance(outcome, Exception):
             _logger.error("task %s: the step answered a %s", _short(record.task_id), type(outcome).__name__)
-        return await self._finish(record, document, TaskStatus.FAILED, error=_INTERNAL_FAILURE)
+        return await self._finish(record, document, TaskStatus.FAILED, error=INTERNAL_FAILURE)
 
     async def _ask(
-        self, record: TaskRecord, document: _Document, tool: ToolRegistration, outcome: TaskInputRequired
+        self, record: TaskRecord, document: TaskDocument, tool: ToolRegistration, outcome: TaskInputRequired
     ) -> bool:
         """Wait ``input_required`` for the step's requests, after the checks an MRTR emission gets."""
         if any(key in document.issued for key in outcome.input_requests):
             _logger.error("task %s: the step re-used an input request key", _short(record.task_id))
-            return await self._finish(record, document, TaskStatus.FAILED, error=_INTERNAL_FAILURE)
+            return await self._finish(record, document, TaskStatus.FAILED, error=INTERNAL_FAILURE)
         try:
             tool.check_emission(outcome.as_input_required_result())
         except McpModelError as refused:
             _logger.error("task step emitted an undeclared input request: %s", refused.reason.value)
-            return await self._finish(record, document, TaskStatus.FAILED, error=_INTERNAL_FAILURE)
+            return await self._finish(record, document, TaskStatus.FAILED, error=INTERNAL_FAILURE)
         missing = ClientCapabilities.from_json(document.capabilities).missing(outcome.required_capabilities)
         if missing is not None:
             refusal = missing_capabilities(missing.to_wire())
-            error = _error_object(refusal.code, refusal.message, refusal.data)
+            error = error_object(refusal.code, refusal.message, refusal.data)
             return await self._finish(record, document, TaskStatus.FAILED, error=error, message=refusal.message)
         pending = JsonObject.from_mapping({key: request.to_wire() for key, request in outcome.input_requests.items()})
         changed_document = replace(
@@ -930,7 +826,7 @@ class TaskManager:
     async def _finish(
         self,
         record: TaskRecord,
-        document: _Document,
+        document: TaskDocument,
         status: TaskStatus,
         *,
         result: JsonObject | None = None,
@@ -948,10 +844,10 @@ class TaskManager:
             if failure.reason is not StoreErrorReason.TOO_LARGE or status is not TaskStatus.COMPLETED:
                 raise
             _logger.error("task %s: result over the task document limit", _short(record.task_id))
-            changed = replace(changed, result=None, error=_TOO_LARGE_FAILURE)
+            changed = replace(changed, result=None, error=TOO_LARGE_FAILURE)
             return await self._write(record, changed, TaskStatus.FAILED, RESPONSE_TOO_LARGE_MESSAGE)
 
-    async def _write(self, record: TaskRecord, document: _Document, status: TaskStatus, message: str | None) -> bool:
+    async def _write(self, record: TaskRecord, document: TaskDocument, status: TaskStatus, message: str | None) -> bool:
         changed = replace(
             record, status=status, status_message=message, updated_at=_now(), document=await self._text(document)
         )
@@ -978,17 +874,17 @@ class TaskManager:
 
     # ------------------------------------------------------------------------------------------------ documents
 
-    async def _document(self, record: TaskRecord) -> _Document:
+    async def _document(self, record: TaskRecord) -> TaskDocument:
         text = record.document
         try:
             if len(text) <= INLINE_BODY_BYTES:
-                return _Document.from_text(text)
-            return await asyncio.to_thread(_Document.from_text, text)
+                return TaskDocument.from_text(text)
+            return await asyncio.to_thread(TaskDocument.from_text, text)
         except (JsonError, ValueError):
             _logger.error("task %s: its document does not read", _short(record.task_id))
             raise TaskError(TaskErrorReason.DOCUMENT) from None
 
-    async def _text(self, document: _Document) -> str:
+    async def _text(self, document: TaskDocument) -> str:
         # The members that grow with input (arguments, state, answers, result) are only known in size once
         # written: every document is encoded in a worker thread, so none is written out on the event loop.
         return await asyncio.to_thread(document.to_text)
@@ -1006,60 +902,3 @@ async def _call_step(step: TaskStep, context: TaskContext) -> object:
     if inspect.isawaitable(result):
         return await result
     return result
-
-
-def _encode_task(record: TaskRecord, document: _Document, *, detailed: bool) -> bytes:
-    """A ``CreateTaskResult`` (``resultType: "task"``) or a DetailedTask (``resultType: "complete"``), without
-    ``_meta``: the task's fields, then the status's own member (outstanding ``inputRequests``, ``result`` or
-    ``error``). Never ``requestState``."""
-    out = JsonObject.builder().put("resultType", "complete" if detailed else "task")
-    out.put("taskId", record.task_id).put("status", record.status.value)
-    if record.status_message is not None:
-        out.put("statusMessage", record.status_message)
-    out.put("createdAt", iso_time(record.created_at)).put("lastUpdatedAt", iso_time(record.updated_at))
-    out.put("ttlMs", JsonNull.instance() if document.ttl_ms is None else JsonNumber.from_value(document.ttl_ms))
-    out.put("pollIntervalMs", document.poll_interval_ms)
-    if detailed:
-        if record.status is TaskStatus.INPUT_REQUIRED and document.pending is not None:
-            answered: Mapping[str, JsonValue] = document.answers or JsonObject.empty_instance()
-            outstanding = {key: value for key, value in document.pending.items() if key not in answered}
-            out.put("inputRequests", JsonObject.from_mapping(outstanding))
-        elif record.status is TaskStatus.COMPLETED and document.result is not None:
-            out.put("result", document.result)
-        elif record.status is TaskStatus.FAILED and document.error is not None:
-            out.put("error", document.error)
-    return encode_wire(out.build())
-
-
-def detailed_task(record: TaskRecord) -> bytes:
-    """``record``'s DetailedTask exactly as ``tasks/get`` answers it (``resultType: "complete"``), read without side
-    effects (no step is started, nothing is written): for operator tools such as ``soklet tasks show``. Raises
-    ``ValueError`` or :class:`~soklet_core.json.JsonError` when the record's document does not read."""
-    return _encode_task(record, _Document.from_text(record.document), detailed=True)
-
-
-@dataclass(frozen=True, slots=True)
-class TaskRun:
-    """Who runs a task's step, as its record says (for operator tools such as ``soklet tasks show``).
-
-    ``holder`` is the lease holder (``host/pid/suffix`` of the :class:`TaskManager` running the step, checked
-    against that shape so that it can be printed as it is, else :data:`UNRECOGNISED_HOLDER`; ``None`` when no
-    process holds it), ``lease_expires_at`` when its lease runs out unless renewed (``None``: no lease),
-    ``attempts`` how many step runs this round has started (re-runs after a lost lease included; past
-    :data:`MAX_STEP_ATTEMPTS` the task fails) and ``round`` the step's round."""
-
-    holder: str | None
-    lease_expires_at: datetime | None
-    attempts: int
-    round: int
-
-
-def task_run(record: TaskRecord) -> TaskRun:
-    """The lease and attempts of ``record``, read without side effects. Raises ``ValueError`` or
-    :class:`~soklet_core.json.JsonError` when the record's document does not read."""
-    document = _Document.from_text(record.document)
-    lease = None if document.lease is None else from_millis(document.lease)
-    holder = document.owner
-    if holder is not None and not _HOLDER.fullmatch(holder):
-        holder = UNRECOGNISED_HOLDER
-    return TaskRun(holder=holder, lease_expires_at=lease, attempts=document.attempts, round=document.round)
