@@ -1,6 +1,6 @@
 """The JSON-RPC wire vocabulary of the MCP endpoint: error codes, :class:`McpError`, and response encoding.
 
-The dispatcher (protocol logic) and the transport (HTTP framing) both answer through this module, so a code, its
+The engine (protocol logic) and every transport (its framing) answer through this module, so a code, its
 HTTP status and its wire shape each live here once.
 
 ========  ==========  ===========================================================================================
@@ -160,7 +160,7 @@ class McpError(SokletError):
     ``http_status`` defaults by code (see the module table; other codes 200); ``log_reason`` is the bounded
     token of the access log (lower-case letters, digits and ``-``; defaults by code); ``headers`` are extra
     response headers (lower-case names). The message and data go to the client as given: never put a secret or
-    raw client input in them. Raised inside the dispatcher (and by an interceptor or handler that wants a
+    raw client input in them. Raised inside the engine (and by an interceptor or handler that wants a
     specific error), it is answered as is; ``str()`` is the log reason.
 
     ``reason`` is the log reason too, not a member of a closed enum: an application may answer with codes and

@@ -383,7 +383,7 @@ class TaskManager:
         """Delete the store's expired tasks (past their ``ttlMs``; they already answer not-found); how many went.
 
         The manager does it on its own before every ``purge_every``-th task it creates (default
-        :data:`~.handles.DEFAULT_PURGE_EVERY`, as a handle repository does for handles), so the table holds at most
+        :data:`~._handles.DEFAULT_PURGE_EVERY`, as a handle repository does for handles), so the table holds at most
         the live tasks plus those that expired since; ``soklet tasks purge-expired`` does it on demand.
         """
         await self.open()

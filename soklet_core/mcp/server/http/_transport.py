@@ -35,7 +35,7 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
   ``Retry-After`` (JSON-RPC ``-32603``) once its path, method, ``Host`` and ``Origin`` are checked, before its body
   is read, so a load balancer routes around the instance and nothing is sealed or opened with a stale keyring
   (mounted pages are served as before);
-* graceful shutdown: :meth:`McpAsgiApp.begin_drain` (called by the uvicorn server of :mod:`.http_server` when a
+* graceful shutdown: :meth:`McpAsgiApp.begin_drain` (called by the uvicorn server of :mod:`._serving` when a
   stop is requested, or at the ASGI lifespan shutdown) answers new requests 503 (JSON-RPC ``-32603``); requests
   still running after the grace period are cancelled and answered 503 the same way;
 * one access-log line per request on logger ``soklet.mcp.access``:
@@ -139,7 +139,7 @@ _SSE_HEADERS: Final = [
 class _Channel:
     """The frames of one request's response stream, between the protocol logic and the response writer.
 
-    Progress frames (from a handler, via the dispatcher) are held until streaming is allowed; a frame sent with
+    Progress frames (from a handler, via the engine) are held until streaming is allowed; a frame sent with
     :meth:`send` (a server-to-client request of a 2025-era session, which the client must see to answer) allows
     streaming itself. ``ready`` is called (on the event loop) whenever frames may be streamed: frames are held
     and streaming is allowed. The stream starts lazily, at the first frame written: a request that streams
@@ -271,7 +271,7 @@ class McpAsgiApp:
         """Start the shutdown drain (call on the event loop; repeated calls do nothing).
 
         From now on new requests are answered 503; requests still running :attr:`HttpLimits.shutdown_grace_seconds`
-        later are cancelled and answered 503 (JSON-RPC). The uvicorn server of :mod:`.http_server` calls it when a
+        later are cancelled and answered 503 (JSON-RPC). The uvicorn server of :mod:`._serving` calls it when a
         stop is requested; under another ASGI server the lifespan shutdown event does.
         """
         if self._draining:
