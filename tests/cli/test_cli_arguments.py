@@ -363,6 +363,7 @@ def test_option_bounds(table: dict[str, Result], case: Case) -> None:
     assert "internal error" not in result.stderr
 
 
+@pytest.mark.slow
 def test_bounded_values_are_used_as_given(table: dict[str, Result], table_folder: Path) -> None:
     # The edge values that pass are taken exactly: the core library reads them back from the tokens.
     keyring = read_keyring_file(table_folder / RING).keyring()
@@ -442,6 +443,7 @@ def test_a_reader_gone_mid_output_ends_quietly(table_folder: Path) -> None:
     assert stderr == ""
 
 
+@pytest.mark.slow
 def test_a_closed_stdout_and_a_full_disk_are_exit_3(table_folder: Path, token: str) -> None:
     closed = soklet_process(
         table_folder, "inspect-state", "--json", token, stderr=subprocess.PIPE, preexec_fn=close_stdout
@@ -558,6 +560,7 @@ def can_be_argv(text: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_a_refusal_the_core_also_logs_is_one_line(table: dict[str, Result], table_folder: Path) -> None:
     # The sealer logs "request state not sealed: too-large" for operators; the command says it once.
     request = {"jsonrpc": "2.0", "id": "x" * 60_000, "method": "tools/call", "params": {}}
@@ -570,6 +573,7 @@ def test_a_refusal_the_core_also_logs_is_one_line(table: dict[str, Result], tabl
     assert out == b""
 
 
+@pytest.mark.slow
 def test_long_unplaced_arguments_are_withheld_short_ones_kept(table_folder: Path) -> None:
     # Click quotes the arguments it cannot place; a long one may be key material pasted by mistake.
     kept = "k" * (MIN_WITHHELD_ARGUMENT_CHARS - 1)
