@@ -226,3 +226,14 @@ def test_the_import_contracts_can_fail(tmp_path: Path) -> None:
     broken = _lint_imports(tmp_path)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "The MCP model never imports the server machinery BROKEN" in broken.stdout
+
+
+def test_a_circle_between_the_server_rooms_breaks_the_contract(tmp_path: Path) -> None:
+    # Two rooms of mcp/server that import each other: the acyclic contract names the circle.
+    _tree(tmp_path, "soklet_core.mcp.server.engine.__init__", "")
+    _tree(tmp_path, "soklet_core.mcp.server.http.__init__", "")
+    _tree(tmp_path, "soklet_core.mcp.server.engine._engine", "from soklet_core.mcp.server.http import _transport\n")
+    _tree(tmp_path, "soklet_core.mcp.server.http._transport", "from soklet_core.mcp.server.engine import _engine\n")
+    broken = _lint_imports(tmp_path)
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "The server's rooms import each other without a circle BROKEN" in broken.stdout
