@@ -80,6 +80,7 @@ def test_canonical_form_of_stdin() -> None:
     assert result.stdout == REQUEST_CANONICAL + b"\n"
 
 
+@pytest.mark.slow
 def test_params_digest_of_a_request_and_of_bare_params(tmp_path: Path, request_file: Path) -> None:
     want = expected_digest(STABLE_PARAMS_CANONICAL)
     result = soklet("--params-digest", str(request_file))
@@ -96,6 +97,7 @@ def test_params_digest_of_a_request_and_of_bare_params(tmp_path: Path, request_f
     assert result.stdout.decode() == want + "\n"
 
 
+@pytest.mark.slow
 def test_json_output(request_file: Path) -> None:
     result = soklet("--json", str(request_file))
     assert result.returncode == 0, result.stderr
@@ -146,6 +148,7 @@ def test_refused_input_with_params_digest_exits_1() -> None:
     assert "byte 7" in line
 
 
+@pytest.mark.slow
 def test_params_digest_of_unstructured_params_is_refused() -> None:
     result = soklet("--params-digest", "-", stdin=b'{"jsonrpc":"2.0","method":"x","params":"text"}')
     assert result.returncode == 1
@@ -153,6 +156,7 @@ def test_params_digest_of_unstructured_params_is_refused() -> None:
     assert result.stdout == b""
 
 
+@pytest.mark.slow
 def test_missing_file_exits_3(tmp_path: Path) -> None:
     result = soklet(str(tmp_path / "does-not-exist.json"))
     assert result.returncode == 3
@@ -171,6 +175,7 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     assert result.stdout == b""
 
 
+@pytest.mark.slow
 def test_help_mentions_an_example() -> None:
     result = soklet("--help")
     assert result.returncode == 0
@@ -181,6 +186,7 @@ def test_help_mentions_an_example() -> None:
     assert "--json" in text
 
 
+@pytest.mark.slow
 def test_max_bytes_edge(tmp_path: Path) -> None:
     path = tmp_path / "doc.json"
     doc = '{"b": 100, "a": "é"}'.encode()
@@ -197,6 +203,7 @@ def test_max_bytes_edge(tmp_path: Path) -> None:
     one_line(over_stdin.stderr)
 
 
+@pytest.mark.slow
 def test_max_bytes_refusal_names_its_reason_and_offset(tmp_path: Path) -> None:
     """Refused input: one line naming the reason and byte offset (issue 2), for over-large input too."""
     doc = b'{"a": [1, 2, 3]}'
@@ -210,6 +217,7 @@ def test_max_bytes_refusal_names_its_reason_and_offset(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ bounds (issue 8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [str(MAX_REQUEST_BODY + 1), "99999999999999999999999"])
 def test_max_bytes_beyond_the_largest_request_body_is_a_usage_error(value: str) -> None:
     result = soklet("--max-bytes", value, "-", stdin=b"{}")
@@ -219,12 +227,14 @@ def test_max_bytes_beyond_the_largest_request_body_is_a_usage_error(value: str) 
     assert result.stdout == b""
 
 
+@pytest.mark.slow
 def test_max_bytes_at_the_largest_request_body_is_accepted() -> None:
     result = soklet("--max-bytes", str(MAX_REQUEST_BODY), "-", stdin=b'{"b": 100}')
     assert result.returncode == 0, result.stderr
     assert result.stdout == b'{"b":1E+2}\n'
 
 
+@pytest.mark.slow
 def test_json_output_streams_escapes_exactly_like_json_dumps(tmp_path: Path) -> None:
     doc = '{"t": "tab\\t quote\\" back\\\\ nul\\u0000 \\u2028 é \\ud83d\\ude00", "n": [1.50, -0, 1e400]}'
     path = tmp_path / "doc.json"

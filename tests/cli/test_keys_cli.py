@@ -286,6 +286,7 @@ def test_duration_parser_refuses(text: str) -> None:
         parse_duration(text)
 
 
+@pytest.mark.slow
 def test_export_is_the_only_way_to_see_material(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     material = read_keyring_file(soklet.cwd / RING).keyring().active_key.material
@@ -297,6 +298,7 @@ def test_export_is_the_only_way_to_see_material(soklet) -> None:
     assert soklet.run("keys", "export", "k9").returncode == 1
 
 
+@pytest.mark.slow
 def test_keyring_path_resolution(soklet, tmp_path: Path) -> None:
     named = tmp_path / "named.toml"
     from_env = tmp_path / "env.toml"
@@ -327,6 +329,7 @@ def test_insecure_keyring_file_is_refused_by_every_reader(soklet) -> None:
     assert keyring_ids(soklet.cwd / RING) == ["k1", "k2"]
 
 
+@pytest.mark.slow
 def test_malformed_keyring_file_names_key_and_field(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     path = soklet.cwd / RING
