@@ -316,7 +316,7 @@ def _checkout_tool(handles: HandleRepository) -> ToolRegistration:
         """Round 1 issues a handle; each retry resumes it, then consumes it (rotating unless finished)."""
         if context.application_request_state is None and not context.input_responses:
             return _asking("quantity", _QUANTITY, await handles.issue(context, _ASK_QUANTITY))
-        state = await handles.resume(context)  # every refused handle: the one fixed failure, nothing consumed
+        state = await handles.resume(context)  # every refused handle: HandleRejected, nothing consumed
         step = _text(state.get("step")) if isinstance(state, JsonObject) else None
         if step == "quantity":
             outcome = expect_accept(context.input_responses.find("quantity"), _QUANTITY_FIELDS)

@@ -66,7 +66,7 @@ from soklet_core.mcp.model import (
 )
 from soklet_core.mcp.server import BearerTokenAdmission, McpError, ServeError
 from soklet_core.mcp.server._serve_config import ServeErrorReason
-from soklet_core.mcp.server.durable import TaskError, TaskErrorReason
+from soklet_core.mcp.server.durable import HandleRejected, TaskError, TaskErrorReason
 from soklet_core.mcp.server.engine import AdmissionRefused, AdmissionRefusedReason, AdmissionRequest
 from soklet_core.mcp.server.http import parse_authority
 from soklet_core.mcp.server.http._transport import MalformedAuthority
@@ -225,6 +225,7 @@ EXAMPLES: list[SokletError] = [
     LiveKeyringError(LiveKeyringRefusal.FILE_REFUSED, KeyringFileErrorReason.NOT_FOUND),
     SessionsFull(SessionLimitReason.SESSIONS),
     TaskError(TaskErrorReason.NOT_FOUND),
+    HandleRejected(),
     ServeError(ServeErrorReason.APP_FACTORY_NEEDS_ARGUMENTS, detail="TypeError", names=("settings",)),
     SnapshotError("missing", "keys[0].id"),
     StoreError(StoreErrorReason.UNAVAILABLE, "insert_task: sqlite3.OperationalError"),

@@ -8,7 +8,7 @@ Two subpackages, imports pointing down:
 * :mod:`soklet_core.mcp.server` — the dispatcher pipeline, the JSON-RPC wire, admission, the ASGI transport, the
   uvicorn runner, the admin listener, live keyrings and metrics. Only what an application needs to run a server
   (:class:`McpServer`, the admission policies, :class:`HttpLimits`, :class:`ProtocolEras`, :class:`McpError`,
-  :class:`HandleRepository`, :func:`handle_rejected` and :class:`TaskManager`) is re-exported here.
+  :class:`HandleRepository`, :class:`HandleRejected` and :class:`TaskManager`) is re-exported here.
 
 See ``docs/mcp-model.md`` for the vocabulary with examples.
 
@@ -31,6 +31,7 @@ from .server import (
     AnonymousAdmission,
     BearerTokenAdmission,
     BearerTokenEntry,
+    HandleRejected,
     HandleRepository,
     HttpLimits,
     HttpOptions,
@@ -42,7 +43,6 @@ from .server import (
     SessionOptions,
     TaskManager,
     TaskOptions,
-    handle_rejected,
 )
 
 #: The model's names, then what an application needs to run a server.
@@ -54,6 +54,7 @@ __all__ = [
     "AnonymousAdmission",
     "BearerTokenAdmission",
     "BearerTokenEntry",
+    "HandleRejected",
     "HandleRepository",
     "HttpLimits",
     "HttpOptions",
@@ -65,5 +66,4 @@ __all__ = [
     "SessionOptions",
     "TaskOptions",
     "TaskManager",
-    "handle_rejected",
 ]

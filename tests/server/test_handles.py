@@ -14,17 +14,22 @@ from typing import Any, TypeVar
 import pytest
 
 from soklet_core.json import JsonNumber, JsonObject, JsonValue
+from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import (
     ClientCapabilities,
+    HandleRejected,
     HandleRepository,
     Identity,
     McpError,
     RequestContext,
     RequestStateMode,
-    handle_rejected,
     mint_url_handle,
 )
 from soklet_core.mcp.server.durable import HANDLE_BYTES, HANDLE_REJECTED_REASON, MAX_HANDLE_LIFETIME
+from soklet_core.mcp.server.engine import AnonymousAdmission, Call, CanonicalParams, Engine, RefusalKind, Refused
+from soklet_core.mcp.server.engine._engine import handle_refusal
+from soklet_core.protection import ProtectionConfig, RequestStateSealer
+from soklet_core.protocol import PROTOCOL_VERSION
 from soklet_core.store import MAX_HANDLE_STATE_BYTES, DurableStore, StoreError, StoreErrorReason, open_store
 
 T = TypeVar("T")
@@ -77,11 +82,19 @@ def run_with(store_url: str, body: Callable[[DurableStore], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
-async def rejected(call: Awaitable[Any]) -> McpError:
-    """The error ``call`` raises; fails the test unless it is the fixed handle refusal."""
-    with pytest.raises(McpError) as caught:
+async def rejected(call: Awaitable[Any]) -> HandleRejected:
+    """The error ``call`` raises; fails the test unless it is the one domain refusal (never a wire error)."""
+    with pytest.raises(HandleRejected) as caught:
         await call
+    assert not isinstance(caught.value, McpError)
     return caught.value
+
+
+def wire(error: HandleRejected) -> McpError:
+    """What the client gets when a handler lets ``error`` through: the engine's one mapping."""
+    refusal = handle_refusal(error)
+    assert refusal.kind is RefusalKind.APPLICATION
+    return refusal.error
 
 
 def value(data: Any) -> JsonValue:
@@ -141,15 +154,16 @@ def test_every_collapse_case_is_the_same_failure_and_consumes_nothing(store_url:
             "consume-wrong-partition": lambda: handles.consume_and_replace(ctx(owner, partition="tenant-b"), None),
             "consume-wrong-operation": lambda: handles.consume_and_replace(ctx(owner, operation="x.y"), None),
         }
-        expected = handle_rejected()
+        expected = wire(HandleRejected())
         for name, call in cases.items():
             error = await rejected(call())
-            assert (error.encode(value(5)), error.http_status, error.log_reason) == (
+            answer = wire(error)
+            assert (answer.encode(value(5)), answer.http_status, answer.log_reason) == (
                 expected.encode(value(5)),
                 400,
                 HANDLE_REJECTED_REASON,
             ), name
-            assert str(error) == HANDLE_REJECTED_REASON, name
+            assert (str(error), error.reason) == (HANDLE_REJECTED_REASON, None), name
             assert owner not in repr(error), name
         assert expected.code == -32602
         assert expected.message == "Invalid or expired request state"
@@ -169,10 +183,9 @@ def test_thirty_two_concurrent_retries_exactly_one_wins(store_url: str) -> None:
             *(handles.consume_and_replace(ctx(handle), {"n": i}) for i in range(32)), return_exceptions=True
         )
         winners = [outcome for outcome in outcomes if isinstance(outcome, str)]
-        losers = [outcome for outcome in outcomes if isinstance(outcome, McpError)]
+        losers = [outcome for outcome in outcomes if isinstance(outcome, HandleRejected)]
         assert len(winners) == 1, outcomes
         assert len(losers) == 31, outcomes
-        assert all(loser.log_reason == HANDLE_REJECTED_REASON for loser in losers)
         assert await store.count_live_handles(datetime.now(UTC)) == 1  # the winner's replacement only
         assert isinstance(await handles.resume(ctx(winners[0])), JsonObject)
 
@@ -286,3 +299,47 @@ def test_a_clock_in_another_zone_is_kept_in_utc_milliseconds(store_url: str) -> 
         await rejected(handles.consume_and_replace(ctx(issued), {"n": 2}))
 
     run_with(store_url, body)
+
+
+def test_a_handler_that_lets_the_refusal_through_gets_the_one_wire_answer(sqlite_store_url: str) -> None:
+    """The repository raises its domain error, not a wire error; the engine answers it as a handle refusal always
+    was: HTTP 400, -32602, the request-state sentence, log reason ``handle-rejected``, the handler's own answer."""
+    from soklet_apps.demo import build_registry
+
+    async def body(store: DurableStore) -> None:
+        never_issued = mint_url_handle(HANDLE_BYTES)
+        await rejected(HandleRepository(store).resume(ctx(never_issued)))  # the domain error, not McpError
+        sealer = RequestStateSealer(ProtectionConfig(keyring=ProtectionKeyring(ProtectionKey.generate("h-key"))))
+        engine = Engine(registry=build_registry(store=store), sealer=sealer)
+        params = JsonObject.from_mapping(
+            {
+                "name": "order.checkout",
+                "arguments": {},
+                "inputResponses": {},
+                "requestState": never_issued,
+            }
+        )
+        call = Call(
+            method="tools/call",
+            request_id=JsonNumber.from_value(7),
+            protocol_version=PROTOCOL_VERSION,
+            params=params,
+            meta=JsonObject.empty_instance(),
+            capabilities=ClientCapabilities.from_mapping({"elicitation": {"form": {}}}),
+            admission=AnonymousAdmission().admit(None),  # type: ignore[arg-type]
+            endpoint_path="/mcp",
+            digest=CanonicalParams(params),
+        )
+        outcome = await engine.call(call, None)
+        assert isinstance(outcome, Refused), outcome
+        error = outcome.error
+        assert (outcome.kind, outcome.operation) == (RefusalKind.APPLICATION, "order.checkout")
+        assert (error.code, error.message, error.data, error.http_status, error.log_reason) == (
+            -32602,
+            "Invalid or expired request state",
+            None,
+            400,
+            HANDLE_REJECTED_REASON,
+        )
+
+    run_with(sqlite_store_url, body)

@@ -28,7 +28,7 @@ from soklet_core.mcp.server._options import (
 from soklet_core.mcp.server._serve import run, serve
 from soklet_core.mcp.server._serve_config import AdminListener, KeyringFile, KeyringFromStore, ServeConfig, ServeError
 from soklet_core.mcp.server._server import DEFAULT_ENDPOINT_PATH, McpServer
-from soklet_core.mcp.server.durable import HandleRepository, TaskManager, handle_rejected
+from soklet_core.mcp.server.durable import HandleRejected, HandleRepository, TaskManager
 
 __all__ = [
     "DEFAULT_ENDPOINT_PATH",
@@ -38,6 +38,7 @@ __all__ = [
     "AnonymousAdmission",
     "BearerTokenAdmission",
     "BearerTokenEntry",
+    "HandleRejected",
     "HandleRepository",
     "HttpLimits",
     "HttpOptions",
@@ -53,7 +54,6 @@ __all__ = [
     "SessionOptions",
     "TaskManager",
     "TaskOptions",
-    "handle_rejected",
     "run",
     "serve",
 ]

@@ -7,8 +7,8 @@ from soklet_core.mcp.server.durable._handles import (
     HANDLE_BYTES,
     HANDLE_REJECTED_REASON,
     MAX_HANDLE_LIFETIME,
+    HandleRejected,
     HandleRepository,
-    handle_rejected,
 )
 from soklet_core.mcp.server.durable._tasks import (
     DEFAULT_POLL_INTERVAL_MS,
@@ -35,9 +35,9 @@ __all__ = [
     "MAX_LIVE_TASKS_PER_CALLER",
     "MAX_STORED_TASKS_PER_PARTITION",
     "MAX_STORED_TASK_BYTES_PER_PARTITION",
+    "HandleRejected",
     "HandleRepository",
     "TaskError",
     "TaskErrorReason",
     "TaskManager",
-    "handle_rejected",
 ]

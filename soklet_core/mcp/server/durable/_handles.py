@@ -15,10 +15,11 @@ own); the store keys the entry by the handle's SHA-256 only, so a copy of the st
 with one handle, exactly one consumes it, and a retry whose binding differs consumes nothing.
 
 Every way a handle can fail — missing, malformed, unknown, expired, replayed, another tenant, principal, partition
-or operation, or a lost compare-and-swap — ends in the one :func:`handle_rejected` error: the same bytes on the
-wire (HTTP 400, -32602, the request-state refusal sentence of :mod:`.jsonrpc`) and the one access-log reason
-``handle-rejected``, so neither the client nor the log tells the cases apart. The operator sees only a count
-(:attr:`HandleRepository.rejected`).
+or operation, or a lost compare-and-swap — raises the one domain error :class:`HandleRejected`, which tells no
+case from another. A handler lets it propagate: the engine answers it in its one place (the same bytes on the wire
+for every case: HTTP 400, -32602, the request-state refusal sentence, and the one access-log reason
+:data:`HANDLE_REJECTED_REASON`), so neither the client nor the log tells the cases apart. The operator sees only a
+count (:attr:`HandleRepository.rejected`).
 
 Expired entries do not pile up: every ``purge_every`` handles it stores (default :data:`DEFAULT_PURGE_EVERY`), the
 repository deletes the store's expired entries in the same call, so the table holds at most the live handles plus
@@ -33,10 +34,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from soklet_core.errors import SokletError
 from soklet_core.json import JsonError, JsonValue, parse, serialize
 from soklet_core.mcp.model.context import RequestContext
 from soklet_core.mcp.model.url_policy import DEFAULT_HANDLE_BYTES, is_opaque_handle, mint_url_handle
-from soklet_core.mcp.server._jsonrpc import INVALID_PARAMS, INVALID_STATE_MESSAGE, McpError
 from soklet_core.store import MAX_HANDLE_STATE_BYTES, MAX_KEY_CHARS, DurableStore, HandleBinding, HandleRecord
 from soklet_core.store.records import from_millis, to_millis
 
@@ -47,8 +48,8 @@ __all__ = [
     "HANDLE_BYTES",
     "HANDLE_REJECTED_REASON",
     "MAX_HANDLE_LIFETIME",
+    "HandleRejected",
     "HandleRepository",
-    "handle_rejected",
     "looks_like_handle",
 ]
 
@@ -69,10 +70,17 @@ HANDLE_REJECTED_REASON: Final = "handle-rejected"
 _HANDLE_CHARS: Final = len(base64.urlsafe_b64encode(bytes(HANDLE_BYTES)).rstrip(b"="))
 
 
-def handle_rejected() -> McpError:
-    """The one client-safe failure of a refused handle: HTTP 400, -32602, the request-state refusal sentence, log
-    reason ``handle-rejected``. Built fresh on each call so that no traceback is shared between requests."""
-    return McpError(INVALID_PARAMS, INVALID_STATE_MESSAGE, http_status=400, log_reason=HANDLE_REJECTED_REASON)
+class HandleRejected(SokletError):
+    """A handle refused by a :class:`HandleRepository`, whatever the case (missing, malformed, unknown, expired,
+    replayed, bound to another caller or operation, or a lost compare-and-swap).
+
+    Its ``reason`` is ``None``: the cases are one on purpose (a caller, a client or a log that told them apart
+    would learn whose handle it holds), so no closed enum of them exists. A handler lets it propagate; the engine
+    gives its one wire answer. Raised fresh each time, so that no traceback is shared between requests.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(None, HANDLE_REJECTED_REASON)
 
 
 def looks_like_handle(text: object) -> bool:
@@ -171,7 +179,7 @@ class HandleRepository:
     async def resume(self, context: RequestContext) -> JsonValue:
         """The state behind ``context``'s handle (its ``application_request_state``), consuming nothing.
 
-        Raises :func:`handle_rejected` unless the handle is live and bound to exactly this caller and operation.
+        Raises :class:`HandleRejected` unless the handle is live and bound to exactly this caller and operation.
         """
         handle = self._presented(context)
         await self._open()
@@ -187,7 +195,7 @@ class HandleRepository:
         """Consume ``context``'s handle and, unless ``next_state`` is ``None`` (the workflow finished), store
         ``next_state`` under a fresh handle bound to the same caller and operation, in one transaction.
 
-        Returns the fresh handle (``None`` when finished). Raises :func:`handle_rejected` when the handle is not
+        Returns the fresh handle (``None`` when finished). Raises :class:`HandleRejected` when the handle is not
         live for this caller — including when a concurrent retry consumed it first; another caller's entry is
         never consumed.
         """
@@ -241,9 +249,9 @@ class HandleRepository:
             await self._store.open()
             self._opened = True
 
-    def _reject(self) -> McpError:
+    def _reject(self) -> HandleRejected:
         self._rejected += 1
-        return handle_rejected()
+        return HandleRejected()
 
     def __repr__(self) -> str:
         return f"HandleRepository(store={self._store.backend}, tenant={self._tenant!r}, lifetime={self._lifetime})"

@@ -18,7 +18,8 @@ with its closed :class:`~.RefusalKind`:
 18. Params: arguments (INVALID_PARAMS), ``inputResponses`` (INPUT_RESPONSES), ``requestState`` of the operation's
     declared mode (STATE_REFUSED).
 19. Opening a FRAMEWORK_PROTECTED state bound to this call (:class:`~._state.StateWrapper`; STATE_REFUSED).
-20. The handler (HANDLER_FAILED, -32603; its own :class:`~soklet_core.mcp.server.McpError`: APPLICATION). A
+20. The handler (HANDLER_FAILED, -32603; its own :class:`~soklet_core.mcp.server.McpError`: APPLICATION, as is
+    a :class:`~soklet_core.mcp.server.HandleRejected` it lets through, mapped by :func:`handle_refusal`). A
     ``StartTask`` answer of a task tool creates the task when the call declared the tasks extension
     (:class:`~.TaskCreated`), else runs the tool's step within the call. A store out of reach: STORE_UNAVAILABLE.
 21. The emission declared by the operation (INTERNAL, -32603).
@@ -61,6 +62,7 @@ from soklet_core.mcp.server._jsonrpc import (
     INTERNAL_ERROR,
     INTERNAL_ERROR_MESSAGE,
     INVALID_PARAMS,
+    INVALID_STATE_MESSAGE,
     McpError,
     input_responses_malformed,
     missing_capabilities,
@@ -70,6 +72,7 @@ from soklet_core.mcp.server._jsonrpc import (
     unauthorized,
 )
 from soklet_core.mcp.server._options import ProtocolOptions
+from soklet_core.mcp.server.durable._handles import HANDLE_REJECTED_REASON, HandleRejected
 from soklet_core.mcp.server.durable._tasks import STEP_UNFINISHED_MESSAGE, TaskError, TaskErrorReason
 from soklet_core.mcp.server.engine._call import (
     Call,
@@ -108,6 +111,7 @@ __all__ = [
     "Interceptor",
     "LifecycleCallback",
     "check_log_level",
+    "handle_refusal",
     "task_refusal",
 ]
 
@@ -473,6 +477,8 @@ class Engine:
             raise
         except McpError as error:  # the application's own answer
             raise Refusal(RefusalKind.APPLICATION, error) from None
+        except HandleRejected as error:
+            raise handle_refusal(error) from None
         except StoreError:
             # A durable handle's store failing under the handler is the store's answer (503 with Retry-After when
             # unavailable), as for tasks, not a handler failure.
@@ -525,6 +531,16 @@ def task_refusal(error: TaskError) -> Refusal:
         RefusalKind.TASK_REFUSED,
         McpError(INTERNAL_ERROR, message, log_reason=_TASK_LOG_REASONS.get(reason, "task-failed")),
     )
+
+
+def handle_refusal(error: HandleRejected) -> Refusal:
+    """The one wire mapping of a refused durable handle, whatever the case: HTTP 400, -32602, the request-state
+    refusal sentence, log reason :data:`~soklet_core.mcp.server.durable.HANDLE_REJECTED_REASON`. It is the
+    application's state its own repository refused, so it is the handler's answer (APPLICATION): the 2025 era
+    relays it as it is."""
+    del error  # one answer for every case: the error says nothing more, on purpose
+    rejected = McpError(INVALID_PARAMS, INVALID_STATE_MESSAGE, http_status=400, log_reason=HANDLE_REJECTED_REASON)
+    return Refusal(RefusalKind.APPLICATION, rejected)
 
 
 def _state_not_accepted(reason: str) -> Refusal:
