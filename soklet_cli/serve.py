@@ -55,7 +55,9 @@ from soklet_core.mcp.server._options import (
     MIN_HEAD_BYTES,
 )
 from soklet_core.mcp.server._serve_config import (
+    DEFAULT_HOST,
     DEFAULT_INSTANCE,
+    DEFAULT_PORT,
     AdminListener,
     AdminListening,
     AppFactory,
@@ -321,8 +323,8 @@ def _dev_keyring() -> Iterator[tuple[KeyringDocument, Path]]:
 def serve(
     host: Annotated[
         str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on (loopback by default).")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port; 0 picks a free one.")] = 8765,
+    ] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port; 0 picks a free one.")] = DEFAULT_PORT,
     protocol: Annotated[
         ProtocolEras,
         typer.Option(
@@ -519,7 +521,7 @@ def serve(
     ] = None,
     admin_host: Annotated[
         str, typer.Option("--admin-host", metavar="ADDRESS", help="Admin listener address; not loopback needs TLS.")
-    ] = "127.0.0.1",
+    ] = DEFAULT_HOST,
     admin_token_file: Annotated[
         Path | None,
         typer.Option(
