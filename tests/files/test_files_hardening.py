@@ -309,6 +309,7 @@ def test_names_shaped_like_material_are_not_printed(tmp_path: Path) -> None:
 # --- sizes (item 6) --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_keyring_full_of_the_largest_keys_is_readable_and_never_outgrown(tmp_path: Path) -> None:
     path = tmp_path / "ring.toml"
 

@@ -83,6 +83,7 @@ async def _servers() -> AsyncIterator[dict[str, str]]:
         server.close()
 
 
+@pytest.mark.slow
 def test_each_failure_is_an_outcome_with_fixed_text() -> None:
     async def scenario(closed: str) -> tuple[list[AdminTarget], tuple[InstanceReading, ...]]:
         async with _servers() as servers:

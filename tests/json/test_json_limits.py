@@ -376,6 +376,7 @@ def growing_params(canonical_size: int) -> tuple[bytes, bytes]:
     return doc, canonical
 
 
+@pytest.mark.slow
 def test_canonical_allowance_exactly_32_mib_passes() -> None:
     doc, canonical = growing_params(MAX_CANONICAL_PARAMS_BYTES)
     assert len(doc) < MAX_CANONICAL_PARAMS_BYTES
@@ -384,6 +385,7 @@ def test_canonical_allowance_exactly_32_mib_passes() -> None:
     assert digest.digest == hashlib.sha256(canonical).digest()
 
 
+@pytest.mark.slow
 def test_canonical_allowance_plus_one_byte_is_refused() -> None:
     doc, _ = growing_params(MAX_CANONICAL_PARAMS_BYTES + 1)
     assert len(doc) < MAX_CANONICAL_PARAMS_BYTES  # the input is small enough; only its canonical form is not
@@ -395,6 +397,7 @@ def test_canonical_allowance_plus_one_byte_is_refused() -> None:
     assert info.value.reason is R.CANONICAL_TOO_LARGE
 
 
+@pytest.mark.slow
 def test_canonical_allowance_applies_to_parsed_values_too() -> None:
     doc, _ = growing_params(MAX_CANONICAL_PARAMS_BYTES + 1)
     value = parse(doc)

@@ -184,6 +184,7 @@ def _outcome(fn: Callable[[bytes], object], doc: bytes) -> tuple[JsonErrorReason
     return None
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.from_regex(r"-?(0|[1-9][0-9]{0,5})(\.[0-9]{1,5})?", fullmatch=True),

@@ -103,6 +103,7 @@ def test_two_spellings_of_one_tree_are_equal_values_with_one_canonical_form(
     assert canonical_bytes(first.encode()) == canonical_bytes(second.encode())
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(params_trees(), rngs, rngs)
 @example({"\uff5e": 1, "\U0001f600": 2}, ascii_rng(), random.Random(0))
@@ -184,6 +185,7 @@ def test_digest_changes_on_any_other_change(pair: tuple[dict[str, Any], dict[str
     assert params_digest(render(after, rng)).text == oracle_digest_text(after)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(containers, rngs)
 @example([{"\ue000": None, "\U0001f600": None}], ascii_rng())

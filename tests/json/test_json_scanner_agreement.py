@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -130,6 +131,7 @@ def _in_scanner_domain(text: str) -> bool:
     return not text.startswith("\ufeff")
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(candidate_texts())
 @example('["\\ud800\\\\\\udc00"]')  # high, escaped backslash, low: both halves lone
@@ -148,6 +150,7 @@ def test_fast_parse_refuses_exactly_when_the_scanner_does(text: str) -> None:
     assert outcome(parse, text.encode("utf-8")) == expected
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(candidate_texts())
 @example('["\\ud800\\\\\\udc00"]')
@@ -201,6 +204,7 @@ def candidate_bytes(draw: st.DrawFn) -> bytes:
     return data
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(candidate_bytes())
 @example(b'["\\ud800\\\\\\udc00"]')
@@ -213,6 +217,7 @@ def test_parse_and_canonical_bytes_raise_only_json_error(data: bytes) -> None:
     assert_only_json_errors(parse, data, max_bytes=max(1, len(data) // 2))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(candidate_bytes())
 @example(b'["\\ud800\\\\\\udc00"]')
@@ -224,6 +229,7 @@ def test_params_digest_raises_only_json_error(data: bytes) -> None:
     assert_only_json_errors(params_digest, data, max_bytes=max(1, len(data) // 2))
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(candidate_bytes())
 @example(b"[1]")

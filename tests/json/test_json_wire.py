@@ -48,12 +48,14 @@ def _stdlib_bytes(data: Any) -> bytes:
     return _STDLIB.encode(data).encode("utf-8")
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(plain_data)
 def test_plain_data_encodes_as_the_stdlib_c_encoder(data: Any) -> None:
     assert encode_wire(data) == _stdlib_bytes(data)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(model_trees)
 def test_model_values_encode_as_serialize_spells_them(tree: Any) -> None:

@@ -186,12 +186,14 @@ def read(plaintext: bytes) -> tuple[object, ...] | None:
     return (fields, *numbers, sealed.request_id.to_python(), sealed.state.to_python())
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(contents())
 def test_the_codec_writes_the_canonical_form_of_the_whole_plaintext(sealed: SealedStateContents) -> None:
     assert sealed.plaintext() == reference_plaintext(sealed)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(contents())
 def test_the_codec_reads_what_it_wrote_without_parsing_the_framework_members(sealed: SealedStateContents) -> None:
@@ -243,6 +245,7 @@ STATE_TEXTS: list[bytes] = [
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(contents(), st.sampled_from(FRAMEWORK_EDITS), st.sampled_from([None, *STATE_TEXTS]))
 def test_the_codec_accepts_and_refuses_exactly_what_the_generic_path_does(

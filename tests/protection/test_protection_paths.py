@@ -33,6 +33,7 @@ ATTACKS = [
 ]
 
 
+@pytest.mark.slow
 def test_former_backtracking_paths_normalize_in_linear_time() -> None:
     # In a child process, so that on a backtracking implementation the test fails at the timeout instead of hanging.
     script = (
