@@ -53,9 +53,9 @@ def _host(folder: Path, count: int) -> None:
     their ports as one JSON line, then serve until SIGTERM."""
     from soklet_core.files import read_keyring_file
     from soklet_core.keys import KeyringManager
-    from soklet_core.mcp import HttpLimits
     from soklet_core.mcp.server.http import limited_uvicorn_config, uvicorn_server_class
     from soklet_core.mcp.server.ops import AdminApp, AdminTokens, LiveKeyring
+    from soklet_core.mcp.server.options import HttpLimits
 
     async def main() -> None:
         servers = []

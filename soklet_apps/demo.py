@@ -37,25 +37,27 @@ from typing import Final
 
 from soklet_core.json import JsonNumber, JsonObject, JsonString, JsonValue
 from soklet_core.mcp import (
-    AcceptOutcomeKind,
     CallToolResult,
     HandleRepository,
     InputRequest,
     InputRequestDeclaration,
-    InputRequestType,
     InputRequiredResult,
     InputRequirement,
     Registry,
     RequestContext,
     RequestStateMode,
+    form_request,
+    tool,
+    url_request,
+)
+from soklet_core.mcp.model import (
+    AcceptOutcomeKind,
+    InputRequestType,
     ToolRegistration,
     boolean_field,
     expect_accept,
-    form_request,
     may_request_input,
     number_field,
-    tool,
-    url_request,
     url_with_handle,
 )
 from soklet_core.store import DurableStore

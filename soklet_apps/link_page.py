@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qsl
 
-from soklet_core.mcp import RequestContext, is_opaque_handle, mint_url_handle
-from soklet_core.mcp.server._options import DEFAULT_SERVER_NAME
+from soklet_core.mcp import RequestContext
+from soklet_core.mcp.model import is_opaque_handle, mint_url_handle
 from soklet_core.mcp.server.http._transport import Receive, Scope, Send
+from soklet_core.mcp.server.options import DEFAULT_SERVER_NAME
 from soklet_core.protection.diagnosis import iso_time
 
 __all__ = [

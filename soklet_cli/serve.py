@@ -26,34 +26,7 @@ from soklet_core.json import encode_wire
 from soklet_core.keys import Fingerprint, KeyringError, KeyWrapError, KeyWrapper, ProtectionKey
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION
 from soklet_core.mcp import Registry
-from soklet_core.mcp.server import (
-    HttpLimits,
-    HttpOptions,
-    ProtocolEras,
-    ProtocolOptions,
-    ServeConfig,
-    ServerOptions,
-    SessionOptions,
-    TaskOptions,
-    run,
-)
-from soklet_core.mcp.server._options import (
-    DEFAULT_BODY_TIMEOUT_SECONDS,
-    DEFAULT_HEADER_TIMEOUT_SECONDS,
-    DEFAULT_INPUT_TIMEOUT_SECONDS,
-    DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_HEAD_BYTES,
-    DEFAULT_MAX_SESSIONS,
-    DEFAULT_SESSION_IDLE_SECONDS,
-    MAX_CONNECTIONS_CEILING,
-    MAX_HEAD_BYTES_CEILING,
-    MAX_INPUT_TIMEOUT_SECONDS,
-    MAX_SESSION_IDLE_SECONDS,
-    MAX_SESSIONS_LIMIT,
-    MAX_TIMEOUT_SECONDS,
-    MIN_HEAD_BYTES,
-)
+from soklet_core.mcp.server import ServeConfig, ServerOptions, run
 from soklet_core.mcp.server._serve_config import (
     DEFAULT_HOST,
     DEFAULT_INSTANCE,
@@ -84,6 +57,29 @@ from soklet_core.mcp.server.ops import AdminTokenError, read_admin_tokens
 from soklet_core.mcp.server.ops._admin import check_admin_tls_key
 from soklet_core.mcp.server.ops._live_keyring import DEFAULT_POLL_INTERVAL_SECONDS
 from soklet_core.mcp.server.ops._store_keyring import HEARTBEAT_SECONDS, PROPAGATION_BOUND_SECONDS
+from soklet_core.mcp.server.options import (
+    DEFAULT_BODY_TIMEOUT_SECONDS,
+    DEFAULT_HEADER_TIMEOUT_SECONDS,
+    DEFAULT_INPUT_TIMEOUT_SECONDS,
+    DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEAD_BYTES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_SECONDS,
+    MAX_CONNECTIONS_CEILING,
+    MAX_HEAD_BYTES_CEILING,
+    MAX_INPUT_TIMEOUT_SECONDS,
+    MAX_SESSION_IDLE_SECONDS,
+    MAX_SESSIONS_LIMIT,
+    MAX_TIMEOUT_SECONDS,
+    MIN_HEAD_BYTES,
+    HttpLimits,
+    HttpOptions,
+    ProtocolEras,
+    ProtocolOptions,
+    SessionOptions,
+    TaskOptions,
+)
 from soklet_core.protocol import (
     CLIENT_CAPABILITIES_META_KEY,
     DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,

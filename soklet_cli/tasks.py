@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from soklet_core.mcp import Identity, Registry
-from soklet_core.mcp.server._admission import Admission
+from soklet_core.mcp.server.admission import Admission
 from soklet_core.mcp.server.durable._tasks import TaskError, TaskManager, TaskRun, detailed_task, task_run
 from soklet_core.store import MAX_KEY_CHARS, MAX_LIST_LIMIT, DurableStore, TaskRecord, TaskStatus
 

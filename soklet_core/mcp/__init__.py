@@ -4,11 +4,13 @@ and the server that runs it.
 Two subpackages, imports pointing down:
 
 * :mod:`soklet_core.mcp.model` — registrations, the input-required vocabulary, results, the request context and
-  the elicitation helpers. Everything here is re-exported from this package.
-* :mod:`soklet_core.mcp.server` — the dispatcher pipeline, the JSON-RPC wire, admission, the ASGI transport, the
-  uvicorn runner, the admin listener, live keyrings and metrics. Only what an application needs to run a server
-  (:class:`McpServer`, the admission policies, :class:`HttpLimits`, :class:`ProtocolEras`, :class:`McpError`,
-  :class:`HandleRepository`, :class:`HandleRejected` and :class:`TaskManager`) is re-exported here.
+  the elicitation helpers. What an application author writes most (the decorators, the registry, the context, the
+  results, the input-required vocabulary, tasks, the model's errors) is re-exported here; the rest is imported
+  from :mod:`soklet_core.mcp.model`.
+* :mod:`soklet_core.mcp.server` — the engine, the transports, durable handles and tasks, the operator's parts.
+  Only what an application needs to run a server (:class:`McpServer`, :class:`ServerOptions`, :class:`McpError`,
+  :class:`BearerTokenAdmission`) and to use durable handles (:class:`HandleRepository`, :class:`HandleRejected`)
+  is re-exported here.
 
 See ``docs/mcp-model.md`` for the vocabulary with examples.
 
@@ -22,48 +24,75 @@ See ``docs/mcp-model.md`` for the vocabulary with examples.
 ['approval']
 """
 
-from . import model
-from .model import *  # noqa: F403 (the whole model is this package's surface; model.__all__ lists it)
-from .server import (
-    DEFAULT_ENDPOINT_PATH,
-    Admission,
-    AdmissionPolicy,
-    AnonymousAdmission,
-    BearerTokenAdmission,
-    BearerTokenEntry,
-    HandleRejected,
-    HandleRepository,
-    HttpLimits,
-    HttpOptions,
-    McpError,
-    McpServer,
-    ProtocolEras,
-    ProtocolOptions,
-    ServerOptions,
-    SessionOptions,
-    TaskManager,
-    TaskOptions,
+from .model import (
+    CallToolResult,
+    ClientCapabilities,
+    CompleteResult,
+    GetPromptResult,
+    Identity,
+    InputRequest,
+    InputRequestDeclaration,
+    InputRequiredResult,
+    InputRequirement,
+    InputResponses,
+    McpModelError,
+    McpModelErrorReason,
+    PromptMessage,
+    ReadResourceResult,
+    Registry,
+    RequestContext,
+    RequestStateMode,
+    StartTask,
+    TaskContext,
+    TaskSupport,
+    TextContent,
+    completion,
+    form_request,
+    prompt,
+    resource,
+    resource_template,
+    task_tool,
+    tool,
+    url_request,
 )
+from .server import BearerTokenAdmission, McpError, McpServer, ServerOptions
+from .server.durable import HandleRejected, HandleRepository
 
-#: The model's names, then what an application needs to run a server.
+#: What an application author writes (the rest of the model is in :mod:`soklet_core.mcp.model`), then what runs it.
 __all__ = [
-    *model.__all__,
-    "DEFAULT_ENDPOINT_PATH",
-    "Admission",
-    "AdmissionPolicy",
-    "AnonymousAdmission",
     "BearerTokenAdmission",
-    "BearerTokenEntry",
+    "CallToolResult",
+    "ClientCapabilities",
+    "CompleteResult",
+    "GetPromptResult",
     "HandleRejected",
     "HandleRepository",
-    "HttpLimits",
-    "HttpOptions",
+    "Identity",
+    "InputRequest",
+    "InputRequestDeclaration",
+    "InputRequiredResult",
+    "InputRequirement",
+    "InputResponses",
     "McpError",
+    "McpModelError",
+    "McpModelErrorReason",
     "McpServer",
-    "ProtocolEras",
-    "ProtocolOptions",
+    "PromptMessage",
+    "ReadResourceResult",
+    "Registry",
+    "RequestContext",
+    "RequestStateMode",
     "ServerOptions",
-    "SessionOptions",
-    "TaskOptions",
-    "TaskManager",
+    "StartTask",
+    "TaskContext",
+    "TaskSupport",
+    "TextContent",
+    "completion",
+    "form_request",
+    "prompt",
+    "resource",
+    "resource_template",
+    "task_tool",
+    "tool",
+    "url_request",
 ]

@@ -25,7 +25,8 @@ import pytest
 
 from soklet_apps import demo
 from soklet_core.files import read_keyring_file
-from soklet_core.mcp import McpServer, ProtocolOptions, ServerOptions
+from soklet_core.mcp import McpServer, ServerOptions
+from soklet_core.mcp.server.options import ProtocolOptions
 from soklet_core.protection import ProtectionConfig
 from soklet_core.protocol import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 from tests.conftest import Result, Soklet

@@ -5,14 +5,8 @@ from __future__ import annotations
 import pytest
 
 from soklet_core.json import JsonObject, canonical_text, parse
-from soklet_core.mcp import (
-    CLIENT_CAPABILITIES_META_KEY,
-    CapabilitiesError,
-    ClientCapabilities,
-    InputRequestDeclaration,
-    InputRequirement,
-    McpModelErrorReason,
-)
+from soklet_core.mcp import ClientCapabilities, InputRequestDeclaration, InputRequirement, McpModelErrorReason
+from soklet_core.mcp.model import CLIENT_CAPABILITIES_META_KEY, CapabilitiesError
 
 
 def caps(text: str) -> ClientCapabilities:

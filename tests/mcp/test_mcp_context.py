@@ -9,17 +9,19 @@ import pytest
 
 from soklet_core.json import JsonNumber, JsonObject, JsonString, parse
 from soklet_core.mcp import (
-    MAX_APPLICATION_REQUEST_STATE_BYTES,
-    NO_INVOCATION_FEATURES,
     ClientCapabilities,
     Identity,
-    InputRequiredResultError,
     InputResponses,
-    InvocationFeatures,
     McpModelErrorReason,
     RequestContext,
-    RequestContextError,
     RequestStateMode,
+)
+from soklet_core.mcp.model import (
+    MAX_APPLICATION_REQUEST_STATE_BYTES,
+    NO_INVOCATION_FEATURES,
+    InputRequiredResultError,
+    InvocationFeatures,
+    RequestContextError,
 )
 
 

@@ -16,14 +16,13 @@ from soklet_core.mcp import (
     GetPromptResult,
     Identity,
     InputRequiredResult,
-    InputResponseError,
     InputResponses,
     RequestContext,
     RequestStateMode,
     StartTask,
     TaskSupport,
-    ToolRegistration,
 )
+from soklet_core.mcp.model import InputResponseError, ToolRegistration
 from tests.mcp.support import build_registry
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "mcp-model.md"

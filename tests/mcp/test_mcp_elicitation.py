@@ -8,24 +8,20 @@ from typing import Any
 import pytest
 
 from soklet_core.json import JsonObject, JsonValue, parse, serialize
-from soklet_core.mcp import (
+from soklet_core.mcp import InputRequestDeclaration, InputRequirement, McpModelErrorReason, form_request, url_request
+from soklet_core.mcp.model import (
     AcceptOutcomeKind,
     FieldRule,
     FormPolicyViolation,
-    InputRequestDeclaration,
     InputRequestError,
-    InputRequirement,
-    McpModelErrorReason,
     boolean_field,
     choice_field,
     exact_field,
     expect_accept,
-    form_request,
     mint_url_handle,
     number_field,
     string_list_field,
     text_field,
-    url_request,
     url_with_handle,
 )
 

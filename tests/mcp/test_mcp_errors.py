@@ -6,15 +6,14 @@ import pickle
 
 import pytest
 
-from soklet_core.mcp import (
+from soklet_core.mcp import McpModelError, McpModelErrorReason
+from soklet_core.mcp.model import (
     ArgumentsError,
     CapabilitiesError,
     FormPolicyViolation,
     InputRequestError,
     InputRequiredResultError,
     InputResponseError,
-    McpModelError,
-    McpModelErrorReason,
     RegistrationError,
     RequestContextError,
     ResultError,

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from soklet_core.json import JsonObject, parse, serialize
-from soklet_core.mcp import (
+from soklet_core.mcp import McpModelErrorReason
+from soklet_core.mcp.model import (
     DEFAULT_FORM_POLICY,
     FormPolicyViolation,
     FormSchemaPolicy,
     InputRequestError,
-    McpModelErrorReason,
     SecretConcept,
     check_form_schema,
 )

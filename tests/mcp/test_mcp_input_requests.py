@@ -11,15 +11,12 @@ import pytest
 from soklet_core.json import JsonObject, canonical_text, parse, serialize
 from soklet_core.mcp import (
     ClientCapabilities,
-    FormPolicyViolation,
     InputRequest,
     InputRequestDeclaration,
-    InputRequestError,
-    InputRequestType,
     InputRequirement,
     McpModelErrorReason,
-    may_request_input,
 )
+from soklet_core.mcp.model import FormPolicyViolation, InputRequestError, InputRequestType, may_request_input
 
 REQ, COND = InputRequirement.REQUIRED, InputRequirement.CONDITIONAL
 FORM = InputRequestDeclaration.from_elicitation_form(COND)
@@ -176,7 +173,7 @@ def test_form_policy_is_applied_on_construction() -> None:
     with pytest.raises(FormPolicyViolation):
         InputRequest.from_declaration(FORM, params)
     # a reviewed exception is explicit
-    from soklet_core.mcp import DEFAULT_FORM_POLICY
+    from soklet_core.mcp.model import DEFAULT_FORM_POLICY
 
     allowed = InputRequest.from_declaration(FORM, params, form_policy=DEFAULT_FORM_POLICY.allowing("password"))
     assert allowed.params is not None

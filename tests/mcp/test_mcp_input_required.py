@@ -7,15 +7,14 @@ import pytest
 
 from soklet_core.json import JsonNull, JsonObject, parse, serialize
 from soklet_core.mcp import (
-    MAX_APPLICATION_REQUEST_STATE_BYTES,
     InputRequest,
     InputRequestDeclaration,
     InputRequiredResult,
-    InputRequiredResultError,
     InputRequirement,
     McpModelErrorReason,
     RequestStateMode,
 )
+from soklet_core.mcp.model import MAX_APPLICATION_REQUEST_STATE_BYTES, InputRequiredResultError
 
 FORM = InputRequestDeclaration.from_elicitation_form(InputRequirement.CONDITIONAL)
 SAMPLING = InputRequestDeclaration.from_sampling(InputRequirement.CONDITIONAL)

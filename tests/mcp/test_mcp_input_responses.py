@@ -8,13 +8,8 @@ from typing import Any
 import pytest
 
 from soklet_core.json import JsonArray, JsonNumber, JsonObject, JsonString, parse, serialize
-from soklet_core.mcp import (
-    ElicitationAction,
-    ElicitationResponse,
-    InputResponseError,
-    InputResponses,
-    McpModelErrorReason,
-)
+from soklet_core.mcp import InputResponses, McpModelErrorReason
+from soklet_core.mcp.model import ElicitationAction, ElicitationResponse, InputResponseError
 
 ACCEPT = parse('{"action":"accept","content":{"name":"octocat","price":3.50}}')
 ROOTS = parse('{"roots":[{"uri":"file:///test/root","name":"Test Root"}]}')

@@ -28,15 +28,13 @@ from soklet_core.mcp import (
     InputRequirement,
     McpError,
     McpServer,
-    ProtocolOptions,
-    RegistrationError,
     Registry,
     RequestContext,
     RequestStateMode,
     ServerOptions,
     tool,
 )
-from soklet_core.mcp.model import methods
+from soklet_core.mcp.model import RegistrationError, methods
 from soklet_core.mcp.server._headers import HttpRequest
 from soklet_core.mcp.server._jsonrpc import (
     HEADER_MISMATCH,
@@ -54,6 +52,7 @@ from soklet_core.mcp.server._jsonrpc import (
 )
 from soklet_core.mcp.server.engine import METHODS, Call, Complete, DispatchResult, EncodedResult
 from soklet_core.mcp.server.http._dispatch import HttpDispatch
+from soklet_core.mcp.server.options import ProtocolOptions
 from soklet_core.protection import ProtectionConfig, RequestStateProtectionException, bind_request
 from soklet_core.protocol import PROTOCOL_VERSION, PROTOCOL_VERSION_META_KEY
 

@@ -10,12 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from soklet_core.json import JsonNumber, JsonObject, JsonValue, parse
-from soklet_core.mcp import (
+from soklet_core.mcp import InputResponses, McpModelErrorReason
+from soklet_core.mcp.model import (
     ElicitationAction,
     ElicitationResponse,
     InputResponseError,
-    InputResponses,
-    McpModelErrorReason,
     input_response_methods,
     matches_input_response,
 )

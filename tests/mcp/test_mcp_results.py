@@ -6,23 +6,25 @@ import pytest
 
 from soklet_core.json import JsonObject, parse, serialize
 from soklet_core.mcp import (
+    CallToolResult,
+    CompleteResult,
+    GetPromptResult,
+    McpModelErrorReason,
+    PromptMessage,
+    ReadResourceResult,
+    TextContent,
+)
+from soklet_core.mcp.model import (
     MAX_COMPLETION_VALUES,
     AudioContent,
     BlobResourceContents,
     CacheHint,
     CacheScope,
-    CallToolResult,
-    CompleteResult,
     EmbeddedResource,
-    GetPromptResult,
     ImageContent,
-    McpModelErrorReason,
-    PromptMessage,
-    ReadResourceResult,
     ResourceLink,
     ResultError,
     Role,
-    TextContent,
     TextResourceContents,
 )
 

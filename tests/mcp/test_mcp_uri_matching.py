@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from soklet_core.mcp import InputRequestError, McpModelErrorReason, check_elicitation_url
+from soklet_core.mcp import McpModelErrorReason
+from soklet_core.mcp.model import InputRequestError, check_elicitation_url
 from soklet_core.mcp.model.errors import RegistrationError
 from soklet_core.mcp.model.uri_templates import MAX_MATCHED_URI_CHARS, UriTemplate
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from soklet_core.mcp import (
+from soklet_core.mcp import McpModelErrorReason
+from soklet_core.mcp.model import (
     MIN_HANDLE_BYTES,
     InputRequestError,
-    McpModelErrorReason,
     check_elicitation_url,
     is_opaque_handle,
     mint_url_handle,

@@ -14,14 +14,13 @@ from hypothesis import strategies as st
 from soklet_core.json import JsonObject, JsonValue, parse, serialize
 from soklet_core.mcp import (
     CallToolResult,
-    ImageContent,
     InputRequest,
     InputRequestDeclaration,
     InputRequiredResult,
-    InputRequiredResultError,
     InputRequirement,
     TextContent,
 )
+from soklet_core.mcp.model import ImageContent, InputRequiredResultError
 
 FORM = InputRequestDeclaration.from_elicitation_form(InputRequirement.CONDITIONAL)
 ROOTS = InputRequestDeclaration.from_roots_list(InputRequirement.CONDITIONAL)

@@ -19,12 +19,12 @@ import pytest
 
 from soklet_core.files import KeyringFileError, KeyringFileErrorReason, read_keyring_file
 from soklet_core.keys import KeyringManager, ProtectionKey
-from soklet_core.mcp import HttpLimits
 from soklet_core.mcp.server.http import limited_uvicorn_config, uvicorn_server_class
 from soklet_core.mcp.server.http._runner import DEFAULT_BODY_TIMEOUT_SECONDS
 from soklet_core.mcp.server.ops import AdminApp, AdminTokens, LiveKeyring
 from soklet_core.mcp.server.ops._admin import check_admin_tls_key
 from soklet_core.mcp.server.ops._metrics import ServerMetrics
+from soklet_core.mcp.server.options import HttpLimits
 from tests.server.support_admin import TOKEN, self_signed_certificate, write_keyring
 
 #: The body deadline these listeners get: short, so a test need not wait the default 30 s.

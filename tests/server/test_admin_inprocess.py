@@ -15,7 +15,6 @@ import pytest
 
 from soklet_core.files import KeyringFileError, KeyringFileErrorReason, read_keyring_file
 from soklet_core.keys import KeyInUse, KeyringManager, ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import HttpLimits
 from soklet_core.mcp.server.http import limited_uvicorn_config, uvicorn_server_class
 from soklet_core.mcp.server.ops import MAX_ADMIN_BODY_BYTES, AdminApp, AdminTokenError, AdminTokens, LiveKeyring
 from soklet_core.mcp.server.ops._admin import (
@@ -24,6 +23,7 @@ from soklet_core.mcp.server.ops._admin import (
     MAX_ADMIN_TOKENS,
     MIN_ADMIN_TOKEN_CHARS,
 )
+from soklet_core.mcp.server.options import HttpLimits
 from soklet_core.protection import EnvelopeProtector
 from tests.server.support_admin import TOKEN, file_roles, write_keyring
 

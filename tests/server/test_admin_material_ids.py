@@ -11,9 +11,9 @@ import httpx
 
 from soklet_core.files import read_keyring_file
 from soklet_core.keys import KeyringManager, ProtectionKey
-from soklet_core.mcp import HttpLimits
 from soklet_core.mcp.server.http import limited_uvicorn_config, uvicorn_server_class
 from soklet_core.mcp.server.ops import AdminApp, AdminTokens, LiveKeyring
+from soklet_core.mcp.server.options import HttpLimits
 from tests.server.support_admin import TOKEN, file_roles, material_text, write_keyring
 
 PASTED = "hJ3kQ9vZx2Lw7Rt5mN8bY1cF4gP6sD0aE-uW_qK3oIl"

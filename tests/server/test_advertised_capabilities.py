@@ -19,29 +19,30 @@ from soklet_apps import conformance, demo
 from soklet_core.json import JsonObject
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import (
-    CacheHint,
-    CacheScope,
     CallToolResult,
     CompleteResult,
-    CompletionArguments,
     GetPromptResult,
     McpServer,
-    PromptArgument,
     PromptMessage,
-    ProtocolOptions,
     ReadResourceResult,
     Registry,
     RequestContext,
-    ResourceArguments,
     ServerOptions,
-    TextResourceContents,
     completion,
     prompt,
     resource,
     resource_template,
     tool,
 )
-from soklet_core.mcp.server._options import DEFAULT_LIST_CACHE_HINT, DEFAULT_LIST_CACHE_TTL_MS
+from soklet_core.mcp.model import (
+    CacheHint,
+    CacheScope,
+    CompletionArguments,
+    PromptArgument,
+    ResourceArguments,
+    TextResourceContents,
+)
+from soklet_core.mcp.server.options import DEFAULT_LIST_CACHE_HINT, DEFAULT_LIST_CACHE_TTL_MS, ProtocolOptions
 from soklet_core.protection import ProtectionConfig
 from tests.cli.support_serve import Served
 from tests.server.support import Client, running

@@ -16,7 +16,8 @@ import pytest
 from soklet_apps import conformance
 from soklet_core.json import JsonObject, JsonValue
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import CallToolResult, Identity, McpServer, TaskContext, ToolRegistration
+from soklet_core.mcp import CallToolResult, Identity, McpServer, TaskContext
+from soklet_core.mcp.model import ToolRegistration
 from soklet_core.protection import ProtectionConfig
 from soklet_core.protocol import TASKS_EXTENSION
 from soklet_core.store import open_store, sqlite_url

@@ -29,11 +29,10 @@ from soklet_core.mcp import (
     RequestContext,
     RequestStateMode,
     TaskContext,
-    TaskFailed,
     task_tool,
     tool,
 )
-from soklet_core.mcp.model import methods
+from soklet_core.mcp.model import TaskFailed, methods
 from soklet_core.mcp.server.durable._tasks import TaskError, TaskErrorReason, TaskManager
 from soklet_core.mcp.server.engine import (
     MAX_CONCURRENT_LARGE_BODIES,

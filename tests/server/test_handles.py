@@ -23,8 +23,8 @@ from soklet_core.mcp import (
     McpError,
     RequestContext,
     RequestStateMode,
-    mint_url_handle,
 )
+from soklet_core.mcp.model import mint_url_handle
 from soklet_core.mcp.server.durable import HANDLE_BYTES, HANDLE_REJECTED_REASON, MAX_HANDLE_LIFETIME
 from soklet_core.mcp.server.engine import AnonymousAdmission, Call, CanonicalParams, Engine, RefusalKind, Refused
 from soklet_core.mcp.server.engine._engine import handle_refusal

@@ -20,18 +20,16 @@ from soklet_core.mcp import (
     CallToolResult,
     GetPromptResult,
     InputRequestDeclaration,
-    InputRequestType,
     InputRequiredResult,
     InputRequirement,
     PromptMessage,
     Registry,
     RequestContext,
-    SessionOptions,
     form_request,
-    may_request_input,
     prompt,
     tool,
 )
+from soklet_core.mcp.model import InputRequestType, may_request_input
 from soklet_core.mcp.server._headers import HttpRequest
 from soklet_core.mcp.server._jsonrpc import DispatchResult
 from soklet_core.mcp.server.engine import Engine
@@ -47,6 +45,7 @@ from soklet_core.mcp.server.legacy._engine import (
     legacy_capabilities,
 )
 from soklet_core.mcp.server.legacy._sessions import MAX_INFLIGHT_PER_SESSION
+from soklet_core.mcp.server.options import SessionOptions
 from soklet_core.protection import ProtectionConfig, RequestStateSealer
 
 KEYRING = ProtectionKeyring(ProtectionKey.generate("legacy-engine"))

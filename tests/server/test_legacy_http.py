@@ -18,8 +18,9 @@ import pytest
 
 from soklet_apps import demo
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import McpServer, ProtocolOptions, Registry, ServerOptions, SessionOptions
+from soklet_core.mcp import McpServer, Registry, ServerOptions
 from soklet_core.mcp.server.legacy._engine import LEGACY_PROTOCOL_VERSIONS, ProtocolEras
+from soklet_core.mcp.server.options import ProtocolOptions, SessionOptions
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import VERSION, Client, Entries, build_test_registry, running
 

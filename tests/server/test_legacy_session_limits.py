@@ -13,8 +13,9 @@ import httpx
 import pytest
 
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import McpServer, ServerOptions, SessionOptions
-from soklet_core.mcp.server._admission import BearerTokenAdmission
+from soklet_core.mcp import McpServer, ServerOptions
+from soklet_core.mcp.server.admission import BearerTokenAdmission
+from soklet_core.mcp.server.options import SessionOptions
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import Entries, build_test_registry, running
 

@@ -21,9 +21,9 @@ import pytest
 
 from soklet_core.files import TEMP_PREFIX, TEMP_SUFFIX, atomic_write, read_keyring_file, render_keyring_document
 from soklet_core.keys import KeyringManager, ProtectionKey
-from soklet_core.mcp import HttpLimits
 from soklet_core.mcp.server.http import limited_uvicorn_config, uvicorn_server_class
 from soklet_core.mcp.server.ops import AdminApp, AdminTokens, LiveKeyring
+from soklet_core.mcp.server.options import HttpLimits
 from tests.conftest import Soklet
 from tests.server.support_admin import TOKEN, Instance, file_roles, material_text, write_keyring
 

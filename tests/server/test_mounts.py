@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from soklet_core.mcp import HttpOptions, McpServer, Registry, ServerOptions
+from soklet_core.mcp import McpServer, Registry, ServerOptions
 from soklet_core.mcp.server.http._transport import MAX_MOUNTS, Message, Receive, Scope, Send
+from soklet_core.mcp.server.options import HttpOptions
 from tests.server.support import Client, running
 
 

@@ -15,24 +15,20 @@ import pytest
 from soklet_apps import conformance
 from soklet_core.json import MAX_REQUEST_BODY_BYTES
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import (
-    HttpLimits,
-    HttpOptions,
-    McpServer,
-    ProtocolEras,
-    ProtocolOptions,
-    Registry,
-    ServerOptions,
-    SessionOptions,
-    TaskOptions,
-)
-from soklet_core.mcp.server._options import (
+from soklet_core.mcp import McpServer, Registry, ServerOptions
+from soklet_core.mcp.server.options import (
     MAX_INPUT_TIMEOUT_SECONDS,
     MAX_SESSION_IDLE_SECONDS,
     MAX_SESSIONS_LIMIT,
     MAX_TASK_MILLISECONDS,
     MIN_INPUT_TIMEOUT_SECONDS,
     MIN_SESSION_IDLE_SECONDS,
+    HttpLimits,
+    HttpOptions,
+    ProtocolEras,
+    ProtocolOptions,
+    SessionOptions,
+    TaskOptions,
 )
 from soklet_core.protection import MAX_ENDPOINT_PATH_CHARS, ProtectionConfig
 from soklet_core.store import MAX_QUOTA_VALUE

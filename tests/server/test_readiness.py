@@ -18,10 +18,11 @@ import httpx
 import pytest
 
 from soklet_core.keys import KeyringManager, ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import HttpLimits, McpServer
+from soklet_core.mcp import McpServer
 from soklet_core.mcp.server.http import limited_uvicorn_config, uvicorn_server_class
 from soklet_core.mcp.server.ops import AdminApp, AdminTokens, LiveKeyring
 from soklet_core.mcp.server.ops._readiness import RETRY_AFTER_SECONDS, ExpectedFingerprint, NotReady, Readiness
+from soklet_core.mcp.server.options import HttpLimits
 from soklet_core.protection import ProtectionConfig
 from soklet_core.store import SqliteStore, StoreUrl, sqlite_url
 from tests.server.support import FORM_CAPS, Client, Entries, build_test_registry, running

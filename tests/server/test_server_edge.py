@@ -21,10 +21,11 @@ import pytest
 from soklet_apps import conformance
 from soklet_cli.serve import EXAMPLE_END
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import HttpLimits, HttpOptions, McpServer, ServerOptions
+from soklet_core.mcp import McpServer, ServerOptions
 from soklet_core.mcp.server.http import DEFAULT_MAX_HEAD_BYTES, parse_authority, parse_origin
 from soklet_core.mcp.server.http._runner import MAX_HEAD_BYTES_CEILING, MAX_TIMEOUT_SECONDS, MIN_HEAD_BYTES
 from soklet_core.mcp.server.http._transport import MalformedAuthority
+from soklet_core.mcp.server.options import HttpLimits, HttpOptions
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import CAPS, PV, VERSION, Client, running
 

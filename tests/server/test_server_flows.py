@@ -13,8 +13,9 @@ import pytest
 
 from soklet_apps import demo
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import BearerTokenAdmission, HttpOptions, McpServer, ProtocolOptions, Registry, ServerOptions
+from soklet_core.mcp import BearerTokenAdmission, McpServer, Registry, ServerOptions
 from soklet_core.mcp.server._jsonrpc import INTERNAL_ERROR_MESSAGE, INVALID_STATE_MESSAGE
+from soklet_core.mcp.server.options import HttpOptions, ProtocolOptions
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import FORM_CAPS, Client, Entries, build_test_registry, running
 

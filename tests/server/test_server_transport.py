@@ -14,7 +14,8 @@ import pytest
 
 from soklet_apps import conformance
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import HttpOptions, McpServer, Registry, ServerOptions
+from soklet_core.mcp import McpServer, Registry, ServerOptions
+from soklet_core.mcp.server.options import HttpOptions
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import CAPS, FORM_CAPS, PV, VERSION, Client, Entries, build_test_registry, running
 

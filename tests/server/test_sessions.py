@@ -11,7 +11,7 @@ import secrets
 import pytest
 
 from soklet_core.json import JsonObject, parse
-from soklet_core.mcp import ClientCapabilities, SessionOptions
+from soklet_core.mcp import ClientCapabilities
 from soklet_core.mcp.server.legacy import _sessions as sessions_module
 from soklet_core.mcp.server.legacy._sessions import (
     DEFAULT_MAX_SESSIONS,
@@ -26,6 +26,7 @@ from soklet_core.mcp.server.legacy._sessions import (
     SessionTable,
     peer_key,
 )
+from soklet_core.mcp.server.options import SessionOptions
 
 
 class Clock:

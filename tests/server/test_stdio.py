@@ -14,9 +14,9 @@ import pytest
 
 from soklet_apps import demo
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
-from soklet_core.mcp import HttpLimits, HttpOptions, McpServer, ProtocolOptions, ServerOptions
-from soklet_core.mcp.server._options import MAX_TIMEOUT_SECONDS
+from soklet_core.mcp import McpServer, ServerOptions
 from soklet_core.mcp.server.legacy._engine import LegacyProtocol, ProtocolEras
+from soklet_core.mcp.server.options import MAX_TIMEOUT_SECONDS, HttpLimits, HttpOptions, ProtocolOptions
 from soklet_core.mcp.server.stdio._transport import StdioTransport, open_pipe_streams
 from soklet_core.protection import ProtectionConfig
 

@@ -19,9 +19,7 @@ import pytest
 
 from soklet_core.json import JsonObject
 from soklet_core.mcp import (
-    Admission,
     BearerTokenAdmission,
-    BearerTokenEntry,
     CallToolResult,
     ClientCapabilities,
     Identity,
@@ -35,15 +33,14 @@ from soklet_core.mcp import (
     ServerOptions,
     StartTask,
     TaskContext,
-    TaskFailed,
-    TaskInputRequired,
-    TaskOptions,
     TaskSupport,
-    ToolRegistration,
     task_tool,
     tool,
 )
+from soklet_core.mcp.model import TaskFailed, TaskInputRequired, ToolRegistration
+from soklet_core.mcp.server.admission import Admission, BearerTokenEntry
 from soklet_core.mcp.server.durable._tasks import TaskManager
+from soklet_core.mcp.server.options import TaskOptions
 from soklet_core.store import DurableStore, open_store
 from tests.server.support import Client, running, task_request, wait_for_task
 

@@ -20,17 +20,15 @@ import pytest
 
 from soklet_core.json import JsonObject
 from soklet_core.mcp import (
-    Admission,
     BearerTokenAdmission,
-    BearerTokenEntry,
     ClientCapabilities,
     Identity,
     McpServer,
     Registry,
     ServerOptions,
     StartTask,
-    TaskOptions,
 )
+from soklet_core.mcp.server.admission import Admission, BearerTokenEntry
 from soklet_core.mcp.server.durable._tasks import (
     MAX_STORED_TASK_BYTES_PER_PARTITION,
     MAX_STORED_TASKS_PER_PARTITION,
@@ -41,6 +39,7 @@ from soklet_core.mcp.server.durable._tasks import (
     TaskErrorReason,
     TaskManager,
 )
+from soklet_core.mcp.server.options import TaskOptions
 from soklet_core.store import StoreError, StoreErrorReason, TaskQuota, TaskRecord, TaskStatus, open_store
 from tests.server.support import Client, running
 from tests.server.test_tasks import _CHILD, REGISTRY, TASKS, echo, serving, slow

@@ -23,10 +23,10 @@ from soklet_core.files.fleet_file import check_instance_name
 from soklet_core.keys import Fingerprint, KeyWrapper
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION, FINGERPRINT_VERSIONS
 from soklet_core.mcp.model.registry import Registry
-from soklet_core.mcp.server._options import ServerOptions
 from soklet_core.mcp.server.http._transport import ASGIApp
 from soklet_core.mcp.server.ops._admin import AdminTokens
 from soklet_core.mcp.server.ops._readiness import NotReady
+from soklet_core.mcp.server.options import ServerOptions
 from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME, DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
 from soklet_core.store import DurableStore, StoreUrl
 

@@ -20,14 +20,14 @@ from typing import Final
 
 from soklet_core.keys import KeyringManager
 from soklet_core.mcp.model.registry import Registry
-from soklet_core.mcp.server._admission import AdmissionPolicy, AnonymousAdmission
-from soklet_core.mcp.server._options import HttpLimits, ProtocolEras, ServerOptions
+from soklet_core.mcp.server.admission import AdmissionPolicy, AnonymousAdmission
 from soklet_core.mcp.server.durable._tasks import TaskManager
 from soklet_core.mcp.server.engine import Engine, Interceptor, LifecycleCallback
 from soklet_core.mcp.server.http._transport import ASGIApp, McpAsgiApp
 from soklet_core.mcp.server.legacy._engine import LegacyProtocol
 from soklet_core.mcp.server.ops._metrics import ServerMetrics
 from soklet_core.mcp.server.ops._readiness import Readiness
+from soklet_core.mcp.server.options import HttpLimits, ProtocolEras, ServerOptions
 from soklet_core.protection import ProtectionConfig, RequestStateSealer
 from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 from soklet_core.store import DurableStore

@@ -59,12 +59,12 @@ from soklet_core.mcp.model.input_responses import InputResponses
 from soklet_core.mcp.model.registry import Registry, ToolRegistration
 from soklet_core.mcp.model.results import CallToolResult
 from soklet_core.mcp.model.tasks import StartTask, TaskContext, TaskFailed, TaskInputRequired, TaskStep
-from soklet_core.mcp.server._admission import Admission
+from soklet_core.mcp.server.admission import Admission
 from soklet_core.mcp.server._jsonrpc import (
     RESPONSE_TOO_LARGE_MESSAGE,
     missing_capabilities,
 )
-from soklet_core.mcp.server._options import (
+from soklet_core.mcp.server.options import (
     DEFAULT_POLL_INTERVAL_MS,
     DEFAULT_TASK_TTL_MS,
     MAX_STORED_TASK_BYTES_PER_PARTITION,

@@ -1,7 +1,8 @@
 """The transport-neutral engine: a :class:`Call` in, an :class:`Outcome` out (:meth:`Engine.call`); the method table
 (:func:`routing_member`, :meth:`Engine.resolve`), the state wrapper, emission and sealing."""
 
-from soklet_core.mcp.server._admission import (
+from soklet_core.mcp.server._jsonrpc import DispatchResult, McpError
+from soklet_core.mcp.server.admission import (
     ANONYMOUS_PARTITION,
     Admission,
     AdmissionPolicy,
@@ -12,7 +13,6 @@ from soklet_core.mcp.server._admission import (
     BearerTokenAdmission,
     BearerTokenEntry,
 )
-from soklet_core.mcp.server._jsonrpc import DispatchResult, McpError
 from soklet_core.mcp.server.engine._call import (
     Call,
     CanonicalParams,

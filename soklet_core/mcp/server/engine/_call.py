@@ -18,8 +18,8 @@ from soklet_core.json import JsonObject, ParamsDigest, params_digest, parse
 from soklet_core.mcp.model.capabilities import ClientCapabilities
 from soklet_core.mcp.model.context import RequestId
 from soklet_core.mcp.model.input_required_result import InputRequiredResult
-from soklet_core.mcp.server._admission import Admission
 from soklet_core.mcp.server._jsonrpc import McpError
+from soklet_core.mcp.server.admission import Admission
 
 __all__ = [
     "Call",

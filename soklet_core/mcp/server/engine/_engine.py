@@ -51,13 +51,6 @@ from soklet_core.mcp.model.input_responses import InputResponses
 from soklet_core.mcp.model.registry import Registry, ToolRegistration
 from soklet_core.mcp.model.results import CacheHint, ReadResourceResult
 from soklet_core.mcp.model.tasks import TASKS_CAPABILITIES, StartTask, TaskSupport
-from soklet_core.mcp.server._admission import (
-    Admission,
-    AdmissionPolicy,
-    AdmissionRefused,
-    AdmissionRequest,
-    AnonymousAdmission,
-)
 from soklet_core.mcp.server._jsonrpc import (
     INTERNAL_ERROR,
     INTERNAL_ERROR_MESSAGE,
@@ -71,7 +64,13 @@ from soklet_core.mcp.server._jsonrpc import (
     task_not_found,
     unauthorized,
 )
-from soklet_core.mcp.server._options import ProtocolOptions
+from soklet_core.mcp.server.admission import (
+    Admission,
+    AdmissionPolicy,
+    AdmissionRefused,
+    AdmissionRequest,
+    AnonymousAdmission,
+)
 from soklet_core.mcp.server.durable._handles import HANDLE_REJECTED_REASON, HandleRejected
 from soklet_core.mcp.server.durable._tasks import STEP_UNFINISHED_MESSAGE, TaskError, TaskErrorReason
 from soklet_core.mcp.server.engine._call import (
@@ -98,6 +97,7 @@ from soklet_core.mcp.server.engine._methods import (
     routing_value,
 )
 from soklet_core.mcp.server.engine._state import LARGE_BODY_WAIT_SECONDS, StateWrapper, Workers, internal
+from soklet_core.mcp.server.options import ProtocolOptions
 from soklet_core.protection import BoundRequest, OpenedRequestState, RequestStateSealer
 from soklet_core.protocol import CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, TASKS_EXTENSION
 from soklet_core.store import StoreError, StoreErrorReason

@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
 
 from soklet_core.mcp.server._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, encode_error
-from soklet_core.mcp.server._options import (
+from soklet_core.mcp.server.options import (
     DEFAULT_BODY_TIMEOUT_SECONDS,
     DEFAULT_HEADER_TIMEOUT_SECONDS,
     DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,

@@ -23,7 +23,7 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
   ``localhost``, ``127.0.0.1`` and ``[::1]`` with any port, plus configured values. All before the body is read;
 * the request body limit (10 MiB by default, at most 16 MiB), read incrementally and refused with 413 as soon as
   it is exceeded (or at once when ``Content-Length`` says so), and the body read timeout (408, connection
-  closed) from :class:`~soklet_core.mcp.server._options.HttpLimits` (the app takes an ``HttpOptions``);
+  closed) from :class:`~soklet_core.mcp.server.options.HttpLimits` (the app takes an ``HttpOptions``);
 * the 4 MiB response output ceiling: a larger answer becomes a ``-32603`` error;
 * compact single-line JSON responses, or request-scoped SSE (``event: message`` frames, ``X-Accel-Buffering:
   no``) once a handler reports progress on a request with a ``progressToken`` and no unmet CONDITIONAL
@@ -76,7 +76,6 @@ from soklet_core.mcp.server._jsonrpc import (
     busy_refusal,
     encode_error,
 )
-from soklet_core.mcp.server._options import SHUTDOWN_MARGIN_SECONDS, HttpLimits, HttpOptions
 from soklet_core.mcp.server.engine import Engine
 from soklet_core.mcp.server.http._access_log import record_answer
 from soklet_core.mcp.server.http._authority import (
@@ -99,6 +98,7 @@ from soklet_core.mcp.server.legacy._engine import (
 )
 from soklet_core.mcp.server.legacy._sessions import LegacySession
 from soklet_core.mcp.server.ops._readiness import RETRY_AFTER_SECONDS, Readiness
+from soklet_core.mcp.server.options import SHUTDOWN_MARGIN_SECONDS, HttpLimits, HttpOptions
 from soklet_core.protection import normalize_endpoint_path
 
 _DEFAULT_HTTP: Final = HttpOptions()

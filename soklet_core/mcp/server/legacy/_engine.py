@@ -49,7 +49,6 @@ from soklet_core.mcp.model import methods
 from soklet_core.mcp.model.context import RequestId
 from soklet_core.mcp.model.input_required_result import InputRequiredResult, RequestStateMode
 from soklet_core.mcp.model.results import CallToolResult
-from soklet_core.mcp.server._admission import Admission
 from soklet_core.mcp.server._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -63,13 +62,7 @@ from soklet_core.mcp.server._jsonrpc import (
     encode_result,
     params_not_object,
 )
-from soklet_core.mcp.server._options import (
-    DEFAULT_INPUT_TIMEOUT_SECONDS,
-    MAX_INPUT_TIMEOUT_SECONDS,
-    MIN_INPUT_TIMEOUT_SECONDS,
-    ProtocolEras,
-    SessionOptions,
-)
+from soklet_core.mcp.server.admission import Admission
 from soklet_core.mcp.server.engine._call import (
     Call,
     CanonicalParams,
@@ -97,6 +90,13 @@ from soklet_core.mcp.server.legacy._sessions import (
     SessionLimitReason,
     SessionsFull,
     SessionTable,
+)
+from soklet_core.mcp.server.options import (
+    DEFAULT_INPUT_TIMEOUT_SECONDS,
+    MAX_INPUT_TIMEOUT_SECONDS,
+    MIN_INPUT_TIMEOUT_SECONDS,
+    ProtocolEras,
+    SessionOptions,
 )
 from soklet_core.protocol import (
     CLIENT_CAPABILITIES_META_KEY,

@@ -12,7 +12,7 @@ from soklet_core.mcp.model.capabilities import ClientCapabilities
 from soklet_core.mcp.model.context import RequestId
 from soklet_core.mcp.model.errors import McpModelError
 from soklet_core.mcp.server._jsonrpc import INVALID_PARAMS, UNSUPPORTED_VERSION, DispatchResult, McpError
-from soklet_core.mcp.server._options import ProtocolEras
+from soklet_core.mcp.server.options import ProtocolEras
 from soklet_core.protocol import PROTOCOL_VERSION_META_KEY
 
 __all__ = [

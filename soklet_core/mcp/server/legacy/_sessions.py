@@ -38,7 +38,7 @@ from soklet_core.errors import ErrorReason, SokletError
 from soklet_core.json import JsonNumber, JsonObject, JsonString, JsonValue
 from soklet_core.mcp.model.capabilities import ClientCapabilities
 from soklet_core.mcp.model.context import RequestId
-from soklet_core.mcp.server._options import (
+from soklet_core.mcp.server.options import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_SECONDS,
     MAX_SESSION_IDLE_SECONDS,

@@ -58,11 +58,11 @@ from soklet_core.keys import (
 )
 from soklet_core.keys.base64url import decode_base64url
 from soklet_core.keys.profile import PROTECTION_PROFILE
-from soklet_core.mcp.server._options import DEFAULT_BODY_TIMEOUT_SECONDS
 from soklet_core.mcp.server.ops._live_keyring import KeyringHolder, LiveKeyringError
 from soklet_core.mcp.server.ops._metrics import ServerMetrics
 from soklet_core.mcp.server.ops._readiness import RETRY_AFTER_SECONDS, NotReady, Readiness
 from soklet_core.mcp.server.ops._snapshot import AdminKey, AdminSnapshot, KeyRoleName, new_process_id
+from soklet_core.mcp.server.options import DEFAULT_BODY_TIMEOUT_SECONDS
 from soklet_core.store import DurableStore, SqliteStore, StoreError, StoreErrorReason
 
 __all__ = [

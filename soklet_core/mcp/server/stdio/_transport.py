@@ -60,12 +60,12 @@ from soklet_core.mcp.server._jsonrpc import (
     check_envelope,
     envelope_refusal,
 )
-from soklet_core.mcp.server._options import HttpOptions
 from soklet_core.mcp.server.engine import CanonicalParams
 from soklet_core.mcp.server.http._access_log import record_answer
 from soklet_core.mcp.server.http._dispatch import HttpDispatch
 from soklet_core.mcp.server.legacy._engine import SESSION_HEADER, LegacyProtocol, LegacyRequest
 from soklet_core.mcp.server.legacy._sessions import MAX_INFLIGHT_PER_SESSION, LegacySession
+from soklet_core.mcp.server.options import HttpOptions
 from soklet_core.protection import normalize_endpoint_path
 from soklet_core.protocol import PROTOCOL_VERSION_META_KEY
 
