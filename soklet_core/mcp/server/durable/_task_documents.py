@@ -1,10 +1,14 @@
 """A task as the store keeps it and as the wire and the CLI show it: the task document (:class:`TaskDocument`,
-versioned JSON text in the task record), its encoding as a ``Task`` / ``DetailedTask`` (:func:`encode_task`,
-:func:`detailed_task`), the fixed failures a task ends with, and what ``soklet tasks show`` reads of a run
-(:func:`task_run`)."""
+versioned JSON text in the task record, read and written off the event loop by :func:`read_document` and
+:func:`document_text`), whether a record has expired (:func:`task_expired`), how a log names a task
+(:func:`log_name`), its encoding as a ``Task`` / ``DetailedTask`` (:func:`encode_task`, :func:`detailed_task`),
+the fixed failures a task ends with, and what ``soklet tasks show`` reads of a run (:func:`task_run`)."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,6 +17,7 @@ from typing import Final
 
 from soklet_core.json import (
     JsonArray,
+    JsonError,
     JsonNull,
     JsonNumber,
     JsonObject,
@@ -21,7 +26,9 @@ from soklet_core.json import (
     encode_wire,
     parse,
 )
+from soklet_core.json.limits import INLINE_BODY_BYTES
 from soklet_core.mcp.server._jsonrpc import INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE, RESPONSE_TOO_LARGE_MESSAGE
+from soklet_core.mcp.server.durable._task_errors import TaskError, TaskErrorReason
 from soklet_core.protection.diagnosis import iso_time
 from soklet_core.store import TaskRecord, TaskStatus
 from soklet_core.store.records import from_millis
@@ -35,10 +42,16 @@ __all__ = [
     "TaskDocument",
     "TaskRun",
     "detailed_task",
+    "document_text",
     "encode_task",
     "error_object",
+    "log_name",
+    "read_document",
+    "task_expired",
     "task_run",
 ]
+
+_logger = logging.getLogger("soklet.mcp.tasks")
 
 # A lease holder's name as this module writes it (host/pid/suffix), or as earlier versions did (16 hex digits); the
 # classes are separated by "/", which none of them holds, so nothing can backtrack.
@@ -150,6 +163,37 @@ class TaskDocument:
             owner=owner.value if isinstance(owner, JsonString) else None,
             attempts=attempts,
         )
+
+
+def log_name(task_id: str) -> str:
+    """How a log names a task: task ids are bearer secrets, so only a short digest of one is ever written."""
+    return hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:12]
+
+
+def task_expired(record: TaskRecord, now: datetime) -> bool:
+    """Whether ``record`` has outlived its ``ttlMs`` at ``now`` (it then answers not found, or expired to its
+    owner, until it is purged)."""
+    return record.expires_at is not None and now >= record.expires_at
+
+
+async def read_document(record: TaskRecord) -> TaskDocument:
+    """``record``'s document, read in a worker thread when it is over the inline size. Raises
+    :class:`~._task_errors.TaskError` (``DOCUMENT``) when it does not read."""
+    text = record.document
+    try:
+        if len(text) <= INLINE_BODY_BYTES:
+            return TaskDocument.from_text(text)
+        return await asyncio.to_thread(TaskDocument.from_text, text)
+    except (JsonError, ValueError):
+        _logger.error("task %s: its document does not read", log_name(record.task_id))
+        raise TaskError(TaskErrorReason.DOCUMENT) from None
+
+
+async def document_text(document: TaskDocument) -> str:
+    """``document`` as the record's text."""
+    # The members that grow with input (arguments, state, answers, result) are only known in size once
+    # written: every document is encoded in a worker thread, so none is written out on the event loop.
+    return await asyncio.to_thread(document.to_text)
 
 
 def encode_task(record: TaskRecord, document: TaskDocument, *, detailed: bool) -> bytes:
