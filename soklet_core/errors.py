@@ -27,7 +27,7 @@ so a caller may catch the whole library, one layer, or switch on one reason::
     ├── LiveKeyringError                            soklet_core.mcp.server       LiveKeyringRefusal
     ├── SessionsFull                                soklet_core.mcp.server       SessionLimitReason
     ├── TaskError                                   soklet_core.mcp.server.durable   TaskErrorReason
-    ├── HandleRejected                              soklet_core.mcp.server       None (its cases are one on purpose)
+    ├── HandleRejected                              soklet_core.mcp.server.durable   None (its cases are one on purpose)
     ├── ServeError                                  soklet_core.mcp.server       ServeErrorReason
     ├── SnapshotError                               soklet_core.mcp.server       None (soklet_core.fleet exports it)
     ├── StoreError                                  soklet_core.store            StoreErrorReason
