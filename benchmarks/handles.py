@@ -16,7 +16,7 @@ the database's commits, not by the measuring process's CPU):
   the store's transaction (SQLite: the store's writer thread, ``BEGIN IMMEDIATE``, concurrent calls committed
   together; PostgreSQL: the store's pool of at most 8 connections, one ``WITH gone AS (DELETE ... RETURNING 1)
   INSERT ... SELECT ... FROM gone`` statement). Workers are asyncio tasks on one event loop, as in the server; each
-  operation also builds the ``RequestContext`` the dispatcher would hand the tool.
+  operation also builds the ``RequestContext`` the engine would hand the tool.
 * **raw** — the same transaction written directly, no soklet: SQLite through ``sqlite3`` from one thread per worker
   (a connection each, the same pragmas: WAL, ``synchronous=FULL``, ``busy_timeout``), PostgreSQL through
   ``psycopg`` with one async connection per worker (autocommit, the store's one statement); the next state is
@@ -69,7 +69,7 @@ def principal(worker: int) -> str:
 
 
 def context(worker: int, handle: str | None) -> RequestContext:
-    """The context the dispatcher hands ``order.checkout`` on a retry carrying ``handle``."""
+    """The context the engine hands ``order.checkout`` on a retry carrying ``handle``."""
     return RequestContext(
         identity=Identity(principal(worker)),
         partition=PARTITION,

@@ -1,6 +1,6 @@
 """The MCP protocol constants soklet speaks, and the defaults every layer shares: each written here once.
 
-Every other module (the sealer, the dispatcher, the HTTP server, the CLI's help texts, the docs' examples) takes
+Every other module (the sealer, the engine, the HTTP server, the CLI's help texts, the docs' examples) takes
 these names from here; a literal ``"2026-07-28"`` or ``"/mcp"`` anywhere else is a second home for the rule.
 This module sits below every layer and imports nothing from soklet.
 """

@@ -1,4 +1,4 @@
-"""The HTTP edge of an :class:`~.app.McpServer` on uvicorn: limits, timeouts, the connection cap and the drain.
+"""The HTTP edge of an :class:`.McpServer` on uvicorn: limits, timeouts, the connection cap and the drain.
 
 Every limit the HTTP server itself enforces is enforced here (the body limit and the output ceiling live with the
 JSON codec; the endpoint path bound with the path rules). :class:`HttpLimits` holds them with named defaults and

@@ -5,9 +5,9 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
 
 * one endpoint (default :data:`~soklet_core.protocol.DEFAULT_ENDPOINT_PATH`); other paths: 404, except those under
   a mount prefix, which go to the mounted ASGI app after the ``Host``/``Origin`` and drain checks;
-* both protocol eras on that endpoint (:class:`~.legacy.ProtocolEras`). A POST without ``Mcp-Session-Id`` whose
+* both protocol eras on that endpoint (:class:`.ProtocolEras`). A POST without ``Mcp-Session-Id`` whose
   ``MCP-Protocol-Version`` header names a modern version is 2026-07-28, decided from the headers alone; only
-  otherwise is the body read for the era (:func:`~.legacy.is_legacy_message`), and a 2025-era message goes to
+  otherwise is the body read for the era (:func:`.is_legacy_message`), and a 2025-era message goes to
   :meth:`.LegacyProtocol.handle <soklet_core.mcp.server.legacy._engine.LegacyProtocol.handle>` with this POST's
   response stream as its channel: the server's own requests to the client (``elicitation/create``...) are
   ``event: message`` frames of that stream, which starts at the first frame (a request that needs no input gets
@@ -30,7 +30,7 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
   capability holds the response uncommitted;
 * 202 for notifications;
 * client disconnect cancels the handler cooperatively (task cancellation plus ``InvocationFeatures.cancelled``);
-* readiness: while the :class:`~.readiness.Readiness` it is given says not ready (the keyring not loaded, a newer
+* readiness: while the :class:`.Readiness` it is given says not ready (the keyring not loaded, a newer
   fleet generation seen than applied, ...), every request to the endpoint, of either era, is answered 503 with
   ``Retry-After`` (JSON-RPC ``-32603``) once its path, method, ``Host`` and ``Origin`` are checked, before its body
   is read, so a load balancer routes around the instance and nothing is sealed or opened with a stale keyring
@@ -41,7 +41,7 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
 * one access-log line per request on logger ``soklet.mcp.access``:
   ``method=… operation=… status=… code=… duration_ms=… [reason=…]``. Only known method names, registered
   operation names and bounded reasons appear: never tokens, headers, params or other raw input;
-* with the engine's :class:`~.metrics.ServerMetrics`, the same answer counted by method and outcome.
+* with the engine's :class:`.ServerMetrics`, the same answer counted by method and outcome.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ and checked on every round, round limit, expiry) holds for both eras:
 
 1. :func:`is_legacy_message` decides the era of a message (the one home of that rule).
 2. ``initialize`` negotiates a 2025 version, translates the declared capabilities to the modern shape
-   (:func:`legacy_capabilities`), admits the caller and creates a :class:`~.sessions.LegacySession`.
+   (:func:`legacy_capabilities`), admits the caller and creates a :class:`.LegacySession`.
 3. A session request (parsed once, by the transport) is admitted, checked against its session, and becomes a
    ``Call``: the message's method and params, a fresh request id, the engine's modern version, a ``_meta`` with the
    session's capabilities and client info, the admission, and a params digest taken from the canonical params at

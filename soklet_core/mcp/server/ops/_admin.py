@@ -5,9 +5,9 @@ else ``401`` with ``WWW-Authenticate: Bearer`` and nothing happens, except the t
 docs/fleet.md):
 
 * ``GET /v1/ready`` and ``GET /v1/health`` — the probes, which take no token (a Kubernetes probe carries no secret)
-  and reveal only a status and a bounded reason (:class:`~.readiness.NotReady`), never the instance, the
+  and reveal only a status and a bounded reason (:class:`.NotReady`), never the instance, the
   generation or a key. ``/v1/ready``: ``200 {"status": "ready"}``, or ``503 {"status": "not-ready", "reason":
-  "generation-behind"}`` with ``Retry-After`` while the instance's :class:`~.readiness.Readiness` holds it back
+  "generation-behind"}`` with ``Retry-After`` while the instance's :class:`.Readiness` holds it back
   (the MCP endpoint then answers 503 too). A store outage alone is not a reason (the keyring held keeps serving;
   ``soklet_store_up`` says 0); a SQLite file removed or replaced is (``store-file-lost``: only a restart mends it).
   ``/v1/health`` (liveness): ``200 {"status": "ok"}`` while the process serves, ``503 {"status": "failing",

@@ -8,7 +8,7 @@ change raises (:class:`~soklet_core.store.FleetKeyring`). This module keeps one 
   on SQLite and as the fallback), loads it (unwrapped on a worker thread) and swaps it in; a change committed to a
   reachable store is applied within :data:`PROPAGATION_BOUND_SECONDS`;
 * from the moment it has seen a generation newer than the one it applied until it applied it, the instance is
-  **not ready** (:attr:`~.readiness.NotReady.GENERATION_BEHIND`): the MCP endpoint answers 503, so it never seals
+  **not ready** (:attr:`.NotReady.GENERATION_BEHIND`): the MCP endpoint answers 503, so it never seals
   with a key older than the newest generation it has seen (a load that fails, a KEK that cannot unwrap, a key still
   reserved for a seal: it stays held back and tries again every :data:`RETRY_SECONDS`). A process loads the current
   generation before it serves at all;

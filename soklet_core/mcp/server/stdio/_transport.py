@@ -9,7 +9,7 @@ Standard output carries protocol messages only; logs go to standard error (the c
   :meth:`~soklet_core.mcp.server.engine.Engine.parse_body`, as an HTTP body is: on the event loop up to
   :data:`~soklet_core.json.limits.INLINE_BODY_BYTES`, larger ones in the engine's bounded workers (the reader
   waits for it). Invalid UTF-8 or JSON: ``-32700``, id null. That is the only parse of a line.
-* **Requests run concurrently**, each in its own task, at most :data:`~.sessions.MAX_INFLIGHT_PER_SESSION` (32)
+* **Requests run concurrently**, each in its own task, at most :data:`.MAX_INFLIGHT_PER_SESSION` (32)
   at a time; one more is answered ``-32603`` (busy) at once. Notifications, the client's responses and
   ``initialize`` are handled in input order, before the next line is read.
 * **2026-07-28 messages** (``params._meta`` names the protocol version) are checked as a POST is, by the same
@@ -17,7 +17,7 @@ Standard output carries protocol messages only; logs go to standard error (the c
   the method, the routing member and admission; then the :class:`~soklet_core.mcp.server.engine.Call` runs on the
   engine and its outcome is written as the 2026-07-28 wire writes it. Progress notifications are written as lines
   while the handler runs.
-* **2025-era messages** (:func:`~.legacy.is_legacy_message`): ``initialize`` creates the connection's one session
+* **2025-era messages** (:func:`.is_legacy_message`): ``initialize`` creates the connection's one session
   in the engine's table, and the engine answers everything else of that session; its server-to-client requests
   (``elicitation/create``...) are written as lines and the client's responses, read as lines, are delivered to the
   session. A second ``initialize`` is refused (``-32600``).
@@ -160,7 +160,7 @@ class _Progress:
 
 
 class _Lines:
-    """The :class:`~.legacy.ClientChannel` of a 2025-era request on stdio: server requests become output lines.
+    """The :class:`.ClientChannel` of a 2025-era request on stdio: server requests become output lines.
 
     Once the input has ended, nobody can answer a server request: the request that waits for one counts as
     cancelled (its round's wait sees it within a second), and a new one is not written."""
@@ -199,7 +199,7 @@ class StdioTransport:
     """Serve one server over a pair of byte streams, one JSON-RPC message a line, in the eras the server speaks.
 
     ``StdioTransport(server.legacy_protocol, server.options.http)``: the server's
-    :class:`~.legacy.LegacyProtocol` holds all it needs (the engine, the eras, the session table, the endpoint
+    :class:`.LegacyProtocol` holds all it needs (the engine, the eras, the session table, the endpoint
     path), and the HTTP options give the limits a line shares with a POST: ``max_request_body_bytes`` is the line
     limit, ``output_ceiling_bytes`` replaces a larger answer by a ``-32603`` error, and the shutdown grace
     (``limits.shutdown_grace_seconds``, 10 s by default) is how long requests still running at the end of the
