@@ -508,6 +508,7 @@ MESSAGES = {
 }
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(name=st.sampled_from(sorted(PARSERS)), text=fuzz_text)
 def test_parsers_accept_within_bounds_or_refuse_with_a_fixed_message(name: str, text: str) -> None:

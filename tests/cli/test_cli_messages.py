@@ -317,6 +317,7 @@ def test_serve_does_not_echo_a_pasted_app_reference(soklet: Soklet, pasted: str)
     assert_bounded_and_clean(result, pasted)
 
 
+@pytest.mark.slow
 def test_serve_does_not_echo_control_characters_of_its_host(soklet: Soklet) -> None:
     result = soklet.run("serve", "--port", "0", "--host", "no\x1b[31mhost\x07", timeout=PROMPT)
     assert result.returncode == 3, result.stderr

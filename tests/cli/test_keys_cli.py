@@ -436,6 +436,7 @@ def test_material_is_never_taken_as_an_argument(soklet) -> None:
     assert keyring_ids(soklet.cwd / RING) == ["k1"]
 
 
+@pytest.mark.slow
 def test_the_leak_scan_catches_every_form(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     exported = soklet.run("keys", "export", "k1")

@@ -63,6 +63,7 @@ def test_bytes_is_bounded_at_both_ends(soklet) -> None:  # type: ignore[no-untyp
     assert read_keyring_file(soklet.cwd / RING).entry("big").key.size == MAX_KEY_MATERIAL_BYTES  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_staged_material_longer_than_the_maximum_is_refused(soklet) -> None:  # type: ignore[no-untyped-def]
     new_ring(soklet)
     too_long = encode_base64url(os.urandom(MAX_KEY_MATERIAL_BYTES + 1))

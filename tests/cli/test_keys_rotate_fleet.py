@@ -86,6 +86,7 @@ def test_unreachable_fleet_exit_3_and_no_record(soklet: Soklet) -> None:
     assert not (soklet.cwd / "fleet.toml.rotation.json").exists()
 
 
+@pytest.mark.slow
 def test_unusable_record_exit_3(soklet: Soklet) -> None:
     _fleet_file(soklet.cwd)
     record = soklet.cwd / "fleet.toml.rotation.json"

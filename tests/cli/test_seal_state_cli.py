@@ -73,6 +73,7 @@ def test_seal_state_prints_a_token_the_server_opens(soklet) -> None:
     assert sealer.open(document["token"], bound_retry).state == opened.state
 
 
+@pytest.mark.slow
 def test_seal_state_options_round_path_partition_lifetime(soklet) -> None:
     soklet.run("keys", "generate", "--id", "k1")
     call = write_request(soklet.cwd, "call.json", "a-1", _meta={PROTOCOL_VERSION_META_KEY: "2025-11-25"})

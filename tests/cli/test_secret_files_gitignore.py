@@ -64,6 +64,7 @@ def test_keys_commands_warn_about_an_unignored_secret_file(soklet: Soklet) -> No
     assert "warning" not in soklet.run("keys", "export", "k4", "-o", "k4.key", "--keyring", "keys.toml").stderr
 
 
+@pytest.mark.slow
 def test_no_warning_outside_a_work_tree_or_without_git(soklet: Soklet, tmp_path: Path) -> None:
     outside = soklet.run("keys", "generate", "--id", "k1")
     assert outside.returncode == 0, outside.stderr

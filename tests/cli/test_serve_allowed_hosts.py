@@ -47,6 +47,7 @@ def test_an_allowed_host_and_origin_pass_the_check_and_others_do_not(tmp_path: P
         served.stop()
 
 
+@pytest.mark.slow
 def test_without_the_option_only_loopback_names_pass(tmp_path: Path) -> None:
     served = Served(tmp_path, "--keyring", str(shared_keyring(tmp_path)))
     try:
@@ -77,6 +78,7 @@ def test_a_malformed_name_is_a_usage_error(tmp_path: Path, option: str, value: s
     assert "value 1 is not" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_count_of_names_is_bounded(tmp_path: Path) -> None:
     from soklet_cli.serve import MAX_ALLOWED_NAMES
 

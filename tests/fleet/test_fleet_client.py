@@ -135,6 +135,7 @@ def test_resolve_localhost_gives_every_address() -> None:
         asyncio.run(resolve_targets("no-such-host.invalid", 9001, token=TOKEN))
 
 
+@pytest.mark.slow
 def test_at_most_max_concurrent_reads_in_flight() -> None:
     body = json.dumps(document(keyring(A, B), "good")).encode()
     peak = 0

@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.support import FUZZ_SETTINGS, SOKLET, soklet_env
 
-# The fuzzing and the known reproductions are marked slow; the setup check stays in the quick selection
+# Every test here runs soklet subprocesses and is marked slow; the folder's quick test is in test_fuzz_http.py
 # (docs/testing.md).
 
 #: Examples per command (11 commands; each example a subprocess of about 0.3 to 0.5 s).
@@ -358,6 +358,7 @@ def test_issue_reproductions(base: Base, argv: list[Arg], refused: frozenset[int
     assert completed.returncode in refused, (argv, completed.returncode, completed.stderr[-500:])
 
 
+@pytest.mark.slow
 def test_setup_is_real(base: Base) -> None:
     # The base keyring is a real 0600 file in a 0700 folder, and soklet itself reads it.
     mode = stat.S_IMODE((base.folder / "keyring.toml").stat().st_mode)

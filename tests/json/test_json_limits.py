@@ -324,6 +324,7 @@ def test_max_nodes_plus_one_is_refused(fn: Callable[[bytes], object], too_many_n
     assert refusal(fn, too_many_nodes_document) == (R.TOO_MANY_NODES, last_value)
 
 
+@pytest.mark.slow
 def test_member_names_are_not_nodes() -> None:
     # {"a": [null × (MAX_NODES - 2)]}: object + array + nulls = MAX_NODES values; the name "a" is not one.
     doc = b'{"a":' + flat_array(MAX_NODES - 1) + b"}"

@@ -189,6 +189,7 @@ def test_the_msgspec_digest_answers_what_the_exact_path_answers(
     assert answer(data, whole_request=False) == reference(data, whole_request=False)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     st.one_of(

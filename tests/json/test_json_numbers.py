@@ -139,6 +139,7 @@ def test_serialize_keeps_the_spelled_scale() -> None:
     assert canonical_text(parse(b"3.50")) == "3.5"
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(decimals(max_digits=90))
 @example(Decimal("1E+10000"))
@@ -151,6 +152,7 @@ def test_canonical_decimal_text_matches_the_to_scientific_string_oracle(value: D
     assert canonical_text(number) == oracle_number(value)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(decimals(max_digits=90), rngs)
 @example(Decimal("0.0000001"), random.Random(0))

@@ -37,6 +37,7 @@ SETTINGS = settings(
 )
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(trees(), rngs)
 @example({"\uff5e": None, "\U0001f600": None}, random.Random(0))
@@ -47,6 +48,7 @@ def test_parse_matches_an_exact_reference_loader(tree: Any, rng: random.Random) 
     assert parse(text.encode()) == value
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(trees(), rngs)
 def test_parse_serialize_round_trip(tree: Any, rng: random.Random) -> None:
@@ -68,6 +70,7 @@ def test_values_built_from_python_round_trip(tree: Any) -> None:
     assert serialize(again) == serialize(value)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(trees(), rngs)
 @example({"\uff5e": 1, "\U0001f600": 2}, random.Random(0))
