@@ -72,6 +72,7 @@ def templates_and_uris(draw: st.DrawFn) -> tuple[str, str]:
     return template, uri
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(templates_and_uris())
 @example(("t:{+a}/{+b}", "t:x/y/z"))  # ambiguous: the leftmost, shortest first variable wins, as before

@@ -56,6 +56,7 @@ def _object(text: str) -> JsonObject:
     return value
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     texts=st.lists(TEXT, max_size=3),

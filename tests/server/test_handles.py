@@ -101,6 +101,7 @@ def value(data: Any) -> JsonValue:
     return JsonValue.from_python(data)
 
 
+@pytest.mark.slow
 def test_issue_resume_rotate_finish(store_url: str) -> None:
     async def body(store: DurableStore) -> None:
         handles = HandleRepository(store)

@@ -453,6 +453,7 @@ def test_a_client_error_answer_becomes_an_is_error_result() -> None:
     asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_a_round_that_times_out_ends_with_a_sentence() -> None:
     async def run() -> None:
         protocol = engine(timeout=1)
@@ -635,6 +636,7 @@ def test_cancellation_by_the_client_cancels_the_handler() -> None:
     asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_a_waiting_round_ends_when_the_client_goes() -> None:
     async def run() -> None:
         protocol = engine()

@@ -415,6 +415,7 @@ def test_notifications_cancelled_ends_a_running_request(legacy: Legacy, entries:
     assert entries.cancelled.wait(10)
 
 
+@pytest.mark.slow
 def test_an_unanswered_round_ends_in_an_error_result(entries: Entries) -> None:
     quick = ServerOptions(sessions=SessionOptions(input_timeout_seconds=1))
     with running(make_server(entries, options=quick)) as url:

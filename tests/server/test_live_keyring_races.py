@@ -79,6 +79,7 @@ def _staged(soklet: Soklet, key: ProtectionKey) -> dict[str, str]:
     return {"id": key.id, "material": material_text(key)}
 
 
+@pytest.mark.slow
 def test_a_key_staged_by_the_cli_survives_an_admin_stage(admin: Admin, soklet: Soklet) -> None:
     cli = soklet.run("keys", "stage", "--generate", "--id", "from-cli", "--keyring", str(admin.path))
     assert cli.returncode == 0, cli.stderr

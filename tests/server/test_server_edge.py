@@ -175,6 +175,7 @@ def test_unfinished_head_is_refused_at_the_limit(port: int) -> None:
         assert _closed(sock, 5)
 
 
+@pytest.mark.slow
 def test_slow_head_and_idle_connection_are_closed(port: int) -> None:
     with _connect(port) as idle, _connect(port) as slow:
         slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
@@ -182,6 +183,7 @@ def test_slow_head_and_idle_connection_are_closed(port: int) -> None:
         assert _closed(idle, 5)
 
 
+@pytest.mark.slow
 def test_stalled_body_gets_408_and_the_connection_closes(port: int) -> None:
     with _connect(port) as sock:
         sock.sendall(_head([f"Host: 127.0.0.1:{port}"], [], 1000) + b"{" * 50)
@@ -192,6 +194,7 @@ def test_stalled_body_gets_408_and_the_connection_closes(port: int) -> None:
         assert _closed(sock, 5)
 
 
+@pytest.mark.slow
 def test_keep_alive_timeout_closes_an_idle_connection(port: int) -> None:
     with _connect(port) as sock:
         sock.sendall(_head([f"Host: 127.0.0.1:{port}"], [], len(_body())) + _body())

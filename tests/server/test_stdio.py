@@ -344,6 +344,7 @@ def test_legacy_only_server_refuses_modern_requests_with_32022() -> None:
     run(scenario, _engine(ProtocolEras.LEGACY))
 
 
+@pytest.mark.slow
 def test_end_of_input_cancels_a_request_waiting_for_the_client() -> None:
     async def scenario(client: Client, serving: asyncio.Task[None]) -> None:
         await handshake(client)
@@ -361,6 +362,7 @@ def test_end_of_input_cancels_a_request_waiting_for_the_client() -> None:
     assert len(engine.sessions) == 0  # the connection's session ended with it
 
 
+@pytest.mark.slow
 def test_requests_past_the_in_flight_bound_are_answered_busy() -> None:
     from soklet_core.mcp.server.legacy._sessions import MAX_INFLIGHT_PER_SESSION
 

@@ -97,6 +97,7 @@ def test_slow_compute_runs_within_the_request_without_the_extension(client: Clie
     assert reply["content"][0]["text"] == "capability-no-ext: computed after 0 s"
 
 
+@pytest.mark.slow
 def test_slow_compute_completes_as_a_task_with_integer_wire_fields(client: Client) -> None:
     created = client.call("slow_compute", {"seconds": 1, "label": "wire-fields"}, capabilities=TASK_CAPS).result
     assert created["resultType"] == "task"
@@ -125,6 +126,7 @@ def test_failing_job_without_the_extension_is_32021_with_the_required_capability
     assert reply.error["data"] == MISSING_TASKS_DATA
 
 
+@pytest.mark.slow
 def test_failing_job_completes_with_a_tool_error(client: Client) -> None:
     done = wait_for_task(client, create(client, "failing_job", {}), *TERMINAL)
     assert done["status"] == "completed"
