@@ -25,8 +25,10 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from typing import Any
+
+from support.asgi_post import post as asgi_post
 
 from soklet_apps.demo import build_registry
 from soklet_core import json as soklet_json
@@ -34,7 +36,7 @@ from soklet_core.json import JsonObject
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import CallToolResult, McpServer, Registry, RequestContext, tool
 from soklet_core.protection import ProtectionConfig
-from soklet_core.protocol import DEFAULT_ENDPOINT_PATH, PROTOCOL_VERSION
+from soklet_core.protocol import PROTOCOL_VERSION
 
 VERSION = PROTOCOL_VERSION.encode()
 META = (
@@ -82,40 +84,9 @@ def list_body(request_id: int) -> bytes:
 
 
 async def post(app: Any, body: bytes, head: list[tuple[bytes, bytes]]) -> bytes:
-    scope: dict[str, Any] = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": DEFAULT_ENDPOINT_PATH,
-        "raw_path": DEFAULT_ENDPOINT_PATH.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [*head, (b"content-length", str(len(body)).encode())],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
-    delivered = False
-    chunks: list[bytes] = []
-
-    async def receive() -> MutableMapping[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
-    async def send(message: MutableMapping[str, Any]) -> None:
-        if message["type"] == "http.response.start" and message["status"] != 200:
-            raise RuntimeError(f"status {message['status']}")
-        if message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-
-    DEPTH.append(len(inspect.stack(0)))
-    await app(scope, receive, send)
-    return b"".join(chunks)
+    return await asgi_post(
+        app, body, head, at_entry=lambda: DEPTH.append(len(inspect.stack(0)) - 1)
+    )  # less this lambda
 
 
 def demo_app() -> Any:

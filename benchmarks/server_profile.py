@@ -19,14 +19,14 @@ import pstats
 import re
 import time
 from collections import defaultdict
-from collections.abc import MutableMapping
-from typing import Any
+
+from support.asgi_post import post as asgi_post
 
 from soklet_apps.demo import build_registry
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import McpServer
 from soklet_core.protection import ProtectionConfig
-from soklet_core.protocol import DEFAULT_ENDPOINT_PATH, PROTOCOL_VERSION
+from soklet_core.protocol import PROTOCOL_VERSION
 
 VERSION = PROTOCOL_VERSION.encode()
 META = (
@@ -89,39 +89,7 @@ class Driver:
         self.app = server.asgi_app()
 
     async def post(self, body: bytes) -> bytes:
-        scope: dict[str, Any] = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": DEFAULT_ENDPOINT_PATH,
-            "raw_path": DEFAULT_ENDPOINT_PATH.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": [*HEADERS, (b"content-length", str(len(body)).encode())],
-            "client": ("127.0.0.1", 50000),
-            "server": ("127.0.0.1", 8000),
-        }
-        delivered = False
-        chunks: list[bytes] = []
-
-        async def receive() -> MutableMapping[str, Any]:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await asyncio.Event().wait()  # the client never disconnects
-            raise AssertionError("unreachable")
-
-        async def send(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start" and message["status"] != 200:
-                raise RuntimeError(f"status {message['status']}")
-            if message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-
-        await self.app(scope, receive, send)
-        return b"".join(chunks)
+        return await asgi_post(self.app, body, HEADERS)
 
     async def round_trips(self, count: int) -> None:
         for index in range(count):
