@@ -13,25 +13,31 @@ access log; this process is the client. The servers:
   (FRAMEWORK_PROTECTED state: sealed with the binding built from the real request, opened and checked on the retry).
 * **sdk** -- the official MCP Python SDK (``mcp`` 2.3.0) with the same tool, stateless 2026-07-28 JSON responses,
   its ``RequestStateBoundary`` sealing and verifying the state (``benchmarks/peers/mcp_sdk_server.py``).
+* **fastmcp** -- fastmcp 4.1.6 with the same guard tool written in its own API (``ctx.request_state``, an
+  ``InputRequiredResult`` returned from the tool body), stateless JSON responses, and the SDK's
+  ``RequestStateBoundary`` that fastmcp installs, under the same key and TTL (``benchmarks/peers/fastmcp_server.py``).
 * **bare** -- a raw ASGI app returning fixed JSON for both legs: the HTTP stack's floor
   (``benchmarks/peers/bare_asgi.py``).
 
 The client is lean on purpose (httpx costs 2-3 ms of CPU per round trip and would hide every server's limit on two
 cores): one thread per concurrent client, each with one HTTP/1.1 keep-alive socket, prebuilt request bytes (only the
 id and the state are spliced in), and a parser that reads only the status line, Content-Length (or chunks) and the
-body's ``requestState``. Every response is checked (leg 1 ``input_required`` with a state, leg 2 ``complete`` and
-not ``isError``); any other answer stops that server's run with an error.
+body's ``requestState``. Every response is checked (leg 1 ``input_required`` with a state, leg 2 ``complete``, not
+``isError`` and the tool's ``Catalog access approved.``); any other answer stops that server's run with an error.
+Before it is measured, every server but the floor must also refuse a retry whose state was altered by one
+character: a peer that skipped its request-state boundary would not be measured.
 
 Server CPU per round trip is the server process's utime+stime (``/proc/PID/stat``) over the measured window divided
 by the round trips completed in it. All servers are started first and measured in interleaved rounds (``--rounds``,
 default 3), so that load from anything else on the machine falls on every server alike; each point reports its best
-round (highest round trips/s, lowest CPU per round trip). The "server CPU" column is the server's CPU time over the
-wall time (100 % = one core busy): near 100 % the server is the limit; well below it (the bare floor) the client is,
-and only the CPU per round trip of that row is meaningful. Every loop is bounded in time (``--duration``) and count
-(``MAX_ROUND_TRIPS``).
+round (highest round trips/s, lowest CPU per round trip), and each ratio is also given per round (both servers
+measured within the same round) as the median and range over the rounds. The "server CPU" column is the server's
+CPU time over the wall time (100 % = one core busy): near 100 % the server is the limit; well below it (the bare
+floor) the client is, and only the CPU per round trip of that row is meaningful. Every loop is bounded in time
+(``--duration``) and count (``MAX_ROUND_TRIPS``).
 
-Targets (issue 10, lean client, 8 clients; 1 client reported beside them): soklet >= 2x the SDK's round trips per
-second, and soklet's server CPU per round trip <= 4x the bare floor's.
+Targets (lean client, 8 clients; 1 client reported beside them): soklet >= 3x the SDK's round trips per second,
+>= 5x fastmcp's, and soklet's server CPU per round trip <= 4x the bare floor's.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import json
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -60,9 +67,10 @@ SOCKET_TIMEOUT = 10.0
 START_TIMEOUT = 60.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 URL_RE = re.compile(rb"http://127\.0\.0\.1:(\d{1,5})/mcp\b")
-#: Issue 10's targets: soklet's round trips per second over the SDK's (at least), and soklet's server CPU per
-#: round trip over the bare ASGI floor's (at most). Set at TARGET_CLIENTS concurrent clients.
-TARGET_VS_SDK = 2.0
+#: The targets: soklet's round trips per second over the SDK's and over fastmcp's (at least), and soklet's server
+#: CPU per round trip over the bare ASGI floor's (at most). Set at TARGET_CLIENTS concurrent clients.
+TARGET_VS_SDK = 3.0
+TARGET_VS_FASTMCP = 5.0
 TARGET_VS_FLOOR = 4.0
 TARGET_CLIENTS = 8
 
@@ -79,6 +87,8 @@ RETRY_MIDDLE = (
 )
 RETRY_TAIL = b'",' + META + b"}}"
 STATE_KEY = b'"requestState":"'
+#: What the tool answers on an approved retry (every server, the floor included).
+APPROVED = b"Catalog access approved."
 
 
 class BenchError(Exception):
@@ -150,16 +160,32 @@ class Connection:
             if size == 0:
                 return bytes(body)
 
-    def round_trip(self, request_id: int) -> None:
+    def first_leg(self, request_id: int) -> bytes:
+        """Leg 1: the call; returns the ``requestState`` of the ``input_required`` answer."""
         status, body = self.post(BODY_HEAD + str(request_id).encode() + FIRST_TAIL)
         at = body.find(STATE_KEY)
         if status != 200 or at < 0 or b'"input_required"' not in body:
             raise BenchError(f"leg 1: HTTP {status} {body[:300]!r}")
         start = at + len(STATE_KEY)
-        state = body[start : body.index(b'"', start)]
-        status, body = self.post(BODY_HEAD + str(request_id + 1).encode() + RETRY_MIDDLE + state + RETRY_TAIL)
-        if status != 200 or b'"resultType":"complete"' not in body or b'"isError":true' in body:
+        return body[start : body.index(b'"', start)]
+
+    def retry(self, request_id: int, state: bytes) -> tuple[int, bytes]:
+        """Leg 2: the retry with the approval and ``state``."""
+        return self.post(BODY_HEAD + str(request_id).encode() + RETRY_MIDDLE + state + RETRY_TAIL)
+
+    def round_trip(self, request_id: int) -> None:
+        state = self.first_leg(request_id)
+        status, body = self.retry(request_id + 1, state)
+        if status != 200 or b'"resultType":"complete"' not in body or b'"isError":true' in body or APPROVED not in body:
             raise BenchError(f"leg 2: HTTP {status} {body[:300]!r}")
+
+    def refuses_altered_state(self, request_id: int) -> bool:
+        """True when a retry whose state differs by one character does not complete with the approval."""
+        state = bytearray(self.first_leg(request_id))
+        middle = len(state) // 2
+        state[middle] = ord("A") if state[middle] != ord("A") else ord("B")
+        status, body = self.retry(request_id + 1, bytes(state))
+        return not (status == 200 and b'"resultType":"complete"' in body and APPROVED in body)
 
 
 @dataclass
@@ -169,6 +195,7 @@ class Measurement:
     round_trips: int
     seconds: float
     cpu_seconds: float
+    round_no: int = 0
 
     @property
     def per_second(self) -> float:
@@ -251,6 +278,7 @@ class ServerProcess:
     name: str
     command: list[str]
     port: int | None  # None: read it from the printed URL
+    checks_state: bool = True  # False for the floor, which seals and checks nothing
     process: subprocess.Popen[bytes] | None = None
     output: list[bytes] = field(default_factory=list)
     _port_seen: threading.Event = field(default_factory=threading.Event)
@@ -281,6 +309,8 @@ class ServerProcess:
                 connection = Connection(self.port)
                 try:
                     connection.round_trip(1)
+                    if self.checks_state and not connection.refuses_altered_state(3):
+                        raise BenchError(f"{self.name}: a retry with an altered requestState completed")
                 finally:
                     connection.close()
                 return self.port
@@ -330,20 +360,73 @@ def sdk_server() -> ServerProcess | str:
     return ServerProcess("sdk", [sys.executable, str(PEERS / "mcp_sdk_server.py"), "--port", str(port)], port)
 
 
+def fastmcp_server() -> ServerProcess | str:
+    try:
+        import fastmcp  # noqa: F401
+    except ImportError:
+        return "fastmcp is not installed: run `bash scripts/bench` (installs requirements/bench.lock)"
+    port = free_port()
+    return ServerProcess("fastmcp", [sys.executable, str(PEERS / "fastmcp_server.py"), "--port", str(port)], port)
+
+
 def bare_server() -> ServerProcess | str:
     port = free_port()
-    return ServerProcess("bare", [sys.executable, str(PEERS / "bare_asgi.py"), "--port", str(port)], port)
+    command = [sys.executable, str(PEERS / "bare_asgi.py"), "--port", str(port)]
+    return ServerProcess("bare", command, port, checks_state=False)
 
 
 SERVERS: dict[str, Callable[[], ServerProcess | str]] = {
     "soklet": soklet_server,
     "sdk": sdk_server,
+    "fastmcp": fastmcp_server,
     "bare": bare_server,
 }
-LABELS = {"soklet": "soklet", "sdk": "MCP SDK 2.3.0", "bare": "bare ASGI (floor)"}
+LABELS = {"soklet": "soklet", "sdk": "MCP SDK 2.3.0", "fastmcp": "fastmcp 4.1.6", "bare": "bare ASGI (floor)"}
 
 
 # ------------------------------------------------------------------------------------------------------------ main
+
+
+RATE, CPU = "round_trips_per_s", "server_cpu_us_per_round_trip"
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """One reported ratio: ``top``'s figure over ``bottom``'s, with its target if it has one."""
+
+    key: str
+    label: str
+    top: str
+    bottom: str
+    field: str  # RATE (best: highest) or CPU (best: lowest)
+    target: float | None = None
+    at_least: bool = True
+
+    def per_round(self, results: list[Measurement], clients: int) -> list[float]:
+        """The ratio within each round both servers were measured in."""
+        values = []
+        for round_no in sorted({m.round_no for m in results}):
+            here = {m.server: m for m in results if m.clients == clients and m.round_no == round_no and m.round_trips}
+            top, bottom = here.get(self.top), here.get(self.bottom)
+            if top is None or bottom is None:
+                continue
+            if self.field == RATE and bottom.per_second:
+                values.append(top.per_second / bottom.per_second)
+            elif self.field == CPU and bottom.cpu_us_per_round_trip:
+                values.append(top.cpu_us_per_round_trip / bottom.cpu_us_per_round_trip)
+        return values
+
+
+RATIOS = (
+    Ratio("soklet_vs_sdk_round_trips", "soklet/SDK round trips/s", "soklet", "sdk", RATE, TARGET_VS_SDK),
+    Ratio(
+        "soklet_vs_fastmcp_round_trips", "soklet/fastmcp round trips/s", "soklet", "fastmcp", RATE, TARGET_VS_FASTMCP
+    ),
+    Ratio("soklet_vs_bare_cpu", "soklet/floor CPU per rt", "soklet", "bare", CPU, TARGET_VS_FLOOR, at_least=False),
+    Ratio("sdk_vs_bare_cpu", "SDK/floor CPU per rt", "sdk", "bare", CPU),
+    Ratio("fastmcp_vs_bare_cpu", "fastmcp/floor CPU per rt", "fastmcp", "bare", CPU),
+    Ratio("sdk_vs_fastmcp_round_trips", "SDK/fastmcp round trips/s", "sdk", "fastmcp", RATE),
+)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -379,6 +462,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 try:
                     for clients in args.clients:
                         measured = drive(port, clients, args.duration, MAX_ROUND_TRIPS, pid, name)
+                        measured.round_no = round_no
                         results.append(measured)
                         print(
                             f"-- round {round_no}: {LABELS[name]:<18} {clients} client(s): "
@@ -419,15 +503,18 @@ def report(results: list[Measurement], skipped: dict[str, str], args: argparse.N
             }
     ratios: dict[str, Any] = {}
     for clients in args.clients:
-        soklet, sdk, bare = (best.get((s, clients)) for s in ("soklet", "sdk", "bare"))
-        entry: dict[str, float] = {}
-        rate, cpu = "round_trips_per_s", "server_cpu_us_per_round_trip"
-        if soklet and sdk and sdk[rate]:
-            entry["soklet_vs_sdk_round_trips"] = round(soklet[rate] / sdk[rate], 3)
-        if soklet and bare:
-            entry["soklet_vs_bare_cpu"] = round(soklet[cpu] / bare[cpu], 3)
-        if sdk and bare:
-            entry["sdk_vs_bare_cpu"] = round(sdk[cpu] / bare[cpu], 3)
+        entry: dict[str, Any] = {}
+        for ratio in RATIOS:
+            top, bottom = best.get((ratio.top, clients)), best.get((ratio.bottom, clients))
+            if top and bottom and bottom[ratio.field]:
+                entry[ratio.key] = round(top[ratio.field] / bottom[ratio.field], 3)
+                per_round = ratio.per_round(results, clients)
+                if per_round:
+                    entry[ratio.key + "_per_round"] = {
+                        "median": round(statistics.median(per_round), 3),
+                        "min": round(min(per_round), 3),
+                        "max": round(max(per_round), 3),
+                    }
         ratios[str(clients)] = entry
     return {
         "duration_s": args.duration,
@@ -460,18 +547,21 @@ def render(summary: dict[str, Any]) -> str:
         parts = []
         # The targets are set at TARGET_CLIENTS; other client counts are reported against the same figures.
         scope = "target" if int(clients) == TARGET_CLIENTS else f"{TARGET_CLIENTS}-client target"
-        if "soklet_vs_sdk_round_trips" in entry:
-            value = entry["soklet_vs_sdk_round_trips"]
-            met = "met" if value >= TARGET_VS_SDK else "NOT met"
-            parts.append(f"soklet/SDK round trips/s {value:.2f}x ({scope} >= {TARGET_VS_SDK:g}x: {met})")
-        if "soklet_vs_bare_cpu" in entry:
-            value = entry["soklet_vs_bare_cpu"]
-            met = "met" if value <= TARGET_VS_FLOOR else "NOT met"
-            parts.append(f"soklet/floor CPU per rt {value:.2f}x ({scope} <= {TARGET_VS_FLOOR:g}x: {met})")
-        if "sdk_vs_bare_cpu" in entry:
-            parts.append(f"SDK/floor CPU per rt {entry['sdk_vs_bare_cpu']:.2f}x")
+        for ratio in RATIOS:
+            if ratio.key not in entry:
+                continue
+            value = entry[ratio.key]
+            text = f"{ratio.label} {value:.2f}x"
+            if (spread := entry.get(ratio.key + "_per_round")) and summary["rounds"] > 1:
+                text += f" (per round: median {spread['median']:.2f}x, {spread['min']:.2f}-{spread['max']:.2f}x)"
+            if ratio.target is not None:
+                met = value >= ratio.target if ratio.at_least else value <= ratio.target
+                sign = ">=" if ratio.at_least else "<="
+                text += f" [{scope} {sign} {ratio.target:g}x: {'met' if met else 'NOT met'}]"
+            parts.append(text)
         if parts:
-            lines.append(f"{clients} client(s): " + "; ".join(parts))
+            lines.append(f"{clients} client(s):")
+            lines.extend(f"  {part}" for part in parts)
     return "\n".join(lines)
 
 
@@ -482,7 +572,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per measured point (default 3)")
     parser.add_argument("--warmup", type=float, default=1.5, help="warm-up seconds per server (default 1.5)")
     parser.add_argument("--clients", default="1,8", help="comma-separated concurrent clients (default 1,8)")
-    parser.add_argument("--servers", default="soklet,sdk,bare", help="comma-separated: soklet, sdk, bare")
+    parser.add_argument(
+        "--servers", default="soklet,sdk,fastmcp,bare", help="comma-separated: soklet, sdk, fastmcp, bare"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     if args.quick:
