@@ -199,8 +199,11 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--round-trips", type=int, default=2000, help="round trips per round (default 2000)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; the best is kept (default 5)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 200 round trips, 1 round")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.round_trips, args.rounds = 200, 1
     results = {
         "cpu_us_per_round_trip": round(cpu_per_round_trip(args.round_trips, args.rounds) * 1e6, 1),
         "json_passes_per_request": passes(),
