@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import socket
 import statistics
@@ -121,12 +122,14 @@ def post_once(port: int, body: bytes) -> int:
 
 
 @contextmanager
-def server() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+def server(tree: Path = ROOT) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``soklet serve --dev-key`` on a free port, running the code of checkout ``tree``."""
     process = subprocess.Popen(
         [sys.executable, "-m", "soklet_cli", "serve", "--dev-key", "--port", "0", "--log-level", "warning"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        cwd=ROOT,
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
     )
     assert process.stdout is not None
     port = None
