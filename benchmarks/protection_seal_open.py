@@ -18,9 +18,11 @@ Every contender handles the same state and the same request, in one process, rou
   ``__call__`` with trivial handlers (the coroutine is stepped directly, no event loop). Its state is a string, so
   it gets the state's canonical JSON text: it seals the same bytes but never parses them, which favours the peer.
 
-Target (issue 10): soklet seal + open ≤ 0.8 × peer seal + verify. The phases of soklet's two legs are timed
-apart too (digest, binding, codec write, AEAD seal and open with the envelope, codec read, the opening checks),
-so the figures show where the time goes.
+Targets: soklet seal + open ≤ 1.5 × peer seal + verify (issue 23), and issue 10's ≤ 0.8 ×. Every contender is
+timed in CPU time, in short batches (250 calls) many times over, interleaved, and its best batch kept: on a busy
+machine a long batch is rarely left alone for its whole length, a short one often is. The phases of soklet's two
+legs are timed apart too (digest, binding, codec write, AEAD seal and open with the envelope, codec read, the
+opening checks), so the figures show where the time goes.
 """
 
 from __future__ import annotations
@@ -89,14 +91,18 @@ def state_value() -> JsonValue:
 
 
 def best(function: Callable[[], object], number: int, repeat: int) -> float:
-    """Best per-call time in seconds over ``repeat`` runs of ``number`` calls."""
+    """Best per-call CPU time in seconds over ``repeat`` runs of ``number`` calls.
+
+    CPU time of this process (every contender is single-threaded): the other processes of a busy machine take
+    turns on its cores, which inflates wall time but not this.
+    """
     times = []
     for _ in range(repeat):
         gc.disable()
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(number):
             function()
-        times.append((time.perf_counter() - start) / number)
+        times.append((time.process_time() - start) / number)
         gc.enable()
     return min(times)
 
@@ -154,7 +160,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     arguments = parser.parse_args()
-    number, rounds = (200, 2) if arguments.quick else (2000, 7)
+    number, rounds = (200, 2) if arguments.quick else (250, 56)
 
     first, retry = request_document(41, retry=False), request_document(42, retry=True)
     first_bytes = json.dumps(first, ensure_ascii=False).encode()
@@ -255,7 +261,8 @@ def main() -> int:
             f"ratio soklet / peer: {ratio:.2f}×   (seal {times['soklet seal'] / times['peer seal']:.2f}×, "
             f"open {times['soklet open'] / times['peer verify']:.2f}×)"
         )
-        print(f"target soklet seal + open ≤ 0.8× peer seal + verify: {'MET' if ratio <= 0.8 else 'MISSED'}")
+        for target in (1.5, 0.8):
+            print(f"target soklet seal + open ≤ {target}× peer seal + verify: {'MET' if ratio <= target else 'MISSED'}")
     else:
         print("peer: the mcp package is not installed (bash scripts/bench installs requirements/bench.lock)")
     return 0
