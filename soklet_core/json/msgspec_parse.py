@@ -20,6 +20,7 @@ the same whitespace. ``tests/json/test_json_msgspec_parse.py`` holds it to the e
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Final
 
@@ -40,7 +41,7 @@ from .values import (
     JsonValue,
     new_array,
     new_number,
-    new_object,
+    new_string,
 )
 from .wire import encode_wire
 
@@ -59,7 +60,19 @@ _TRUE: Final = JsonBoolean.from_value(True)
 _FALSE: Final = JsonBoolean.from_value(False)
 _NULL: Final = JsonNull.instance()
 _allocate: Final = object.__new__
-_store: Final = object.__setattr__
+
+
+def _slot_setter(cls: type, name: str) -> Callable[[object, object], None]:
+    # A slot's own setter: one C call, without the lookup by name that object.__setattr__ makes (the model's
+    # classes refuse plain assignment).
+    setter: Callable[[object, object], None] = vars(cls)[name].__set__
+    return setter
+
+
+_set_string: Final = _slot_setter(JsonString, "_value")
+_set_number: Final = _slot_setter(JsonNumber, "_value")
+_set_members: Final = _slot_setter(JsonObject, "_members")
+_set_object_hash: Final = _slot_setter(JsonObject, "_hash")
 
 
 class _Doubt(Exception):
@@ -74,33 +87,38 @@ _DECODER: Final = msgspec.json.Decoder(float_hook=_number)
 
 
 def _model(node: Any, members: list[int]) -> JsonValue:
-    """The value model of msgspec's ``node``; adds the members of every object to ``members[0]``."""
+    """The value model of msgspec's ``node``; adds the members of every object to ``members[0]``.
+
+    msgspec's dicts are fresh and ours: each becomes the members of its object in place (no second dict), its
+    values replaced by their model values.
+    """
     kind = type(node)
     if kind is dict:
         if not node:
             return _EMPTY_OBJECT
         members[0] += len(node)
-        out: dict[str, JsonValue] = {}
         for name, item in node.items():
-            # Hot: strings and integers, the commonest members, are allocated inline (no call).
+            # Hot: strings and integers, the commonest members, are allocated inline (no call). Replacing the
+            # value of a present key does not change the dict's size, so iterating it stays valid.
             item_kind = type(item)
             if item_kind is str:
                 wrapped = _allocate(JsonString)
-                _store(wrapped, "_value", item)
-                out[name] = wrapped
+                _set_string(wrapped, item)
+                node[name] = wrapped
             elif item_kind is int and _NEGATIVE_BOUND < item < _POSITIVE_BOUND:
                 number = _allocate(JsonNumber)
-                _store(number, "_value", Decimal(item))
-                out[name] = number
+                _set_number(number, Decimal(item))
+                node[name] = number
             else:
-                out[name] = _model(item, members)
-        return new_object(out)
+                node[name] = _model(item, members)
+        result = _allocate(JsonObject)
+        _set_members(result, node)
+        _set_object_hash(result, None)
+        return result
     if kind is list:
         return new_array(tuple([_model(item, members) for item in node])) if node else _EMPTY_ARRAY
     if kind is str:
-        wrapped = _allocate(JsonString)
-        _store(wrapped, "_value", node)
-        return wrapped
+        return new_string(node)
     if kind is int:
         if not _NEGATIVE_BOUND < node < _POSITIVE_BOUND:
             raise _Doubt
