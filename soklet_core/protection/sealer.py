@@ -34,7 +34,6 @@ Refusals go to the ``soklet.protection`` logger as the reason alone: never the t
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -43,6 +42,8 @@ from datetime import timedelta
 from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Final, cast
+
+import msgspec
 
 from soklet_core.json import (
     JsonError,
@@ -99,9 +100,9 @@ _TOP_MEMBERS: Final = frozenset({"b", "e", "i", "q", "r", "s"})
 _BINDING_MEMBERS: Final = frozenset({"a", "d", "m", "p", "v"})
 #: What separates the framework members from the state, the last member, in the canonical plaintext.
 _STATE_MEMBER: Final = b',"s":'
-# Numbers exact (Decimal is a C type: no Python frame per number); nothing else is trusted until the bytes are
-# written back identically.
-_FRAMEWORK_DECODER: Final = json.JSONDecoder(parse_float=Decimal, parse_int=Decimal, strict=True)
+# msgspec in C: integers come as ints, numbers with a fraction or an exponent as exact Decimals (a C type: no
+# Python frame per number); nothing else is trusted until the bytes are written back identically.
+_FRAMEWORK_DECODER: Final = msgspec.json.Decoder(float_hook=Decimal)
 
 
 def system_clock_ms() -> int:
@@ -119,6 +120,10 @@ def _text(value: str) -> bytes:
 
 
 def _integer_text(value: int) -> bytes:
+    text = str(value)
+    # An integer's digits are its canonical spelling unless it ends in a zero (1E+2, and 0 itself).
+    if text[-1] != "0":
+        return text.encode("ascii")
     return canonical_decimal_text(Decimal(value)).encode("ascii")
 
 
@@ -129,7 +134,10 @@ def _request_id_text(request_id: RequestId) -> bytes:
 
 
 def _whole(value: object) -> int | None:
-    # A framework integer the hookless decoder read as a Decimal: exact, within the schema's range, integral.
+    # A framework integer as the decoder read it (an int, or a Decimal when spelled with an exponent): exact,
+    # within the schema's range, integral.
+    if type(value) is int:
+        return value if -_MAX_INTEGER <= value <= _MAX_INTEGER else None
     if type(value) is not Decimal or not value.is_finite() or not -_MAX_INTEGER <= value <= _MAX_INTEGER:
         return None
     whole = int(value)
@@ -219,8 +227,8 @@ class SealedStateContents:
             return None
         head = plaintext[:cut]
         try:
-            framework = _FRAMEWORK_DECODER.decode(head.decode("utf-8") + "}")
-        except (ValueError, ArithmeticError, RecursionError):  # ArithmeticError: a Decimal out of its range
+            framework = _FRAMEWORK_DECODER.decode(head + b"}")
+        except (msgspec.DecodeError, ValueError, ArithmeticError, RecursionError):  # a Decimal out of its range
             return None
         if type(framework) is not dict or len(framework) != len(_TOP_MEMBERS) - 1:
             return None
@@ -243,7 +251,7 @@ class SealedStateContents:
         try:
             if type(raw_id) is str:
                 request_id: RequestId = JsonString.from_value(raw_id)
-            elif type(raw_id) is Decimal:
+            elif type(raw_id) is int or type(raw_id) is Decimal:
                 request_id = JsonNumber.from_value(raw_id)
             else:
                 return None
