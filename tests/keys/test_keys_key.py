@@ -160,6 +160,14 @@ def test_pickle_is_refused_and_copy_is_identity() -> None:
         ("A A", False),
         ("AA+/", False),
         ("AAA\n", False),
+        ("-_-_", True),
+        ("AA+A", False),
+        ("AA/A", False),
+        ("AAA=", False),
+        ("=AAA", False),
+        ("AA.A", False),
+        ("AAA\u00e9", False),
+        ("\u0410AAA", False),
     ],
 )
 def test_base64url_is_strict(text: str, ok: bool) -> None:
