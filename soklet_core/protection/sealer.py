@@ -110,27 +110,25 @@ def system_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _text(value: str) -> bytes:
-    # The C JSON string encoder escapes exactly what the canonical form escapes (", \ and U+0000–U+001F, the
-    # latter as \b \t \n \f \r or lowercase \u00xx) and keeps everything else raw.
-    try:
-        return encode_basestring(value).encode("utf-8")
-    except UnicodeEncodeError:
-        raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING) from None
+def _integer_spelling(value: int) -> str:
+    if type(value) is int:
+        text = str(value)
+        # An integer's digits are its canonical spelling unless it ends in a zero (1E+2, and 0 itself).
+        if text[-1] != "0":
+            return text
+    return canonical_decimal_text(Decimal(value))
 
 
-def _integer_text(value: int) -> bytes:
-    text = str(value)
-    # An integer's digits are its canonical spelling unless it ends in a zero (1E+2, and 0 itself).
-    if text[-1] != "0":
-        return text.encode("ascii")
-    return canonical_decimal_text(Decimal(value)).encode("ascii")
-
-
-def _request_id_text(request_id: RequestId) -> bytes:
+def _request_id_spelling(request_id: RequestId) -> str:
     if isinstance(request_id, JsonString):
-        return _text(request_id.value)
-    return canonical_decimal_text(request_id.value).encode("ascii")
+        return encode_basestring(request_id.value)
+    return canonical_decimal_text(request_id.value)
+
+
+#: The plaintext up to the state member, its values to be filled in: strings as the C JSON string encoder writes
+#: them, which escapes exactly what the canonical form escapes (", \ and U+0000–U+001F, the latter as \b \t \n
+#: \f \r or lowercase \u00xx) and keeps everything else raw; numbers in canonical spelling.
+_FRAMEWORK_LAYOUT: Final = '{"b":{"a":%s,"d":%s,"m":%s,"p":%s,"v":%s},"e":%s,"i":%s,"q":%s,"r":%s'
 
 
 def _whole(value: object) -> int | None:
@@ -176,30 +174,23 @@ class SealedStateContents:
         return b"".join((self._framework_bytes(), _STATE_MEMBER, canonical_bytes(self.state), b"}"))
 
     def _framework_bytes(self) -> bytes:
-        """The plaintext up to the state member: ``{"b":{...},"e":…,"i":…,"q":…,"r":…`` from fixed fragments."""
+        """The plaintext up to the state member: ``{"b":{...},"e":…,"i":…,"q":…,"r":…`` (one format, one encode)."""
         binding = self.binding
-        return b"".join(
-            (
-                b'{"b":{"a":',
-                _text(binding.partition_digest),
-                b',"d":',
-                _text(binding.params_digest),
-                b',"m":',
-                _text(binding.method),
-                b',"p":',
-                _text(binding.path),
-                b',"v":',
-                _text(binding.protocol_version),
-                b'},"e":',
-                _integer_text(self.expires_at_ms),
-                b',"i":',
-                _integer_text(self.issued_at_ms),
-                b',"q":',
-                _request_id_text(self.request_id),
-                b',"r":',
-                _integer_text(self.round),
-            )
+        text = _FRAMEWORK_LAYOUT % (
+            encode_basestring(binding.partition_digest),
+            encode_basestring(binding.params_digest),
+            encode_basestring(binding.method),
+            encode_basestring(binding.path),
+            encode_basestring(binding.protocol_version),
+            _integer_spelling(self.expires_at_ms),
+            _integer_spelling(self.issued_at_ms),
+            _request_id_spelling(self.request_id),
+            _integer_spelling(self.round),
         )
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, which the canonical form cannot hold
+            raise ProtectionUsageError(ProtectionUsageReason.INVALID_BINDING) from None
 
     @classmethod
     def from_plaintext(cls, plaintext: bytes) -> SealedStateContents:
