@@ -6,65 +6,36 @@ import codecs
 import os
 import select
 import sys
-from typing import Final
-
-import typer
+from typing import TYPE_CHECKING, Final
 
 from soklet_core import __version__
-from soklet_core.keys import looks_like_key_material
 
-from .canonicalize import canonicalize
 from .exit_codes import ExitCode
-from .fingerprint import fingerprint
-from .fleet import fleet_app
-from .handles import handles_app
-from .inspect_state import inspect_state
-from .kek import kek_app
-from .keys import keys_app
-from .keys_encrypt import encrypt
-from .output import SokletCommand, SokletGroup
-from .seal_state import seal_state
-from .serve import serve
-from .tasks import tasks_app
 
-app = typer.Typer(
-    name="soklet",
-    help=(
-        "Seal, bind, expire and rotate MCP input-required request state across a fleet.\n\n"
-        "Run **soklet COMMAND --help** for a command's options, an example and its exit codes."
-    ),
-    no_args_is_help=True,
-    cls=SokletGroup,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+if TYPE_CHECKING:
+    import typer
+
+# This module is what the ``soklet`` script imports first: it imports neither Typer nor a command, so that
+# ``soklet --version`` is answered without them, and every other call builds only the command it runs
+# (soklet_cli/commands.py holds the tree).
+
+#: The one argument list answered before the command tree is built.
+_VERSION_ARGUMENTS: Final = ["--version"]
 
 
-def _version(value: bool) -> None:
-    if value:
-        sys.stdout.write(f"soklet {__version__}\n")
-        raise typer.Exit(0)
+def version_line() -> str:
+    """What ``soklet --version`` prints: ``soklet`` and the version, one line."""
+    return f"soklet {__version__}\n"
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-) -> None:
-    """soklet."""
+def __getattr__(name: str) -> typer.Typer:
+    # ``soklet_cli.app.app``, the Typer app (for tools that read the tree, such as the generator of the man pages),
+    # built when asked for.
+    if name == "app":
+        from .commands import app
 
-
-app.command("canonicalize", cls=SokletCommand)(canonicalize)
-app.command("fingerprint", cls=SokletCommand)(fingerprint)
-keys_app.command("encrypt", cls=SokletCommand)(encrypt)
-app.add_typer(keys_app, name="keys")
-app.add_typer(kek_app, name="kek")
-app.add_typer(fleet_app, name="fleet")
-app.command("inspect-state", cls=SokletCommand)(inspect_state)
-app.command("seal-state", cls=SokletCommand)(seal_state)
-app.command("serve", cls=SokletCommand)(serve)
-app.add_typer(tasks_app, name="tasks")
-app.add_typer(handles_app, name="handles")
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: Longest command-line error printed: room for any message soklet writes, while an argument of 100 KB (which
@@ -89,6 +60,8 @@ def _withheld_texts(argument: str) -> list[str]:
     # "No such option: --name" for "--name=value" too) and the whole argument.
     if not argument.startswith("-"):
         return [argument] if len(argument) >= MIN_WITHHELD_ARGUMENT_CHARS else []
+    from soklet_core.keys.material_shape import looks_like_key_material
+
     name = argument.partition("=")[0]
     return [text for text in {argument, name} if looks_like_key_material(text)]
 
@@ -131,6 +104,16 @@ def _stdout_identity() -> tuple[int, int] | None:
 
 
 def _run() -> int:
+    if sys.argv[1:] == _VERSION_ARGUMENTS:
+        try:
+            sys.stdout.write(version_line())
+        except OSError as error:
+            return _write_failure(error)
+        return int(ExitCode.OK)
+    import typer
+
+    from .commands import app
+
     stdout = sys.stdout
     try:
         result = app(prog_name="soklet", standalone_mode=False)
@@ -144,14 +127,8 @@ def _run() -> int:
         if sys.stdout is not stdout:
             return _reader_gone(ExitCode.OK)
         raise
-    except BrokenPipeError:
-        if _stdout_reader_is_gone():
-            return _reader_gone(ExitCode.OK)
-        _say("I/O error: a connection or pipe was closed by its other end")
-        return int(ExitCode.IO)
-    except OSError as error:  # an I/O failure no command turned into its own message (such as a full disk)
-        _say(f"I/O error: {error.strerror or type(error).__name__}")
-        return int(ExitCode.IO)
+    except OSError as error:
+        return _write_failure(error)
     except UnicodeEncodeError as error:
         if not _is_output_encoding(error.encoding):
             raise
@@ -162,6 +139,18 @@ def _run() -> int:
         )
         return int(ExitCode.IO)
     return result if isinstance(result, int) and not isinstance(result, bool) else int(ExitCode.OK)
+
+
+def _write_failure(error: OSError) -> int:
+    """The exit code for an I/O failure no command turned into its own message (such as a full disk), said in one
+    line; a broken pipe because the reader of stdout left ends quietly."""
+    if isinstance(error, BrokenPipeError):
+        if _stdout_reader_is_gone():
+            return _reader_gone(ExitCode.OK)
+        _say("I/O error: a connection or pipe was closed by its other end")
+        return int(ExitCode.IO)
+    _say(f"I/O error: {error.strerror or type(error).__name__}")
+    return int(ExitCode.IO)
 
 
 def _is_output_encoding(encoding: str) -> bool:

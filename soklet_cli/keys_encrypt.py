@@ -28,7 +28,8 @@ from .keyring_path import (
     fail_for,
     resolve_keyring_path,
 )
-from .output import console, counted, emit_json, fail, shown_path
+from .keys import keys_app
+from .output import SokletCommand, console, counted, emit_json, fail, shown_path
 
 __all__ = ["encrypt"]
 
@@ -122,3 +123,6 @@ def encrypt(
             f"left as references (material_file or material_env): {', '.join(references)}",
         )
     _say(f"fingerprint v{fingerprint.version} {fingerprint.value} (unchanged)")
+
+
+keys_app.command("encrypt", cls=SokletCommand)(encrypt)

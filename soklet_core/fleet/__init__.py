@@ -9,101 +9,107 @@ A key rotation across the fleet (what ``soklet keys rotate --fleet`` runs) is a
 :class:`~soklet_core.fleet.rotation_plan.FleetRotator`: a request, a plan, a run reporting typed events.
 """
 
-from soklet_core.mcp.server.ops._snapshot import (
-    ADMIN_SNAPSHOT_PATH,
-    MAX_PROCESS_ID_CHARS,
-    MAX_SNAPSHOT_BYTES,
-    MAX_SNAPSHOT_KEYS,
-    MIN_PROCESS_ID_CHARS,
-    AdminKey,
-    AdminSnapshot,
-    KeyRoleName,
-    SnapshotError,
-    parse_admin_snapshot,
-)
+from __future__ import annotations
 
-from .client import (
-    MAX_CA_FILE_BYTES,
-    MAX_CONCURRENT_READS,
-    MAX_RESOLVED_ADDRESSES,
-    AdminTarget,
-    ChangeOutcome,
-    InstanceReading,
-    apply_changes,
-    read_snapshots,
-    resolve_targets,
-)
-from .clock import (
-    DATE_RESOLUTION_MS,
-    DEFAULT_MAX_SKEW_SECONDS,
-    MAX_DATE_HEADER_CHARS,
-    ClockReading,
-    ClockSkew,
-    fleet_skew,
-    reading_from_date,
-)
-from .compare import (
-    MAX_EXPECT_CHARS,
-    Difference,
-    DifferenceKind,
-    Duplicate,
-    FleetReport,
-    FleetStatus,
-    SharedName,
-    compare_fleet,
-    parse_expected_fingerprint,
-)
-from .rotation import (
-    MAX_RECORD_BYTES,
-    RECORD_FORMAT,
-    RECORD_SUFFIX,
-    RESOLVED_RECORD_NAME,
-    WAIT_POLL_SECONDS,
-    RecordError,
-    RecordMismatch,
-    RotationAbort,
-    RotationRecord,
-    RotationStep,
-    abort_rotation,
-    default_record_path,
-    read_record,
-    removal_refusal,
-    rotate_fleet,
-    rotation_refusal,
-    skew_of,
-    write_record,
-)
-from .rotation_events import (
-    FleetVerified,
-    InstanceOutcome,
-    MemberBack,
-    MemberLost,
-    RecordWritten,
-    RotationEvent,
-    RotationEventSink,
-    StepDone,
-    StepStarted,
-    Waiting,
-)
-from .rotation_plan import (
-    LOCK_SUFFIX,
-    MAX_LOCK_BYTES,
-    FleetChange,
-    FleetRotator,
-    RotationAction,
-    RotationLocked,
-    RotationPlan,
-    RotationRefusal,
-    RotationRefused,
-    RotationRequest,
-    change_fleet,
-    id_taken,
-    lock_path,
-    record_path_for,
-    rotation_lock,
-    select_members,
-)
-from .tokens import read_admin_token
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from soklet_core.mcp.server.ops._snapshot import (
+        ADMIN_SNAPSHOT_PATH,
+        MAX_PROCESS_ID_CHARS,
+        MAX_SNAPSHOT_BYTES,
+        MAX_SNAPSHOT_KEYS,
+        MIN_PROCESS_ID_CHARS,
+        AdminKey,
+        AdminSnapshot,
+        KeyRoleName,
+        SnapshotError,
+        parse_admin_snapshot,
+    )
+
+    from .client import (
+        MAX_CA_FILE_BYTES,
+        MAX_CONCURRENT_READS,
+        MAX_RESOLVED_ADDRESSES,
+        AdminTarget,
+        ChangeOutcome,
+        InstanceReading,
+        apply_changes,
+        read_snapshots,
+        resolve_targets,
+    )
+    from .clock import (
+        DATE_RESOLUTION_MS,
+        DEFAULT_MAX_SKEW_SECONDS,
+        MAX_DATE_HEADER_CHARS,
+        ClockReading,
+        ClockSkew,
+        fleet_skew,
+        reading_from_date,
+    )
+    from .compare import (
+        MAX_EXPECT_CHARS,
+        Difference,
+        DifferenceKind,
+        Duplicate,
+        FleetReport,
+        FleetStatus,
+        SharedName,
+        compare_fleet,
+        parse_expected_fingerprint,
+    )
+    from .rotation import (
+        MAX_RECORD_BYTES,
+        RECORD_FORMAT,
+        RECORD_SUFFIX,
+        RESOLVED_RECORD_NAME,
+        WAIT_POLL_SECONDS,
+        RecordError,
+        RecordMismatch,
+        RotationAbort,
+        RotationRecord,
+        RotationStep,
+        abort_rotation,
+        default_record_path,
+        read_record,
+        removal_refusal,
+        rotate_fleet,
+        rotation_refusal,
+        skew_of,
+        write_record,
+    )
+    from .rotation_events import (
+        FleetVerified,
+        InstanceOutcome,
+        MemberBack,
+        MemberLost,
+        RecordWritten,
+        RotationEvent,
+        RotationEventSink,
+        StepDone,
+        StepStarted,
+        Waiting,
+    )
+    from .rotation_plan import (
+        LOCK_SUFFIX,
+        MAX_LOCK_BYTES,
+        FleetChange,
+        FleetRotator,
+        RotationAction,
+        RotationLocked,
+        RotationPlan,
+        RotationRefusal,
+        RotationRefused,
+        RotationRequest,
+        change_fleet,
+        id_taken,
+        lock_path,
+        record_path_for,
+        rotation_lock,
+        select_members,
+    )
+    from .tokens import read_admin_token
 
 __all__ = [
     "ADMIN_SNAPSHOT_PATH",
@@ -187,3 +193,101 @@ __all__ = [
     "skew_of",
     "write_record",
 ]
+
+# Each name is imported from its module on first use (PEP 562), so that importing one module of this package (or a
+# command that needs one name) does not load the whole package and what it builds on.
+_EXPORTS: dict[str, str] = {
+    "ADMIN_SNAPSHOT_PATH": "soklet_core.mcp.server.ops._snapshot",
+    "MAX_PROCESS_ID_CHARS": "soklet_core.mcp.server.ops._snapshot",
+    "MAX_SNAPSHOT_BYTES": "soklet_core.mcp.server.ops._snapshot",
+    "MAX_SNAPSHOT_KEYS": "soklet_core.mcp.server.ops._snapshot",
+    "MIN_PROCESS_ID_CHARS": "soklet_core.mcp.server.ops._snapshot",
+    "AdminKey": "soklet_core.mcp.server.ops._snapshot",
+    "AdminSnapshot": "soklet_core.mcp.server.ops._snapshot",
+    "KeyRoleName": "soklet_core.mcp.server.ops._snapshot",
+    "SnapshotError": "soklet_core.mcp.server.ops._snapshot",
+    "parse_admin_snapshot": "soklet_core.mcp.server.ops._snapshot",
+    "MAX_CA_FILE_BYTES": ".client",
+    "MAX_CONCURRENT_READS": ".client",
+    "MAX_RESOLVED_ADDRESSES": ".client",
+    "AdminTarget": ".client",
+    "ChangeOutcome": ".client",
+    "InstanceReading": ".client",
+    "apply_changes": ".client",
+    "read_snapshots": ".client",
+    "resolve_targets": ".client",
+    "DATE_RESOLUTION_MS": ".clock",
+    "DEFAULT_MAX_SKEW_SECONDS": ".clock",
+    "MAX_DATE_HEADER_CHARS": ".clock",
+    "ClockReading": ".clock",
+    "ClockSkew": ".clock",
+    "fleet_skew": ".clock",
+    "reading_from_date": ".clock",
+    "MAX_EXPECT_CHARS": ".compare",
+    "Difference": ".compare",
+    "DifferenceKind": ".compare",
+    "Duplicate": ".compare",
+    "FleetReport": ".compare",
+    "FleetStatus": ".compare",
+    "SharedName": ".compare",
+    "compare_fleet": ".compare",
+    "parse_expected_fingerprint": ".compare",
+    "MAX_RECORD_BYTES": ".rotation",
+    "RECORD_FORMAT": ".rotation",
+    "RECORD_SUFFIX": ".rotation",
+    "RESOLVED_RECORD_NAME": ".rotation",
+    "WAIT_POLL_SECONDS": ".rotation",
+    "RecordError": ".rotation",
+    "RecordMismatch": ".rotation",
+    "RotationAbort": ".rotation",
+    "RotationRecord": ".rotation",
+    "RotationStep": ".rotation",
+    "abort_rotation": ".rotation",
+    "default_record_path": ".rotation",
+    "read_record": ".rotation",
+    "removal_refusal": ".rotation",
+    "rotate_fleet": ".rotation",
+    "rotation_refusal": ".rotation",
+    "skew_of": ".rotation",
+    "write_record": ".rotation",
+    "FleetVerified": ".rotation_events",
+    "InstanceOutcome": ".rotation_events",
+    "MemberBack": ".rotation_events",
+    "MemberLost": ".rotation_events",
+    "RecordWritten": ".rotation_events",
+    "RotationEvent": ".rotation_events",
+    "RotationEventSink": ".rotation_events",
+    "StepDone": ".rotation_events",
+    "StepStarted": ".rotation_events",
+    "Waiting": ".rotation_events",
+    "LOCK_SUFFIX": ".rotation_plan",
+    "MAX_LOCK_BYTES": ".rotation_plan",
+    "FleetChange": ".rotation_plan",
+    "FleetRotator": ".rotation_plan",
+    "RotationAction": ".rotation_plan",
+    "RotationLocked": ".rotation_plan",
+    "RotationPlan": ".rotation_plan",
+    "RotationRefusal": ".rotation_plan",
+    "RotationRefused": ".rotation_plan",
+    "RotationRequest": ".rotation_plan",
+    "change_fleet": ".rotation_plan",
+    "id_taken": ".rotation_plan",
+    "lock_path": ".rotation_plan",
+    "record_path_for": ".rotation_plan",
+    "rotation_lock": ".rotation_plan",
+    "select_members": ".rotation_plan",
+    "read_admin_token": ".tokens",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -8,40 +8,46 @@
 '2026-08'
 """
 
-from .base64url import decode_base64url, encode_base64url
-from .errors import KeyInUse, KeyringError, KeyringErrorReason, RetiredTooRecently
-from .fingerprint import (
-    CURRENT_FINGERPRINT_VERSION,
-    FINGERPRINT_VERSIONS,
-    Fingerprint,
-    FingerprintComparison,
-    compare,
-)
-from .key import (
-    CHECK_VALUE_LABEL,
-    DEFAULT_KEY_MATERIAL_BYTES,
-    GENERATED_ID_SUFFIX_CHARS,
-    MAX_KEY_ID_BYTES,
-    MAX_KEY_MATERIAL_BYTES,
-    MIN_KEY_MATERIAL_BYTES,
-    ProtectionKey,
-    check_key_id,
-    is_valid_key_id,
-    key_id_problem,
-    new_key_id,
-)
-from .keyring import ProtectionKeyring
-from .manager import KeyringManager, SealingReservation
-from .material_shape import (
-    MATERIAL_HEX_RUN_CHARS,
-    MATERIAL_LONG_RUN_CHARS,
-    MATERIAL_RUN_CHARS,
-    looks_like_key_material,
-    printable_name,
-)
-from .profile import PROTECTION_PROFILE
-from .snapshot import KeyCheckValue, KeyringSnapshot
-from .wrapping import KEK_BYTES, KeyWrapError, KeyWrapErrorReason, KeyWrapper, LocalKek, WrappedKey
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .base64url import decode_base64url, encode_base64url
+    from .errors import KeyInUse, KeyringError, KeyringErrorReason, RetiredTooRecently
+    from .fingerprint import (
+        CURRENT_FINGERPRINT_VERSION,
+        FINGERPRINT_VERSIONS,
+        Fingerprint,
+        FingerprintComparison,
+        compare,
+    )
+    from .key import (
+        CHECK_VALUE_LABEL,
+        DEFAULT_KEY_MATERIAL_BYTES,
+        GENERATED_ID_SUFFIX_CHARS,
+        MAX_KEY_ID_BYTES,
+        MAX_KEY_MATERIAL_BYTES,
+        MIN_KEY_MATERIAL_BYTES,
+        ProtectionKey,
+        check_key_id,
+        is_valid_key_id,
+        key_id_problem,
+        new_key_id,
+    )
+    from .keyring import ProtectionKeyring
+    from .manager import KeyringManager, SealingReservation
+    from .material_shape import (
+        MATERIAL_HEX_RUN_CHARS,
+        MATERIAL_LONG_RUN_CHARS,
+        MATERIAL_RUN_CHARS,
+        looks_like_key_material,
+        printable_name,
+    )
+    from .profile import PROTECTION_PROFILE
+    from .snapshot import KeyCheckValue, KeyringSnapshot
+    from .wrapping import KEK_BYTES, KeyWrapError, KeyWrapErrorReason, KeyWrapper, LocalKek, WrappedKey
 
 __all__ = [
     "CHECK_VALUE_LABEL",
@@ -84,3 +90,60 @@ __all__ = [
     "new_key_id",
     "printable_name",
 ]
+
+# Each name is imported from its module on first use (PEP 562), so that importing one module of this package (or a
+# command that needs one name) does not load the whole package and what it builds on.
+_EXPORTS: dict[str, str] = {
+    "decode_base64url": ".base64url",
+    "encode_base64url": ".base64url",
+    "KeyInUse": ".errors",
+    "KeyringError": ".errors",
+    "KeyringErrorReason": ".errors",
+    "RetiredTooRecently": ".errors",
+    "CURRENT_FINGERPRINT_VERSION": ".fingerprint",
+    "FINGERPRINT_VERSIONS": ".fingerprint",
+    "Fingerprint": ".fingerprint",
+    "FingerprintComparison": ".fingerprint",
+    "compare": ".fingerprint",
+    "CHECK_VALUE_LABEL": ".key",
+    "DEFAULT_KEY_MATERIAL_BYTES": ".key",
+    "GENERATED_ID_SUFFIX_CHARS": ".key",
+    "MAX_KEY_ID_BYTES": ".key",
+    "MAX_KEY_MATERIAL_BYTES": ".key",
+    "MIN_KEY_MATERIAL_BYTES": ".key",
+    "ProtectionKey": ".key",
+    "check_key_id": ".key",
+    "is_valid_key_id": ".key",
+    "key_id_problem": ".key",
+    "new_key_id": ".key",
+    "ProtectionKeyring": ".keyring",
+    "KeyringManager": ".manager",
+    "SealingReservation": ".manager",
+    "MATERIAL_HEX_RUN_CHARS": ".material_shape",
+    "MATERIAL_LONG_RUN_CHARS": ".material_shape",
+    "MATERIAL_RUN_CHARS": ".material_shape",
+    "looks_like_key_material": ".material_shape",
+    "printable_name": ".material_shape",
+    "PROTECTION_PROFILE": ".profile",
+    "KeyCheckValue": ".snapshot",
+    "KeyringSnapshot": ".snapshot",
+    "KEK_BYTES": ".wrapping",
+    "KeyWrapError": ".wrapping",
+    "KeyWrapErrorReason": ".wrapping",
+    "KeyWrapper": ".wrapping",
+    "LocalKek": ".wrapping",
+    "WrappedKey": ".wrapping",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
