@@ -23,6 +23,7 @@ from soklet_core.keys import (
     encode_base64url,
     is_valid_key_id,
 )
+from soklet_core.keys.base64url import _MSGSPEC_FROM_CHARS
 
 MATERIAL = bytes(range(32))
 
@@ -203,3 +204,43 @@ def test_base64url_accepts_exactly_the_canonical_spellings_of_short_texts() -> N
         except ValueError:
             accepted = False
         assert accepted == canonical(text), text
+
+
+def _reference_accepts(text: str) -> bool:
+    # The whole rule written plainly: the URL-safe alphabet, a possible length, and the canonical spelling.
+    if any(char not in string.ascii_letters + string.digits + "-_" for char in text) or len(text) % 4 == 1:
+        return False
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii") == text
+
+
+@pytest.mark.parametrize("size", [_MSGSPEC_FROM_CHARS - 2, _MSGSPEC_FROM_CHARS, _MSGSPEC_FROM_CHARS + 1, 1652])
+def test_long_texts_are_decoded_as_strictly_as_short_ones(size: int) -> None:
+    # Texts longer than _MSGSPEC_FROM_CHARS (sealed-state tokens) take another decoder, which reads a JSON string:
+    # it must accept and refuse exactly what the rule says, escapes included.
+    data = bytes(range(256)) * 8
+    text = encode_base64url(data)[:size]
+    while not _reference_accepts(text):
+        text = text[:-1]
+    assert encode_base64url(decode_base64url(text)) == text
+    middle = len(text) // 2
+    edits = [
+        # Escapes a JSON string would decode ("A", "/"), four of them so the decoded text keeps a possible length.
+        text[:middle] + "\\u0041" * 4 + text[middle + 4 :],
+        text[:middle] + "\\/" * 4 + text[middle + 4 :],
+        text[:middle] + '"' + text[middle + 1 :],
+        text[:middle] + "+" + text[middle + 1 :],
+        text[:middle] + " " + text[middle + 1 :],
+        text[:-2] + "==",
+        text + "=",
+        text[:-1] + ("B" if text[-1] == "A" else "A"),  # trailing bits, when the last group is partial
+        text + "A",
+        text + "AA",
+    ]
+    for edited in edits:
+        if _reference_accepts(edited):
+            assert encode_base64url(decode_base64url(edited)) == edited
+        else:
+            with pytest.raises(ValueError, match="base64url") as caught:
+                decode_base64url(edited)
+            assert edited not in str(caught.value)
