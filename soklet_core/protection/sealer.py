@@ -226,7 +226,8 @@ class SealedStateContents:
         bound = framework.get("b")
         if type(bound) is not dict or len(bound) != len(_BINDING_MEMBERS):
             return None
-        method, path, version, partition, params = (bound.get(name) for name in ("m", "p", "v", "a", "d"))
+        method, path, version = bound.get("m"), bound.get("p"), bound.get("v")
+        partition, params = bound.get("a"), bound.get("d")
         if not (
             type(method) is str
             and type(path) is str
