@@ -28,6 +28,7 @@ from .codec import NUMBER_CLOSE, NUMBER_OPEN, decode_text, load_raw, locate, str
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_DEPTH
 from .msgspec_canonical import encode_value
+from .number_runs import PACKED_FROM_BYTES, pack_number_arrays
 from .numbers import CANONICAL_SPELLING, CANONICAL_TOKEN, canonical_decimal_text, canonical_number_text
 from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue
 
@@ -168,8 +169,69 @@ def load_canonical_tree(
     text, raw = decode_text(data, max_bytes=max_bytes)
     presorted = _needs_utf16_order(text, raw)
     plain = _UTF16_DECODER if presorted else _DECODER
-    root = load_raw(text, raw, _cooperative_decoder(presorted) if cooperative else plain)
+    decoder = _cooperative_decoder(presorted) if cooperative else plain
+    if len(raw) <= PACKED_FROM_BYTES:
+        root = load_raw(text, raw, decoder)
+    else:
+        packed: dict[str, list[str]] = {}
+
+        def pack(checked: str) -> str:
+            found = pack_number_arrays(checked)
+            if found is None:
+                return checked
+            for name, chunks in found.arrays.items():
+                packed[name] = [_FENCE(_respelled_run(chunk)) for chunk in chunks]
+            return found.text
+
+        root = load_raw(text, raw, decoder, prepare=pack)
+        if packed:
+            root = _unpacked(root, packed)
+        if packed:
+            # A placeholder the decoder did not meet as an array (never, for the texts pack_number_arrays packs):
+            # the document as it came.
+            root = load_raw(text, raw, decoder)
     return CanonicalTree(root, presorted=presorted, source=raw, respelled=cooperative)
+
+
+# A run of plain number tokens (see number_runs) already in canonical spelling, and a token of one that is not.
+_CANONICAL_RUN: Final = re.compile(f"{CANONICAL_SPELLING}(?:,{CANONICAL_SPELLING})*")
+_RESPELLED_IN_RUN: Final = re.compile(f"(?<![^,])(?!{CANONICAL_SPELLING}(?![^,]))[^,]+")
+
+
+def _respell_token(match: re.Match[str]) -> str:
+    return canonical_number_text(match.group())
+
+
+def _respelled_run(chunk: str) -> str:
+    """A chunk of a packed number array in canonical spelling: its tokens are checked already (number_runs)."""
+    return chunk if _CANONICAL_RUN.fullmatch(chunk) else _RESPELLED_IN_RUN.sub(_respell_token, chunk)
+
+
+def _unpacked(root: Any, packed: dict[str, list[str]]) -> Any:
+    """``root`` with every placeholder array replaced by its fenced canonical chunks, which the encoder writes
+    with a comma between them: exactly the array's canonical items."""
+
+    def restored(node: Any) -> Any:
+        if type(node) is list and len(node) == 1 and type(node[0]) is str and node[0] in packed:
+            # Taken out of ``packed``: what remains there the decoder never met as an array.
+            return packed.pop(node[0])
+        return node
+
+    root = restored(root)
+    pending = [root]
+    while pending and packed:
+        node = pending.pop()
+        if type(node) is dict:
+            for name, item in node.items():
+                if type(item) is dict or type(item) is list:
+                    node[name] = item = restored(item)
+                    pending.append(item)
+        elif type(node) is list:
+            for index, item in enumerate(node):
+                if type(item) is dict or type(item) is list:
+                    node[index] = item = restored(item)
+                    pending.append(item)
+    return root
 
 
 def _tree_from_value(value: JsonValue, depth: int) -> Any:

@@ -18,6 +18,7 @@ from typing import Any, Final, NoReturn
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_DEPTH, MAX_NUMBER_TOKEN_CHARS
 from .msgspec_parse import SMALL_DOCUMENT_BYTES, parse_small
+from .number_runs import PACKED_FROM_BYTES, pack_number_arrays
 from .numbers import decimal_from_token
 from .scanner import locate_refusal
 from .structure import structure_within_limits
@@ -32,6 +33,7 @@ from .values import (
     new_array,
     new_number,
     new_object,
+    new_packed_array,
 )
 
 __all__ = [
@@ -110,14 +112,21 @@ def strict_decoder(
     )
 
 
-def load_raw(text: str, raw: bytes, decoder: json.JSONDecoder) -> Any:
+def load_raw(text: str, raw: bytes, decoder: json.JSONDecoder, *, prepare: Callable[[str], str] | None = None) -> Any:
     """Decode with every strict check; raise :class:`JsonError` (reason and byte offset) on refusal.
 
     The depth and node limits are checked on the bytes before the decoder builds anything, so an over-deep or
-    over-large document costs no tree.
+    over-large document costs no tree. ``prepare`` turns the checked text into what the decoder reads (packing
+    number arrays, see :mod:`.number_runs`); a refusal is still located in ``text``.
     """
     if structure_within_limits(raw) and not _may_hold_lone_surrogate(text, raw):
         try:
+            prepared = text if prepare is None else prepare(text)
+            if prepared is not text:
+                try:
+                    return decoder.decode(prepared)
+                except (_Doubt, JsonError, ValueError, RecursionError):
+                    pass  # the text as it came decides (a refusal is located there anyway)
             return decoder.decode(text)
         except (_Doubt, JsonError, ValueError, RecursionError):
             pass
@@ -152,42 +161,61 @@ _allocate = object.__new__
 _store = object.__setattr__
 
 
-def _wrap(value: Any) -> JsonValue:
-    # Hot: once per value the C decoder hands over. Allocation is inlined (two C calls, no Python frame) because
-    # the decoder builds strings, lists and literals itself; numbers and objects already come wrapped by hooks.
-    kind = type(value)
-    if kind is str:
-        wrapped = _allocate(JsonString)
-        _store(wrapped, "_value", value)
-        return wrapped
-    if kind is list:
-        # Every empty array is the one shared (immutable) instance: [[],[],...] costs a reference per item.
-        return new_array(tuple(map(_wrap, value))) if value else _EMPTY_ARRAY
-    if value is True:
-        return _TRUE
-    if value is False:
-        return _FALSE
-    if value is None:
-        return _NULL
-    return value  # type: ignore[no-any-return]  # already a JsonObject or JsonNumber from a hook
+def _wrapper(packed: dict[str, JsonArray]) -> Callable[[Any], JsonValue]:
+    """The function that turns what the C decoder hands over into the value model; a one-item array holding a
+    key of ``packed`` (a placeholder, see :mod:`.number_runs`) becomes that packed array."""
 
-
-def _object(pairs: list[tuple[str, Any]]) -> JsonObject:
-    if not pairs:
-        return _EMPTY_OBJECT  # shared, like the empty array
-    members: dict[str, JsonValue] = {}
-    for name, value in pairs:
-        if type(value) is str:
+    def wrap(value: Any) -> JsonValue:
+        # Hot: once per value the C decoder hands over. Allocation is inlined (two C calls, no Python frame)
+        # because the decoder builds strings, lists and literals itself; numbers and objects already come wrapped
+        # by hooks.
+        kind = type(value)
+        if kind is str:
             wrapped = _allocate(JsonString)
             _store(wrapped, "_value", value)
-            members[name] = wrapped
-        else:
-            members[name] = _wrap(value)
-    if len(members) != len(pairs):
-        raise _Doubt
-    return new_object(members)
+            return wrapped
+        if kind is list:
+            if not value:
+                # Every empty array is the one shared (immutable) instance: [[],[],...] costs a reference per item.
+                return _EMPTY_ARRAY
+            if packed and len(value) == 1 and type(value[0]) is str and value[0] in packed:
+                # Each placeholder stands once: taking it out leaves the ones the decoder never met.
+                return packed.pop(value[0])
+            return new_array(tuple(map(wrap, value)))
+        if value is True:
+            return _TRUE
+        if value is False:
+            return _FALSE
+        if value is None:
+            return _NULL
+        return value  # type: ignore[no-any-return]  # already a JsonObject or JsonNumber from a hook
+
+    return wrap
 
 
+def _objects(wrap: Callable[[Any], JsonValue]) -> Callable[[list[tuple[str, Any]]], JsonObject]:
+    """The object hook that goes with ``wrap``."""
+
+    def make(pairs: list[tuple[str, Any]]) -> JsonObject:
+        if not pairs:
+            return _EMPTY_OBJECT  # shared, like the empty array
+        members: dict[str, JsonValue] = {}
+        for name, value in pairs:
+            if type(value) is str:
+                wrapped = _allocate(JsonString)
+                _store(wrapped, "_value", value)
+                members[name] = wrapped
+            else:
+                members[name] = wrap(value)
+        if len(members) != len(pairs):
+            raise _Doubt
+        return new_object(members)
+
+    return make
+
+
+_wrap: Final = _wrapper({})
+_object: Final = _objects(_wrap)
 _VALUE_DECODER: Final = strict_decoder(parse_int=_integer, parse_float=_number, object_pairs_hook=_object)
 
 #: Documents larger than this are parsed with equal number tokens sharing one (immutable) JsonNumber.
@@ -197,7 +225,7 @@ _SHARING_FROM_BYTES: Final = 64 * 1024
 _SHARED_TOKENS: Final = 4096
 
 
-def _sharing_decoder() -> json.JSONDecoder:
+def _sharing_decoder(packed: dict[str, JsonArray]) -> json.JSONDecoder:
     # A JsonNumber (with its Decimal) is about 150 bytes; a repeated token (0, 1, 12.5, ...) costs only the
     # reference to the first one. Per parse, so no table outlives or crosses documents (or threads).
     shared: dict[str, JsonNumber] = {}
@@ -213,7 +241,7 @@ def _sharing_decoder() -> json.JSONDecoder:
     return strict_decoder(
         parse_int=lambda token: share(token, _integer),
         parse_float=lambda token: share(token, _number),
-        object_pairs_hook=_object,
+        object_pairs_hook=_objects(_wrapper(packed)),
     )
 
 
@@ -231,8 +259,25 @@ def parse(data: bytes | bytearray | memoryview | str, *, max_bytes: int | None =
         if value is not None:
             return value
     text, raw = decode_text(data, max_bytes=max_bytes)
-    decoder = _VALUE_DECODER if len(raw) <= _SHARING_FROM_BYTES else _sharing_decoder()
-    return _wrap(load_raw(text, raw, decoder))
+    if len(raw) <= _SHARING_FROM_BYTES and len(raw) <= PACKED_FROM_BYTES:
+        return _wrap(load_raw(text, raw, _VALUE_DECODER))
+    # Large documents: equal number tokens share one JsonNumber, and long arrays of numbers are held packed.
+    packed: dict[str, JsonArray] = {}
+
+    def pack(checked: str) -> str:
+        found = pack_number_arrays(checked)
+        if found is None:
+            return checked
+        for name, chunks in found.arrays.items():
+            packed[name] = new_packed_array(chunks)
+        return found.text
+
+    value = _wrapper(packed)(load_raw(text, raw, _sharing_decoder(packed), prepare=pack))
+    if packed:
+        # A placeholder the decoder did not meet as an array (never, for the texts pack_number_arrays packs):
+        # the document as it came.
+        return _wrap(load_raw(text, raw, _sharing_decoder({})))
+    return value
 
 
 # Numbers travel through the C encoder as strings fenced by two lone surrogates. Strings that came from valid

@@ -38,13 +38,14 @@ def _run_pattern(empty_containers: bool) -> re.Pattern[str]:
     an escape, a comma or a character the string scanner refuses, ``true``/``false``/``null``, and, where one more
     level of nesting is allowed, ``[]`` and ``{}``. Commas inside the run are exactly its separators, so its values
     are counted in C; each item ends at a character that starts no item, and the separators between items are a
-    fixed comma, so the repetition cannot overlap.
+    fixed comma, so the repetition cannot overlap. It is possessive (nothing follows it that could make it give
+    items back), so the engine keeps no backtracking state per item.
     """
     number = rf"(?![-0-9.]{{{MAX_NUMBER_TOKEN_CHARS + 1}}})-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?![0-9.eE+-])"
     string = r'"[^",\\\x00-\x1f\ud800-\udfff]*"'
     item = rf"(?:{number}|{string}|true|false|null"
     item += r"|\[[ \t\n\r]*\]|\{[ \t\n\r]*\})" if empty_containers else ")"
-    return re.compile(rf"{item}(?:[ \t\n\r]*,[ \t\n\r]*{item}){{0,{RUN_VALUES - 1}}}")
+    return re.compile(rf"{item}(?:[ \t\n\r]*,[ \t\n\r]*{item}){{0,{RUN_VALUES - 1}}}+")
 
 
 _RUN: Final = _run_pattern(empty_containers=True)

@@ -10,7 +10,9 @@ Numbers are exact :class:`decimal.Decimal` values. Equality and hashing follow n
 
 from __future__ import annotations
 
+import operator
 import re
+from bisect import bisect_right
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
 from decimal import Decimal
 from typing import Any, Final, NoReturn, TypeAlias, TypeVar, Union, overload
@@ -124,6 +126,67 @@ def new_array(items: tuple[JsonValue, ...]) -> JsonArray:
     """A JsonArray of ``items``."""
     obj = _allocate(JsonArray)
     _store(obj, "_items", items)
+    _store(obj, "_hash", None)
+    return obj
+
+
+class _PackedNumbers(Sequence["JsonNumber"]):
+    """The items of a large array of plain numbers, held as chunks of their text (see ``number_runs``).
+
+    A ``JsonNumber`` is built when an item is read (about 150 bytes each otherwise, against the 7 a decimal such
+    as ``1.0001`` takes in the text); an array whose items are all read one after the other never holds them all.
+    Equal and hashing like the tuple of those numbers, so the array compares as any other.
+    """
+
+    __slots__ = ("_chunks", "_ends")
+
+    def __init__(self, chunks: tuple[str, ...]) -> None:
+        self._chunks = chunks
+        ends: list[int] = []
+        total = 0
+        for chunk in chunks:
+            total += chunk.count(",") + 1
+            ends.append(total)
+        self._ends = ends
+
+    def __len__(self) -> int:
+        return self._ends[-1]
+
+    def __iter__(self) -> Iterator[JsonNumber]:
+        for chunk in self._chunks:
+            for token in chunk.split(","):
+                yield new_number(Decimal(token))
+
+    @overload
+    def __getitem__(self, index: int) -> JsonNumber: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[JsonNumber, ...]: ...
+    def __getitem__(self, index: int | slice) -> JsonNumber | tuple[JsonNumber, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("array index out of range")
+        block = bisect_right(self._ends, index)
+        first = self._ends[block - 1] if block else 0
+        return new_number(Decimal(self._chunks[block].split(",")[index - first]))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _PackedNumbers | tuple):
+            return NotImplemented
+        return len(self) == len(other) and all(map(operator.eq, self, other))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+
+def new_packed_array(chunks: tuple[str, ...]) -> JsonArray:
+    """A JsonArray of the numbers in ``chunks``: comma-separated tokens the reference scanner accepts, none with an
+    exponent part (so within every number limit); the parser's packed form of a large array of numbers."""
+    obj = _allocate(JsonArray)
+    _store(obj, "_items", _PackedNumbers(chunks))
     _store(obj, "_hash", None)
     return obj
 
@@ -348,7 +411,8 @@ class JsonArray(JsonValue, Sequence[JsonValue]):
     """An immutable JSON array."""
 
     __slots__ = ("_hash", "_items")
-    _items: tuple[JsonValue, ...]
+    # A tuple, or a packed run of numbers from a large document (read item by item, never all at once).
+    _items: tuple[JsonValue, ...] | _PackedNumbers
     _hash: int | None
 
     @classmethod

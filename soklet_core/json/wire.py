@@ -41,10 +41,16 @@ def _null(_: JsonNull) -> None:
     return None
 
 
+def _array_items(value: JsonArray) -> tuple[Any, ...]:
+    items = value._items
+    # A packed array of numbers (a large parsed document) is a sequence msgspec does not know: its numbers, then.
+    return items if type(items) is tuple else tuple(items)
+
+
 # The model is closed, so its six classes are all there is; a dict lookup by exact type is one C call.
 _PLAIN_OF: Final[dict[type, Callable[[Any], Any]]] = {
     JsonObject: attrgetter("_members"),
-    JsonArray: attrgetter("_items"),
+    JsonArray: _array_items,
     JsonString: attrgetter("_value"),
     JsonBoolean: attrgetter("_value"),
     JsonNumber: _number,
