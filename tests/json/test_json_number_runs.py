@@ -23,6 +23,7 @@ from soklet_core.json import (
     parse,
     serialize,
 )
+from soklet_core.json.canonical import load_canonical_tree
 from soklet_core.json.number_runs import PACKED_FROM_BYTES, PACKED_FROM_NUMBERS, pack_number_arrays
 from soklet_core.json.scanner import locate_refusal
 from tests.json.support import oracle_canonical, oracle_digest_text, oracle_load, same_tree
@@ -181,3 +182,18 @@ def test_values_come_out_exact() -> None:
         Decimal("0.0000001").as_tuple(),
     ]
     assert canonical_bytes(body).startswith(b'{"a":[0,1.5,1E-7,0,')
+
+
+def test_packed_arrays_in_the_parts_a_digest_leaves_out() -> None:
+    numbers = "[" + ",".join(f"{index}.25" for index in range(5_000)) + "]"
+    text = (
+        '{"jsonrpc":"2.0","id":' + "7" + ',"method":"tools/call","params":{"inputResponses":' + numbers + ","
+        '"_meta":{"progressToken":' + numbers + '},"kept":' + numbers + '},"extra":' + numbers + "}"
+    )
+    tree = oracle_load(text)
+    for cooperative in (False, True):
+        digest = params_digest(text.encode(), whole_request=True, cooperative=cooperative)
+        assert digest.text == oracle_digest_text(tree["params"])
+        assert digest.text == params_digest(parse(text.encode()), whole_request=True).text
+        tree_digest = params_digest(load_canonical_tree(text.encode(), cooperative=cooperative), whole_request=True)
+        assert tree_digest.text == digest.text
