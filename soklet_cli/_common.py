@@ -12,12 +12,11 @@ take other scripts' digits too). Spelling a duration or a time is the core's
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Final
 from urllib.parse import urlsplit
 
 import typer
@@ -32,7 +31,6 @@ from soklet_core.files import (
     check_admin_url,
     read_fleet_file,
 )
-from soklet_core.fleet import AdminTarget, read_admin_token, resolve_targets
 from soklet_core.json import MAX_REQUEST_BODY_BYTES, JsonError, JsonValue, parse
 from soklet_core.keys import printable_name
 from soklet_core.protection import (
@@ -52,6 +50,10 @@ from soklet_core.protocol import (
 
 from .exit_codes import ExitCode
 from .output import fail, read_input, shown_path
+
+if TYPE_CHECKING:
+    # The fleet's HTTP client is imported by the commands that reach a fleet, when they do.
+    from soklet_core.fleet import AdminTarget
 
 __all__ = [
     "DEFAULT_LIFETIME",
@@ -418,6 +420,10 @@ def fleet_targets(
 
     Shared by ``fleet check`` and ``keys rotate --fleet`` so a fleet file is read one way only.
     """
+    import asyncio
+
+    from soklet_core.fleet import AdminTarget, resolve_targets
+
     if fleet is not None:
         if token_env is not None or token_file is not None or ca_file is not None:
             fail("with --fleet the fleet file names the tokens and CA files", ExitCode.USAGE)
@@ -503,6 +509,8 @@ def _parse_resolve(text: str) -> tuple[str, str, int]:
 
 
 def _token(source: AdminTokenSource) -> str:
+    from soklet_core.fleet import read_admin_token
+
     try:
         return read_admin_token(source)
     except FleetFileError as error:

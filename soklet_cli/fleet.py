@@ -36,8 +36,8 @@ from soklet_core.keys import Fingerprint, printable_name
 from ._common import DURATION_HELP, check_duration, fleet_targets, parse_duration, parse_file
 from .exit_codes import ExitCode
 from .fleet_store import check_store
-from .keys_store import StoreModeOption
 from .output import SokletCommand, SokletGroup, console, counted, emit_json, error_console, fail
+from .store_option import StoreModeOption
 
 __all__ = ["PROGRESS_LINE_SECONDS", "WAIT_INTERVAL_SECONDS", "fleet_app"]
 

@@ -17,9 +17,8 @@ from ._common import parse_file
 from .exit_codes import ExitCode
 from .kek_option import KekCommandOption, KekEnvOption, KekFileOption, kek_failure, kek_source, load_kek_or_exit
 from .keyring_path import InsecureOption, JsonOption, fail_for
-from .keys_store import StoreModeOption
 from .output import SokletCommand, SokletGroup, console, emit_json, fail, file_error_text, shown_path
-from .store_option import run_on_store, shown_store, store_facts
+from .store_option import StoreModeOption, run_on_store, shown_store, store_facts
 
 __all__ = ["kek_app"]
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Final, NoReturn, TypeVar, cast
+from typing import Any, Final, NoReturn, TypeVar, cast
 
 import typer
 from rich.table import Table
@@ -60,13 +60,10 @@ from .exit_codes import ExitCode
 from .kek_option import kek_failure, kek_source, load_kek_or_exit
 from .keyring_path import fail_for
 from .output import console, emit_json, error_console, fail
-from .store_option import parse_store_url, run_on_store, shown_store, store_facts, time_text
+from .store_option import IF_OLDER_THAN_MAXIMUM, run_on_store, shown_store, store_facts, time_text
 
 __all__ = [
-    "IF_OLDER_THAN_MAXIMUM",
-    "IfOlderThanOption",
     "RotateRequest",
-    "StoreModeOption",
     "StoreSession",
     "activate",
     "check_store_mode",
@@ -80,47 +77,6 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-
-#: The longest ``--if-older-than`` (a key older than a year should have been rotated long ago).
-IF_OLDER_THAN_MAXIMUM: Final = timedelta(days=366)
-_IF_OLDER_THAN_HELP: Final = "--if-older-than is a duration such as 30d, 12h or 90m (above 0, at most 366d)"
-
-
-# Unlike the store option of soklet serve, this one is not read from $SOKLET_STORE: a variable set for the
-# server must not turn every keys command away from the keyring file it names.
-StoreModeOption = Annotated[
-    StoreUrl | None,
-    typer.Option(
-        "--store",
-        metavar="URL",
-        parser=parse_store_url,
-        show_default=False,
-        help=(
-            "Work on the fleet keyring in this store (sqlite:///absolute/path or postgresql://...) instead of a "
-            "keyring file; needs --kek-file, --kek-env or --kek-command (see docs/fleet.md)."
-        ),
-    ),
-]
-
-
-def _check_if_older_than(value: str | None) -> str | None:
-    if value is not None:
-        parse_duration(value, maximum=IF_OLDER_THAN_MAXIMUM, days=True, message=_IF_OLDER_THAN_HELP)
-    return value
-
-
-IfOlderThanOption = Annotated[
-    str | None,
-    typer.Option(
-        "--if-older-than",
-        metavar="DURATION",
-        callback=_check_if_older_than,
-        help=(
-            "With --store: rotate only when the active key is older than this (such as 30d; for a scheduled job), "
-            "else exit 0 doing nothing; an unfinished rotation is resumed."
-        ),
-    ),
-]
 
 
 #: The keys options of file mode and of a fleet file (parameter names) that --store excludes.

@@ -7,12 +7,14 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final, NoReturn, TextIO
 
 import typer
 from rich.console import Console
 from typer._click import Context, Parameter
-from typer.core import TyperArgument, TyperCommand, TyperGroup
+from typer._coercion import RuntimeParam, build_runtime_param
+from typer.core import TyperArgument, TyperCommand, TyperGroup, _TyperParameter
 
 from soklet_core.files import KeyringFileError, KeyringFileErrorReason, read_regular_file
 from soklet_core.json import JsonError, JsonErrorReason, JsonValue, PythonJson, serialize
@@ -169,11 +171,45 @@ def _too_large(max_bytes: int) -> NoReturn:
     fail(f"refused: {JsonError(JsonErrorReason.INPUT_TOO_LARGE, max_bytes)}", ExitCode.REFUSED)
 
 
+@dataclass(frozen=True)
+class _DirectValue(RuntimeParam):
+    """Typer's coercion of a value already of the parameter's type (``str``, ``bool``, an unbounded ``int``), or of
+    one value through the option's parser, without the pydantic adapter Typer 0.29 builds for it (importing
+    pydantic costs a command about 0.1 s of CPU before it starts).
+
+    The result is the one the adapter gives: the value itself, or what the parser returns (an error the parser
+    raises as ``typer.BadParameter`` passes through it unchanged). Anything else (text for an ``int``, bytes, a
+    parser's ``ValueError``, whose message the adapter words) goes to Typer's own coercion."""
+
+    def _coerce_value(self, value: Any, param: _TyperParameter, ctx: Context) -> Any:
+        parser = self.parameter_info.parser
+        if parser is not None:
+            try:
+                return parser(value)
+            except (ValueError, AssertionError):
+                pass
+        elif type(value) is self.annotation and self.parameter_info.min is None and self.parameter_info.max is None:
+            return value
+        return build_runtime_param(param.type_descriptor).coerce(value, param=param, ctx=ctx)
+
+
+def _direct(param: _TyperParameter) -> bool:
+    # A single value (not a list, a tuple or a file) typed str, bool (a flag left unset is None) or int (a
+    # default), or read by a parser.
+    descriptor = param.type_descriptor
+    if descriptor.file_annotation is not None or descriptor.is_list or descriptor.is_tuple:
+        return False
+    return descriptor.parameter_info.parser is not None or descriptor.annotation in (str, bool, int)
+
+
 def _without_bool_metavar(params: list[Parameter]) -> list[Parameter]:
     # Typer 0.29's rich help prints a flag's type (<bool>) beside it although a flag takes no value; an empty
     # metavar is what its help renderer shows instead. An argument gets its Python type (<str>, <list[str]>)
     # beside its metavar whatever the metavar says: the class below leaves the metavar alone to say it.
     for param in params:
+        if isinstance(param, _TyperParameter) and param._runtime_param is None and _direct(param):
+            descriptor = param.type_descriptor
+            param._runtime_param = _DirectValue(descriptor.parameter_info, descriptor.annotation)
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
         elif type(param) is TyperArgument and param.metavar is not None:

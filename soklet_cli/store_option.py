@@ -7,29 +7,30 @@ it broke).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import datetime
-from typing import Annotated, Final, NoReturn, TypeVar
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, Final, NoReturn, TypeVar
 
 import typer
 
-from soklet_core.mcp.server.durable._tasks import iso_time
-from soklet_core.store import (
-    DurableStore,
-    StoreError,
-    StoreErrorReason,
-    StoreUrl,
-    default_store_url,
-    open_store,
-)
+# The URL and the errors only: a command names its options without loading a store backend (imported when a
+# store is opened).
+from soklet_core.store.errors import StoreError, StoreErrorReason
+from soklet_core.store.url import StoreUrl, default_store_url
 
+from ._common import parse_duration
 from .exit_codes import ExitCode
 from .output import fail, shown_path
 
+if TYPE_CHECKING:
+    from soklet_core.store import DurableStore
+
 __all__ = [
+    "IF_OLDER_THAN_MAXIMUM",
     "STORE_ENV",
+    "IfOlderThanOption",
+    "StoreModeOption",
     "StoreOption",
     "parse_store_url",
     "resolve_store_url",
@@ -85,6 +86,48 @@ StoreOption = Annotated[
 ]
 
 
+#: The longest ``--if-older-than`` (a key older than a year should have been rotated long ago).
+IF_OLDER_THAN_MAXIMUM: Final = timedelta(days=366)
+_IF_OLDER_THAN_HELP: Final = "--if-older-than is a duration such as 30d, 12h or 90m (above 0, at most 366d)"
+
+
+# Unlike the store option of soklet serve, this one is not read from $SOKLET_STORE: a variable set for the
+# server must not turn every keys command away from the keyring file it names.
+StoreModeOption = Annotated[
+    StoreUrl | None,
+    typer.Option(
+        "--store",
+        metavar="URL",
+        parser=parse_store_url,
+        show_default=False,
+        help=(
+            "Work on the fleet keyring in this store (sqlite:///absolute/path or postgresql://...) instead of a "
+            "keyring file; needs --kek-file, --kek-env or --kek-command (see docs/fleet.md)."
+        ),
+    ),
+]
+
+
+def _check_if_older_than(value: str | None) -> str | None:
+    if value is not None:
+        parse_duration(value, maximum=IF_OLDER_THAN_MAXIMUM, days=True, message=_IF_OLDER_THAN_HELP)
+    return value
+
+
+IfOlderThanOption = Annotated[
+    str | None,
+    typer.Option(
+        "--if-older-than",
+        metavar="DURATION",
+        callback=_check_if_older_than,
+        help=(
+            "With --store: rotate only when the active key is older than this (such as 30d; for a scheduled job), "
+            "else exit 0 doing nothing; an unfinished rotation is resumed."
+        ),
+    ),
+]
+
+
 def resolve_store_url(option: StoreUrl | None) -> StoreUrl:
     """``option`` if given (Typer fills it from ``$SOKLET_STORE`` too), else the embedded default."""
     return option if option is not None else default_store_url()
@@ -111,6 +154,9 @@ def run_on_store(url: StoreUrl, work: Callable[[DurableStore], Awaitable[_T]], *
     # The driver's pool logs each failed connection attempt (a warning with the driver's own text); a command
     # says what went wrong in its one line instead.
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
+    import asyncio
+
+    from soklet_core.store import open_store
 
     async def session() -> _T:
         store = open_store(url)
@@ -128,6 +174,8 @@ def run_on_store(url: StoreUrl, work: Callable[[DurableStore], Awaitable[_T]], *
 
 def time_text(moment: datetime | None) -> str | None:
     """A store time as the CLI prints it: ISO 8601 UTC with milliseconds and ``Z``; ``None`` stays ``None``."""
+    from soklet_core.mcp.server.durable._tasks import iso_time
+
     return None if moment is None else iso_time(moment)
 
 

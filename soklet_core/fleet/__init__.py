@@ -59,11 +59,10 @@ if TYPE_CHECKING:
         compare_fleet,
         parse_expected_fingerprint,
     )
+    from .record_names import RECORD_SUFFIX, RESOLVED_RECORD_NAME
     from .rotation import (
         MAX_RECORD_BYTES,
         RECORD_FORMAT,
-        RECORD_SUFFIX,
-        RESOLVED_RECORD_NAME,
         WAIT_POLL_SECONDS,
         RecordError,
         RecordMismatch,
@@ -234,8 +233,8 @@ _EXPORTS: dict[str, str] = {
     "parse_expected_fingerprint": ".compare",
     "MAX_RECORD_BYTES": ".rotation",
     "RECORD_FORMAT": ".rotation",
-    "RECORD_SUFFIX": ".rotation",
-    "RESOLVED_RECORD_NAME": ".rotation",
+    "RECORD_SUFFIX": ".record_names",
+    "RESOLVED_RECORD_NAME": ".record_names",
     "WAIT_POLL_SECONDS": ".rotation",
     "RecordError": ".rotation",
     "RecordMismatch": ".rotation",

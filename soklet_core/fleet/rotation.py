@@ -63,6 +63,7 @@ from soklet_core.mcp.server.ops._snapshot import AdminSnapshot
 from .client import AdminTarget, ChangeOutcome, InstanceReading, apply_changes, read_snapshots
 from .clock import fleet_skew
 from .compare import FleetReport, FleetStatus, compare_fleet
+from .record_names import RECORD_SUFFIX, RESOLVED_RECORD_NAME
 from .rotation_events import (
     FleetVerified,
     InstanceOutcome,
@@ -97,14 +98,10 @@ __all__ = [
 
 #: The record file's format name.
 RECORD_FORMAT: Final = "soklet-fleet-rotation-v1"
-#: The default record file is the fleet file's path plus this suffix.
-RECORD_SUFFIX: Final = ".rotation.json"
 #: Largest record file read, in bytes (a record is about 600 bytes).
 MAX_RECORD_BYTES: Final = 64 * 1024
 #: Seconds between two snapshot reads while waiting.
 WAIT_POLL_SECONDS: Final = 1.0
-#: The record's default name, in the working folder, for members found by ``--resolve`` (no fleet file).
-RESOLVED_RECORD_NAME: Final = "soklet-fleet" + RECORD_SUFFIX
 
 
 class RotationStep(enum.IntEnum):
