@@ -207,9 +207,9 @@ class SealedStateContents:
         """The contents of a plaintext whose framework members are exactly what :meth:`plaintext` writes, else
         ``None`` (then :meth:`_read_any` decides).
 
-        The framework members (a few short values before ``,"s":``) are decoded by the C decoder without hooks
-        and accepted only if writing them back gives the same bytes: so they are canonical, unique and in the
-        schema, and only the state is parsed into the value model. Whenever this returns contents, parsing the
+        The framework members (a few short values before ``,"s":``) are decoded by msgspec (no Python frame per
+        value) and accepted only if writing them back gives the same bytes: so they are canonical, unique and in
+        the schema, and only the state is parsed into the value model. Whenever this returns contents, parsing the
         whole plaintext would give the same: the state parses alone, the framework part is the codec's own
         output, and the whole passes the JSON layer's depth and node check (checked last).
         """
