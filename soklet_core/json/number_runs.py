@@ -36,8 +36,8 @@ __all__ = [
 PACKED_FROM_BYTES: Final = 64 * 1024
 #: Arrays of fewer numbers are decoded as they are.
 PACKED_FROM_NUMBERS: Final = 64
-#: Most tokens one chunk (and one regular expression match, holding the GIL) covers.
-CHUNK_NUMBERS: Final = 16_384
+#: Most tokens one chunk (and one regular expression match, holding the GIL: a few ms) covers.
+CHUNK_NUMBERS: Final = 2_048
 
 _NUMBER: Final = rf"(?![-0-9.]{{{MAX_NUMBER_TOKEN_CHARS + 1}}})-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?![0-9.eE+-])"
 # An opening bracket followed by at least PACKED_FROM_NUMBERS number-like items (checked exactly while chunking):

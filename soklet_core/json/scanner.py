@@ -27,7 +27,7 @@ _NON_FINITE: Final = ("NaN", "Infinity", "-Infinity")
 
 #: Most values one run covers (see :func:`_run_pattern`); runs are taken only while this many more values stay
 #: within ``MAX_NODES``, so the value that breaks the node limit is always reached one value at a time.
-RUN_VALUES: Final = 16_384
+RUN_VALUES: Final = 4_096
 
 
 def _run_pattern(empty_containers: bool) -> re.Pattern[str]:

@@ -24,7 +24,7 @@ from soklet_core.json import (
     serialize,
 )
 from soklet_core.json.canonical import load_canonical_tree
-from soklet_core.json.number_runs import PACKED_FROM_BYTES, PACKED_FROM_NUMBERS, pack_number_arrays
+from soklet_core.json.number_runs import CHUNK_NUMBERS, PACKED_FROM_BYTES, PACKED_FROM_NUMBERS, pack_number_arrays
 from soklet_core.json.scanner import locate_refusal
 from tests.json.support import oracle_canonical, oracle_digest_text, oracle_load, same_tree
 
@@ -132,7 +132,7 @@ def test_packed_array_reads_like_a_tuple() -> None:
     rows = parse(body)["params"]["arguments"]["rows"]  # type: ignore[index]
     tree = oracle_load(body)["params"]["arguments"]["rows"]
     assert len(rows) == len(tree)
-    for index in (0, 1, 16_383, 16_384, len(tree) - 1, -1, -len(tree)):
+    for index in (0, 1, CHUNK_NUMBERS - 1, CHUNK_NUMBERS, 3 * CHUNK_NUMBERS + 5, len(tree) - 1, -1, -len(tree)):
         assert rows[index].value.as_tuple() == tree[index].as_tuple()  # type: ignore[union-attr]
     with pytest.raises(IndexError):
         rows[len(tree)]
