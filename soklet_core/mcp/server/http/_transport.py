@@ -495,36 +495,34 @@ class McpAsgiApp:
         if grace.done():
             return _DRAINED
         loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
         chunks: list[bytes] = []
         size = 0
-        cut_by_grace = False
         # One deadline for the whole body (a trickle cannot renew it); the end of the shutdown grace brings it
-        # forward. asyncio.timeout_at costs one timer, not a task per receive().
+        # forward. Both only matter while receive() waits: they are armed on the loop's next turn, so a body that
+        # is all there when the request starts (the common case) costs one call_soon handle, no timer.
+        window = _BodyWindow(task, loop.time() + self._limits.body_timeout_seconds, grace)
+        arming = loop.call_soon(window.arm)
         try:
-            async with asyncio.timeout_at(loop.time() + self._limits.body_timeout_seconds) as window:
-
-                def cut(_future: asyncio.Future[None]) -> None:
-                    nonlocal cut_by_grace
-                    cut_by_grace = True
-                    window.reschedule(loop.time())
-
-                grace.add_done_callback(cut)
-                try:
-                    while True:
-                        message = await receive()
-                        if message["type"] != "http.request":
-                            break
-                        chunk = message.get("body", b"")
-                        size += len(chunk)
-                        if size > self._max_body:
-                            return _TOO_LARGE  # stop reading at the limit
-                        chunks.append(chunk)
-                        if not message.get("more_body", False):
-                            break
-                finally:
-                    grace.remove_done_callback(cut)
-        except TimeoutError:
-            return _DRAINED if cut_by_grace else _TIMED_OUT
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    break
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self._max_body:
+                    return _TOO_LARGE  # stop reading at the limit
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+        except asyncio.CancelledError:
+            if window.cut is None or task.uncancel() > window.cancelling:
+                raise  # not the window's: the server cancels the request
+            return _DRAINED if window.cut == "grace" else _TIMED_OUT
+        finally:
+            arming.cancel()
+            window.disarm()
         return b"".join(chunks)
 
     async def _respond(
@@ -612,6 +610,44 @@ class McpAsgiApp:
         await send({"type": "http.response.start", "status": result.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
         return result
+
+
+class _BodyWindow:
+    """The body read's deadline and the end of the shutdown grace, armed only once the read has waited a turn.
+
+    Either cancels the reading task once (``cut`` says which: ``"deadline"`` or ``"grace"``); the reader takes the
+    cancellation back (``Task.uncancel``) unless the task was also cancelled from outside, as ``asyncio.timeout``
+    does.
+    """
+
+    __slots__ = ("_deadline", "_grace", "_task", "_timer", "cancelling", "cut")
+
+    def __init__(self, task: asyncio.Task[Any], deadline: float, grace: asyncio.Future[None]) -> None:
+        self._task = task
+        self._deadline = deadline
+        self._grace = grace
+        self._timer: asyncio.TimerHandle | None = None
+        self.cancelling = task.cancelling()
+        self.cut: str | None = None
+
+    def arm(self) -> None:
+        """The read is still waiting: start the deadline's timer and follow the grace."""
+        self._timer = asyncio.get_running_loop().call_at(self._deadline, self._expire, "deadline")
+        self._grace.add_done_callback(self._on_grace)
+
+    def disarm(self) -> None:
+        """The read is over (armed or not)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._grace.remove_done_callback(self._on_grace)
+
+    def _on_grace(self, _grace: asyncio.Future[None]) -> None:
+        self._expire("grace")
+
+    def _expire(self, why: str) -> None:
+        if self.cut is None:
+            self.cut = why
+            self._task.cancel()
 
 
 class _Exchange:
@@ -756,10 +792,11 @@ class _SentTracker:
         self._send = send
         self.started = False
 
-    async def __call__(self, message: Message) -> None:
+    def __call__(self, message: Message) -> Awaitable[None]:
+        # The server's own awaitable is handed back: no coroutine of this wrapper per message.
         if message["type"] == "http.response.start":
             self.started = True
-        await self._send(message)
+        return self._send(message)
 
 
 async def _wait_disconnect(receive: Receive) -> None:
