@@ -2,11 +2,13 @@
 
 Run: ``.venv/bin/python benchmarks/compiled_lever.py [--quick] [--sets json,protection,...] [--pairs N] [--tests]``.
 Needs mypyc (in the dev lock: ``mypy`` ships it) and a C compiler with the Python headers; without them it says so
-and exits 0. Nothing in the repository is built or changed: ``git archive HEAD`` extracts ``soklet_core``,
-``soklet_apps``, ``benchmarks`` and ``tests`` into a scratch folder once per variant (the commit is printed), and
+and exits 0. Nothing in the repository is built or changed: ``git archive HEAD`` extracts the packages, the
+tools, ``benchmarks``, ``tests`` and ``docs`` into a scratch folder once per variant (the commit is printed), and
 each module set is compiled there with ``mypyc.build.mypycify`` (``build_ext --inplace``, opt level 3). A module
-mypyc refuses (its error names the file) is left pure and the build is retried without it; the report says which
-and why.
+mypyc refuses (its error names the file), whose C fails to compile, or whose compiled form fails to import is left
+pure and the build is retried without it; the kinds already met are found from the source before the first
+build (:func:`known_refusals`). The report says which modules stayed pure and why. A build of the larger sets takes
+minutes on a busy 2-core machine: ``--keep`` keeps the scratch folder and ``--reuse`` measures it again.
 
 Each variant is then measured in its own subprocess (``PYTHONPATH`` = that copy and its ``benchmarks``; the child
 checks that ``soklet_core`` really comes from the copy and lists the modules that are compiled), pure and compiled
@@ -22,7 +24,9 @@ variants interleaved in ``--pairs`` rounds so a noisy moment hits both alike:
 It prints per set the build time, the modules compiled and left pure, and each measure's ratio compiled / pure
 (median and range over the pairs; below 1 is faster). ``--tests`` also runs ``tests/json``, ``tests/protection``
 and ``tests/mcp`` against every compiled copy (pytest from the copy) and prints the outcome line.
-``--quick`` builds the json set only, with one pair of short runs.
+``--quick`` builds the json set only, with one pair of short runs (about a minute: the build dominates).
+``--adapt`` first rewrites the surrogate string literals mypyc refuses (:data:`ADAPTATIONS`, same behaviour) in the
+compiled copies only, to see what compiling ``json/codec.py`` and ``json/scanner.py`` would add.
 """
 
 from __future__ import annotations
@@ -66,9 +70,16 @@ SETS: dict[str, tuple[str, ...]] = {
 }
 DEFAULT_SETS = ("json", "json+protection", "json+protection+model", "json+protection+model+engine")
 #: What ``git archive`` extracts into each copy.
-TREES = ("soklet_core", "soklet_apps", "benchmarks", "tests", "pyproject.toml")
+TREES = ("soklet_core", "soklet_apps", "soklet_cli", "tools", "benchmarks", "tests", "docs", "pyproject.toml")
 #: The test folders run against each compiled copy with ``--tests``.
 TEST_FOLDERS = ("tests/json", "tests/protection", "tests/mcp")
+#: ``--adapt``: behaviour-preserving source rewrites applied to the scratch copy only, to see what compiling the
+#: modules they unlock would add: mypyc refuses a lone surrogate in a string literal (use ``chr``), and ``re``
+#: reads the same ``\\uXXXX`` escapes in a raw pattern as Python does in a plain one.
+ADAPTATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r'"\\u(d[89a-f][0-9a-f]{2})"'), r"chr(0x\1)"),
+    (re.compile(r'\("(\[\\ud[89a-f][0-9a-f]{2}-\\ud[89a-f][0-9a-f]{2}\])"\)'), r'(r"\1")'),
+)
 #: Bounded retries of a build, each dropping the files mypyc named in its errors.
 MAX_BUILD_ATTEMPTS = 16
 #: Imported after each build (with every compiled module): what the measurements load.
@@ -170,13 +181,15 @@ def extract(commit: str, into: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
 
 
-def slotted_exceptions(copy: Path, candidates: list[str]) -> dict[str, str]:
-    """The candidates defining an exception class with ``__slots__``, which a mypyc build refuses at import.
+def known_refusals(copy: Path, candidates: list[str]) -> dict[str, str]:
+    """The candidates whose compiled form fails at import for a reason seen before, found from the source.
 
-    mypyc compiles a subclass of a built-in exception as a plain (non-extension) class and raises "mypyc classes
-    can't have __slots__" when the module is imported. Found ahead from the source (class names resolved across
-    the whole package by name) so the build need not discover them one rebuild at a time; the import check after
-    each build still catches what this misses."""
+    * an exception class with ``__slots__``: mypyc compiles a subclass of a built-in exception as a plain
+      (non-extension) class and raises "mypyc classes can't have __slots__" when the module is imported;
+    * a ``@runtime_checkable`` protocol: mypyc compiles it as a class, which ``typing`` then refuses.
+
+    Class names are resolved across the whole package by name. Found ahead so the build need not discover them
+    one (minutes-long) rebuild at a time; the import check after each build still catches what this misses."""
     trees = {str(path.relative_to(copy)): ast.parse(path.read_text()) for path in (copy / "soklet_core").rglob("*.py")}
     bases: dict[str, set[str]] = {}
     for tree in trees.values():
@@ -202,6 +215,11 @@ def slotted_exceptions(copy: Path, candidates: list[str]) -> dict[str, str]:
             if slotted and isinstance(node, ast.ClassDef) and is_exception(node.name):
                 found[path] = f'exception class {node.name} has __slots__ (mypyc: "classes can\'t have __slots__")'
                 break
+            if isinstance(node, ast.ClassDef) and any(
+                "runtime_checkable" in ast.unparse(d) for d in node.decorator_list
+            ):
+                found[path] = f"@runtime_checkable protocol {node.name} (compiled, typing refuses it as a protocol)"
+                break
     return found
 
 
@@ -221,10 +239,26 @@ def refused_by_c(output: str, copy: Path, candidates: list[str]) -> dict[str, st
     return found
 
 
-def build(copy: Path, folders: tuple[str, ...]) -> dict[str, Any]:
+def adapt(copy: Path, candidates: list[str]) -> list[str]:
+    """Apply :data:`ADAPTATIONS` to the candidates in the copy; the files changed, with the count of rewrites."""
+    changed = []
+    for path in candidates:
+        text = (copy / path).read_text()
+        total = 0
+        for pattern, replacement in ADAPTATIONS:
+            text, count = pattern.subn(replacement, text)
+            total += count
+        if total:
+            (copy / path).write_text(text)
+            changed.append(f"{path} ({total})")
+    return changed
+
+
+def build(copy: Path, folders: tuple[str, ...], *, adapted: bool = False) -> dict[str, Any]:
     """Compile the ``.py`` files of ``folders`` in ``copy``; drop what mypyc refuses and retry."""
     candidates = sorted(str(path.relative_to(copy)) for folder in folders for path in (copy / folder).glob("*.py"))
-    pure: dict[str, str] = slotted_exceptions(copy, candidates)
+    rewritten = adapt(copy, candidates) if adapted else []
+    pure: dict[str, str] = known_refusals(copy, candidates)
     # setuptools would read the project's pyproject.toml in the build folder: it is set aside for the build.
     pyproject = copy / "pyproject.toml"
     pyproject.rename(copy / "pyproject.toml.aside")
@@ -244,7 +278,13 @@ def build(copy: Path, folders: tuple[str, ...]) -> dict[str, Any]:
             if result.returncode == 0:
                 failure = import_check(copy, paths)
                 if failure is None:
-                    return {"seconds": time.monotonic() - started, "compiled": paths, "pure": pure, "error": None}
+                    return {
+                        "seconds": time.monotonic() - started,
+                        "compiled": paths,
+                        "pure": pure,
+                        "error": None,
+                        "adapted": rewritten,
+                    }
                 path, reason = failure
                 pure[path] = f"compiles, but importing it fails: {reason}"
                 continue
@@ -336,6 +376,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sets", help=f"comma-separated, of: {', '.join(SETS)} (default: {', '.join(DEFAULT_SETS)})")
     parser.add_argument("--pairs", type=int, help="interleaved pure/compiled rounds (default 3; 1 with --quick)")
     parser.add_argument("--tests", action="store_true", help="also run tests/json, protection, mcp on each copy")
+    parser.add_argument(
+        "--adapt", action="store_true", help="rewrite surrogate literals in the compiled copies (see ADAPTATIONS)"
+    )
+    parser.add_argument(
+        "--reuse", type=Path, help="measure the copies a kept scratch folder holds (no extraction, no build)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder (its path is printed)")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -354,18 +400,28 @@ def main(argv: list[str]) -> int:
     commit = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
     ).stdout.strip()
-    scratch = Path(tempfile.mkdtemp(prefix="compiled-lever-"))
+    scratch = args.reuse.resolve() if args.reuse else Path(tempfile.mkdtemp(prefix="compiled-lever-"))
+    if args.reuse:
+        commit = (scratch / "commit").read_text().strip()
     print(f"commit {commit[:12]}, scratch {scratch}; {pairs} pair(s), {'quick' if args.quick else 'full'} runs")
     try:
-        extract(commit, scratch / "pure")
         builds: dict[str, dict[str, Any]] = {}
+        if not args.reuse:
+            extract(commit, scratch / "pure")
+            (scratch / "commit").write_text(commit)
         for name in names:
-            extract(commit, scratch / name)
-            builds[name] = result = build(scratch / name, SETS[name])
+            if args.reuse:
+                builds[name] = result = json.loads((scratch / name / "compiled_lever_build.json").read_text())
+            else:
+                extract(commit, scratch / name)
+                builds[name] = result = build(scratch / name, SETS[name], adapted=args.adapt)
+                (scratch / name / "compiled_lever_build.json").write_text(json.dumps(result))
             print(
                 f"built {name}: {len(result['compiled'])} modules compiled, {len(result['pure'])} left pure, "
                 f"{result['seconds']:.0f} s" + (f"; FAILED: {result['error']}" if result["error"] else "")
             )
+            for path in result.get("adapted", []):
+                print(f"    adapted: {path}")
             for path, reason in result["pure"].items():
                 print(f"    pure: {path}: {reason}")
         variants = ["pure", *(name for name in names if not builds[name]["error"])]
@@ -401,7 +457,7 @@ def main(argv: list[str]) -> int:
         if args.json:
             print(json.dumps(table, indent=2))
     finally:
-        if args.keep:
+        if args.keep or args.reuse:
             print(f"kept {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
