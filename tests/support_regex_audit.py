@@ -9,7 +9,10 @@ Two halves:
     holds something of variable length: another variable repeat (``(a+)*``, ``(x[y]*)*``, ``(?:a?b)*``), an
     alternation whose branches differ in length (``(a|ab)*``, which the parser factors into ``a(?:|b)``) or a
     back-reference. Star height 2 is refused outright, even where a delimiter makes it unambiguous: the rule is
-    simple to keep and the safe spelling (split first, then match each piece) is always available.
+    simple to keep and the safe spelling (split first, then match each piece) is always available. The one
+    exception is a possessive repeat (``(?:,[0-9]+)*+``): it never goes back into an iteration it has finished, so
+    how its body could be split across iterations cannot multiply the work; the rules still apply inside its body
+    (``(?:(?:a+)*)*+`` is flagged for the inner repeat).
   - ``alternation``: a repeat that may run more than once whose body holds an alternation with two branches that
     can start with the same character, or two branches that can match the empty string (``(a|a)*``,
     ``(?:ab|[ab]c)*``).
@@ -284,7 +287,7 @@ class _Analyser:
         self.check_adjacent(nodes, mode)
         for op, av in nodes:
             if op in _REPEATS:
-                if av[1] > 1:
+                if av[1] > 1 and op is not sre.POSSESSIVE_REPEAT:
                     self.check_repeated_body(av[2], mode)
                 self.walk(av[2], mode)
             elif op is sre.SUBPATTERN:

@@ -65,6 +65,9 @@ KNOWN_BAD = [
     (r"(?i:a)*A*", "adjacent"),
     (rb"(?:\d+x?)+", "nested"),
     (r"(?:[0-9]x|\dy)+", "alternation"),
+    # Possessive outside, but the rules still hold inside its body.
+    (r"(?:(?:a+)*)*+", "nested"),
+    (r"(?:x\s*\s*)*+", "adjacent"),
 ]
 
 KNOWN_GOOD = [
@@ -81,6 +84,9 @@ KNOWN_GOOD = [
     r"(?:\d{2})+",
     r"/{2,}",
     r"(?:ab|cd)*",
+    # A possessive repeat never gives an iteration back, so its body's split across iterations is fixed.
+    r"(?:,-?[0-9]+(?:\.[0-9]+)?(?![0-9.]))*+",
+    r"(?:\[[0-9]*\]|x)*+",
 ]
 
 

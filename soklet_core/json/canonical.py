@@ -194,7 +194,8 @@ def load_canonical_tree(
 
 
 # A run of plain number tokens (see number_runs) already in canonical spelling, and a token of one that is not.
-_CANONICAL_RUN: Final = re.compile(f"{CANONICAL_SPELLING}(?:,{CANONICAL_SPELLING})*")
+# Each token of the run ends at its comma (the look-ahead), so the possessive repeat never needs an item back.
+_CANONICAL_RUN: Final = re.compile(f"{CANONICAL_SPELLING}(?![^,])(?:,{CANONICAL_SPELLING}(?![^,]))*+")
 _RESPELLED_IN_RUN: Final = re.compile(f"(?<![^,])(?!{CANONICAL_SPELLING}(?![^,]))[^,]+")
 
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from .limits import MAX_NUMBER_TOKEN_CHARS
+from .numbers import PLAIN_NUMBER_ITEM
 
 __all__ = [
     "CHUNK_NUMBERS",
@@ -39,13 +39,13 @@ PACKED_FROM_NUMBERS: Final = 64
 #: Most tokens one chunk (and one regular expression match, holding the GIL: a few ms) covers.
 CHUNK_NUMBERS: Final = 2_048
 
-_NUMBER: Final = rf"(?![-0-9.]{{{MAX_NUMBER_TOKEN_CHARS + 1}}})-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?![0-9.eE+-])"
 # An opening bracket followed by at least PACKED_FROM_NUMBERS number-like items (checked exactly while chunking):
 # documents of many small arrays cost one bounded look-ahead each, no Python step.
-_CANDIDATE: Final = re.compile(rf"\[(?=(?:-?[0-9][0-9.]*,){{{PACKED_FROM_NUMBERS - 1}}}-?[0-9])")
+# Possessive: each item ends at its comma, so an iteration never has another way to end.
+_CANDIDATE: Final = re.compile(rf"\[(?=(?:-?[0-9][0-9.]*,){{{PACKED_FROM_NUMBERS - 1}}}+-?[0-9])")
 # Up to CHUNK_NUMBERS tokens; the separators are a fixed comma, so the repetition cannot overlap. Possessive: a
 # finished chunk gives nothing back, so the engine keeps no backtracking state per token (9 MB a chunk otherwise).
-_CHUNK: Final = re.compile(rf"{_NUMBER}(?:,{_NUMBER}){{0,{CHUNK_NUMBERS - 1}}}+")
+_CHUNK: Final = re.compile(rf"{PLAIN_NUMBER_ITEM}(?:,{PLAIN_NUMBER_ITEM}){{0,{CHUNK_NUMBERS - 1}}}+")
 # Placeholders: the fences of a number (see codec.NUMBER_OPEN) the other way round, so that no part of the
 # canonical encoder can take one for a number.
 _OPEN: Final = "\udfff"

@@ -12,7 +12,7 @@ from typing import Final
 
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_TOKEN_CHARS
-from .numbers import decimal_from_token
+from .numbers import PLAIN_NUMBER_ITEM, decimal_from_token
 
 __all__ = ["RUN_VALUES", "locate_refusal"]
 
@@ -25,31 +25,23 @@ _SIMPLE_ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", 
 _LITERALS: Final = (("true", 4), ("false", 5), ("null", 4))
 _NON_FINITE: Final = ("NaN", "Infinity", "-Infinity")
 
-#: Most values one run covers (see :func:`_run_pattern`); runs are taken only while this many more values stay
+#: Most values one run covers (see ``_RUN``); runs are taken only while this many more values stay
 #: within ``MAX_NODES``, so the value that breaks the node limit is always reached one value at a time.
 RUN_VALUES: Final = 4_096
 
 
-def _run_pattern(empty_containers: bool) -> re.Pattern[str]:
-    """Up to RUN_VALUES array items, comma-separated, that the one-value-at-a-time path accepts with nothing to check.
-
-    A number without an exponent part whose token is within the length limit (the length look-ahead is bounded;
-    the number pattern and its maximality look-ahead are ``_NUMBER``'s and ``_scan_number``'s), a string without
-    an escape, a comma or a character the string scanner refuses, ``true``/``false``/``null``, and, where one more
-    level of nesting is allowed, ``[]`` and ``{}``. Commas inside the run are exactly its separators, so its values
-    are counted in C; each item ends at a character that starts no item, and the separators between items are a
-    fixed comma, so the repetition cannot overlap. It is possessive (nothing follows it that could make it give
-    items back), so the engine keeps no backtracking state per item.
-    """
-    number = rf"(?![-0-9.]{{{MAX_NUMBER_TOKEN_CHARS + 1}}})-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?![0-9.eE+-])"
-    string = r'"[^",\\\x00-\x1f\ud800-\udfff]*"'
-    item = rf"(?:{number}|{string}|true|false|null"
-    item += r"|\[[ \t\n\r]*\]|\{[ \t\n\r]*\})" if empty_containers else ")"
-    return re.compile(rf"{item}(?:[ \t\n\r]*,[ \t\n\r]*{item}){{0,{RUN_VALUES - 1}}}+")
-
-
-_RUN: Final = _run_pattern(empty_containers=True)
-_RUN_OF_SCALARS: Final = _run_pattern(empty_containers=False)
+# Runs (see RUN_VALUES): up to RUN_VALUES array items, comma-separated, that the one-value-at-a-time path accepts
+# with nothing to check: a plain number (numbers.PLAIN_NUMBER_ITEM, the number pattern and maximality look-ahead of
+# _NUMBER and _scan_number, without an exponent), a string without an escape, a comma or a character the string
+# scanner refuses, true/false/null, and, where one more level of nesting is allowed, [] and {}. Commas inside a run
+# are exactly its separators, so its values are counted in C; each item ends at a character that starts no item.
+# Possessive: nothing follows a run that could make it give items back, so the engine keeps no backtracking state
+# per item.
+_RUN_STRING: Final = r'"[^",\\\x00-\x1f\ud800-\udfff]*"'
+_RUN_SCALAR: Final = rf"(?:{PLAIN_NUMBER_ITEM}|{_RUN_STRING}|true|false|null)"
+_RUN_ITEM: Final = rf"(?:{PLAIN_NUMBER_ITEM}|{_RUN_STRING}|true|false|null|\[[ \t\n\r]*\]|\{{[ \t\n\r]*\}})"
+_RUN: Final = re.compile(rf"{_RUN_ITEM}(?:[ \t\n\r]*,[ \t\n\r]*{_RUN_ITEM}){{0,{RUN_VALUES - 1}}}+")
+_RUN_OF_SCALARS: Final = re.compile(rf"{_RUN_SCALAR}(?:[ \t\n\r]*,[ \t\n\r]*{_RUN_SCALAR}){{0,{RUN_VALUES - 1}}}+")
 
 
 class _Refused(Exception):
