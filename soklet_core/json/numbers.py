@@ -37,9 +37,7 @@ CANONICAL_TOKEN: Final = re.compile(CANONICAL_SPELLING)
 #: A number token without an exponent part, within the 1,024-character limit (the length look-ahead is bounded),
 #: that no number character follows: an item the reference scanner's runs and number_runs' packed chunks take as
 #: it stands. Its own end is fixed by the last look-ahead, so a repeat of it never splits a token two ways.
-PLAIN_NUMBER_ITEM: Final = (
-    rf"(?![-0-9.]{{{MAX_NUMBER_TOKEN_CHARS + 1}}})-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?![0-9.eE+-])"
-)
+PLAIN_NUMBER_ITEM: Final = rf"(?![-0-9.]{{{MAX_NUMBER_TOKEN_CHARS + 1}}})-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?![0-9.eE+-])"
 
 #: A context that never rounds, clamps or traps inexactness: for normalizing exact values.
 EXACT: Final = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
