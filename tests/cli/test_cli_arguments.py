@@ -503,7 +503,7 @@ def refusal_of(parser: object, text: str) -> str | None:
 
 #: What each parser says when it refuses: a fixed text, whatever the input.
 MESSAGES = {
-    name: {refusal_of(parser, bad) for bad in ("", "\x1b", "9" * 100_000, "0", "15", "99999999999h")} - {None}
+    name: {refusal_of(parser, bad) for bad in ("", "\x1b", "9" * 100_000, "0", "0h", "15", "99999999999h")} - {None}
     for name, parser in PARSERS.items()
 }
 
