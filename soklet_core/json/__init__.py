@@ -5,34 +5,40 @@
 '{"a":[1.5,0],"b":1E+2}'
 """
 
-from .canonical import canonical_bytes, canonical_text
-from .codec import parse, serialize
-from .digest import EXCLUDED_META_MEMBERS, EXCLUDED_PARAMS_MEMBERS, ParamsDigest, params_digest, stable_params
-from .errors import JsonError, JsonErrorReason
-from .limits import (
-    DEFAULT_REQUEST_BODY_BYTES,
-    MAX_CANONICAL_PARAMS_BYTES,
-    MAX_DEPTH,
-    MAX_EXPONENT_MAGNITUDE,
-    MAX_NODES,
-    MAX_NUMBER_TOKEN_CHARS,
-    MAX_REQUEST_BODY_BYTES,
-    RESPONSE_OUTPUT_CEILING_BYTES,
-)
-from .numbers import canonical_decimal_text
-from .values import (
-    JsonArray,
-    JsonArrayBuilder,
-    JsonBoolean,
-    JsonNull,
-    JsonNumber,
-    JsonObject,
-    JsonObjectBuilder,
-    JsonString,
-    JsonValue,
-    PythonJson,
-)
-from .wire import WirePlain, encode_wire
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .canonical import canonical_bytes, canonical_text
+    from .codec import parse, serialize
+    from .digest import EXCLUDED_META_MEMBERS, EXCLUDED_PARAMS_MEMBERS, ParamsDigest, params_digest, stable_params
+    from .errors import JsonError, JsonErrorReason
+    from .limits import (
+        DEFAULT_REQUEST_BODY_BYTES,
+        MAX_CANONICAL_PARAMS_BYTES,
+        MAX_DEPTH,
+        MAX_EXPONENT_MAGNITUDE,
+        MAX_NODES,
+        MAX_NUMBER_TOKEN_CHARS,
+        MAX_REQUEST_BODY_BYTES,
+        RESPONSE_OUTPUT_CEILING_BYTES,
+    )
+    from .numbers import canonical_decimal_text
+    from .values import (
+        JsonArray,
+        JsonArrayBuilder,
+        JsonBoolean,
+        JsonNull,
+        JsonNumber,
+        JsonObject,
+        JsonObjectBuilder,
+        JsonString,
+        JsonValue,
+        PythonJson,
+    )
+    from .wire import WirePlain, encode_wire
 
 __all__ = [
     "DEFAULT_REQUEST_BODY_BYTES",
@@ -68,3 +74,54 @@ __all__ = [
     "serialize",
     "stable_params",
 ]
+
+# Each name is imported from its module on first use (PEP 562): the codec brings msgspec and the scanner, the
+# digest hashlib, so a caller that needs only a limit or the error type (a command's --help, a size check) does
+# not pay for parsing.
+_EXPORTS: dict[str, str] = {
+    "canonical_bytes": ".canonical",
+    "canonical_text": ".canonical",
+    "parse": ".codec",
+    "serialize": ".codec",
+    "EXCLUDED_META_MEMBERS": ".digest",
+    "EXCLUDED_PARAMS_MEMBERS": ".digest",
+    "ParamsDigest": ".digest",
+    "params_digest": ".digest",
+    "stable_params": ".digest",
+    "JsonError": ".errors",
+    "JsonErrorReason": ".errors",
+    "DEFAULT_REQUEST_BODY_BYTES": ".limits",
+    "MAX_CANONICAL_PARAMS_BYTES": ".limits",
+    "MAX_DEPTH": ".limits",
+    "MAX_EXPONENT_MAGNITUDE": ".limits",
+    "MAX_NODES": ".limits",
+    "MAX_NUMBER_TOKEN_CHARS": ".limits",
+    "MAX_REQUEST_BODY_BYTES": ".limits",
+    "RESPONSE_OUTPUT_CEILING_BYTES": ".limits",
+    "canonical_decimal_text": ".numbers",
+    "JsonArray": ".values",
+    "JsonArrayBuilder": ".values",
+    "JsonBoolean": ".values",
+    "JsonNull": ".values",
+    "JsonNumber": ".values",
+    "JsonObject": ".values",
+    "JsonObjectBuilder": ".values",
+    "JsonString": ".values",
+    "JsonValue": ".values",
+    "PythonJson": ".values",
+    "WirePlain": ".wire",
+    "encode_wire": ".wire",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

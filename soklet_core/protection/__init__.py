@@ -2,6 +2,7 @@
 
 >>> from soklet_core.json import JsonValue
 >>> from soklet_core.keys import ProtectionKey, ProtectionKeyring
+>>> from soklet_core.protection import ANONYMOUS_PARTITION, ProtectionConfig, RequestStateSealer, bind_request
 >>> keyring = ProtectionKeyring(ProtectionKey.generate("2026-08"))
 >>> sealer = RequestStateSealer(ProtectionConfig(keyring=keyring))
 >>> first = bind_request(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}',
@@ -15,62 +16,68 @@
 The format is specified byte by byte, with test vectors, in ``docs/protection-format.md``.
 """
 
-from .binding import (
-    ANONYMOUS_PARTITION,
-    DEFAULT_PROTOCOL_VERSION,
-    PARTITION_DIGEST_LABEL,
-    BoundRequest,
-    RequestId,
-    RequestStateBinding,
-    bind_request,
-    partition_digest,
-)
-from .config import (
-    DEFAULT_MAXIMUM_DECODED_BYTES,
-    DEFAULT_MAXIMUM_ENCODED_BYTES,
-    DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,
-    DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
-    ProtectionConfig,
-)
-from .envelope import (
-    AEAD_KEY_BYTES,
-    HKDF_INFO,
-    NONCE_BYTES,
-    TAG_BYTES,
-    EnvelopeHeader,
-    EnvelopeProtector,
-    NonceSource,
-    derive_aead_key,
-)
-from .errors import (
-    BindingField,
-    ProtectionError,
-    ProtectionUsageError,
-    ProtectionUsageReason,
-    Reason,
-    RequestStateProtectionException,
-    RequestStateProtectionReason,
-)
-from .paths import MAX_ENDPOINT_PATH_CHARS, normalize_endpoint_path
-from .protector import (
-    ASSOCIATED_DATA_PREFIX,
-    ENVELOPE_VERSION,
-    RequestStateProtectionContext,
-    RequestStateProtector,
-    envelope_header,
-)
-from .sealer import (
-    MAX_ISSUED_AT_SKEW,
-    CheckResult,
-    CheckStatus,
-    Clock,
-    OpenedRequestState,
-    OpeningDiagnosis,
-    OpeningStep,
-    RequestStateSealer,
-    SealedStateContents,
-    system_clock_ms,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .binding import (
+        ANONYMOUS_PARTITION,
+        DEFAULT_PROTOCOL_VERSION,
+        PARTITION_DIGEST_LABEL,
+        BoundRequest,
+        RequestId,
+        RequestStateBinding,
+        bind_request,
+        partition_digest,
+    )
+    from .config import (
+        DEFAULT_MAXIMUM_DECODED_BYTES,
+        DEFAULT_MAXIMUM_ENCODED_BYTES,
+        DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,
+        DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS,
+        ProtectionConfig,
+    )
+    from .envelope import (
+        AEAD_KEY_BYTES,
+        HKDF_INFO,
+        NONCE_BYTES,
+        TAG_BYTES,
+        EnvelopeHeader,
+        EnvelopeProtector,
+        NonceSource,
+        derive_aead_key,
+    )
+    from .errors import (
+        BindingField,
+        ProtectionError,
+        ProtectionUsageError,
+        ProtectionUsageReason,
+        Reason,
+        RequestStateProtectionException,
+        RequestStateProtectionReason,
+    )
+    from .paths import MAX_ENDPOINT_PATH_CHARS, normalize_endpoint_path
+    from .protector import (
+        ASSOCIATED_DATA_PREFIX,
+        ENVELOPE_VERSION,
+        RequestStateProtectionContext,
+        RequestStateProtector,
+        envelope_header,
+    )
+    from .sealer import (
+        MAX_ISSUED_AT_SKEW,
+        CheckResult,
+        CheckStatus,
+        Clock,
+        OpenedRequestState,
+        OpeningDiagnosis,
+        OpeningStep,
+        RequestStateSealer,
+        SealedStateContents,
+        system_clock_ms,
+    )
 
 __all__ = [
     "AEAD_KEY_BYTES",
@@ -119,3 +126,68 @@ __all__ = [
     "partition_digest",
     "system_clock_ms",
 ]
+
+
+# Each name is imported from its module on first use (PEP 562): the sealer and the envelope bring cryptography and
+# the JSON codec, so a caller that needs only the endpoint-path rule or a usage error (a command's option parser)
+# does not pay for sealing.
+_EXPORTS: dict[str, str] = {
+    "ANONYMOUS_PARTITION": ".binding",
+    "DEFAULT_PROTOCOL_VERSION": ".binding",
+    "PARTITION_DIGEST_LABEL": ".binding",
+    "BoundRequest": ".binding",
+    "RequestId": ".binding",
+    "RequestStateBinding": ".binding",
+    "bind_request": ".binding",
+    "partition_digest": ".binding",
+    "DEFAULT_MAXIMUM_DECODED_BYTES": ".config",
+    "DEFAULT_MAXIMUM_ENCODED_BYTES": ".config",
+    "DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME": ".config",
+    "DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS": ".config",
+    "ProtectionConfig": ".config",
+    "AEAD_KEY_BYTES": ".envelope",
+    "HKDF_INFO": ".envelope",
+    "NONCE_BYTES": ".envelope",
+    "TAG_BYTES": ".envelope",
+    "EnvelopeHeader": ".envelope",
+    "EnvelopeProtector": ".envelope",
+    "NonceSource": ".envelope",
+    "derive_aead_key": ".envelope",
+    "BindingField": ".errors",
+    "ProtectionError": ".errors",
+    "ProtectionUsageError": ".errors",
+    "ProtectionUsageReason": ".errors",
+    "Reason": ".errors",
+    "RequestStateProtectionException": ".errors",
+    "RequestStateProtectionReason": ".errors",
+    "MAX_ENDPOINT_PATH_CHARS": ".paths",
+    "normalize_endpoint_path": ".paths",
+    "ASSOCIATED_DATA_PREFIX": ".protector",
+    "ENVELOPE_VERSION": ".protector",
+    "RequestStateProtectionContext": ".protector",
+    "RequestStateProtector": ".protector",
+    "envelope_header": ".protector",
+    "MAX_ISSUED_AT_SKEW": ".sealer",
+    "CheckResult": ".sealer",
+    "CheckStatus": ".sealer",
+    "Clock": ".sealer",
+    "OpenedRequestState": ".sealer",
+    "OpeningDiagnosis": ".sealer",
+    "OpeningStep": ".sealer",
+    "RequestStateSealer": ".sealer",
+    "SealedStateContents": ".sealer",
+    "system_clock_ms": ".sealer",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -24,6 +24,7 @@ from soklet_core.json import JsonArray, JsonObject, JsonValue, serialize, stable
 
 from .binding import BoundRequest
 from .config import ProtectionConfig
+from .durations import duration_text
 from .envelope import EnvelopeHeader
 from .errors import RequestStateProtectionException
 from .sealer import MAX_ISSUED_AT_SKEW, CheckStatus, OpeningDiagnosis, OpeningStep, SealedStateContents
@@ -39,7 +40,6 @@ __all__ = [
 
 #: At most this many differing JSON pointers are listed for a params mismatch.
 MAX_DIFF_PATHS: Final = 50
-_MILLISECOND: Final = timedelta(milliseconds=1)
 # The checks that compare the sealed state with a retry: without one they are never run.
 _RETRY_STEPS: Final = frozenset(
     {
@@ -83,23 +83,6 @@ def relative_time(ms: int) -> str:
     parts += [f"{seconds}s"] if not days and not hours else []
     text = " ".join(parts) if parts else f"{span % 1000}ms"
     return f"in {text}" if ms > 0 else f"{text} ago"
-
-
-def duration_text(span: timedelta) -> str:
-    """A positive whole number of milliseconds spelled with units, shortest first: ``15m``, ``10s``, ``1h30m``,
-    ``0.5s`` (the spelling the CLI's duration options read back)."""
-    milliseconds = span // _MILLISECOND
-    if milliseconds <= 0 or timedelta(milliseconds=milliseconds) != span:
-        raise ValueError("a positive whole number of milliseconds")
-    seconds, fraction = divmod(milliseconds, 1000)
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
-    if fraction:
-        text += f"{seconds}.{fraction:03d}".rstrip("0") + "s"
-    elif seconds or not text:
-        text += f"{seconds}s"
-    return text
 
 
 # ------------------------------------------------------------------------------------------ params diff
