@@ -6,8 +6,8 @@ how a JSON-RPC request file becomes a bound request, and the admin targets of a 
 
 Durations carry a unit: a bare ``15`` is refused rather than silently taken as seconds, except by an option
 whose name or help says seconds (``fleet check --timeout S``); only ASCII digits count (``str.isdigit`` would
-take other scripts' digits too). Spelling a duration or a time is the core's
-(:mod:`soklet_core.protection.diagnosis`), since its explanations use the same words.
+take other scripts' digits too). Spelling a duration is the core's (:mod:`soklet_core.protection.durations`), since
+the diagnosis's explanations use the same words.
 """
 
 from __future__ import annotations
@@ -21,26 +21,10 @@ from urllib.parse import urlsplit
 
 import typer
 
-from soklet_core.files import (
-    DEFAULT_FLEET_TIMEOUT_SECONDS,
-    MAX_FLEET_INSTANCES,
-    AdminTokenEnv,
-    AdminTokenFile,
-    AdminTokenSource,
-    FleetFileError,
-    check_admin_url,
-    read_fleet_file,
-)
-from soklet_core.json import MAX_REQUEST_BODY_BYTES, JsonError, JsonValue, parse
+from soklet_core.json import MAX_REQUEST_BODY_BYTES
 from soklet_core.keys import printable_name
-from soklet_core.protection import (
-    MAX_ENDPOINT_PATH_CHARS,
-    BoundRequest,
-    ProtectionUsageError,
-    bind_request,
-    normalize_endpoint_path,
-)
-from soklet_core.protection.diagnosis import duration_text
+from soklet_core.protection import MAX_ENDPOINT_PATH_CHARS, ProtectionUsageError, normalize_endpoint_path
+from soklet_core.protection.durations import duration_text
 from soklet_core.protocol import (
     DEFAULT_ENDPOINT_PATH,
     DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME,
@@ -52,8 +36,12 @@ from .exit_codes import ExitCode
 from .output import fail, read_input, shown_path
 
 if TYPE_CHECKING:
-    # The fleet's HTTP client is imported by the commands that reach a fleet, when they do.
+    # The fleet's HTTP client and its fleet file, the JSON codec and the request binding are imported by the
+    # commands that reach a fleet or read a request, when they do: every command imports this module.
+    from soklet_core.files import AdminTokenSource, FleetFileError
     from soklet_core.fleet import AdminTarget
+    from soklet_core.json import JsonValue
+    from soklet_core.protection import BoundRequest
 
 __all__ = [
     "DEFAULT_LIFETIME",
@@ -383,6 +371,8 @@ def now_ms(at: int | None = None) -> int:
 
 def load_request(path: Path, label: str, *, code: ExitCode) -> JsonValue:
     """A JSON-RPC request file (or ``-``), parsed strictly; exits with ``code`` if it is not JSON."""
+    from soklet_core.json import JsonError, parse
+
     data = read_input(str(path), max_bytes=MAX_REQUEST_BODY_BYTES)
     try:
         return parse(data)
@@ -395,6 +385,8 @@ def bind(
 ) -> BoundRequest:
     """The request's binding and id as the server binds it (:func:`soklet_core.protection.bind_request`), or exit
     with ``code``."""
+    from soklet_core.protection import bind_request
+
     try:
         return bind_request(request, path=path, partition=partition, protocol_version=protocol_version)
     except ProtectionUsageError as error:
@@ -422,6 +414,15 @@ def fleet_targets(
     """
     import asyncio
 
+    from soklet_core.files import (
+        DEFAULT_FLEET_TIMEOUT_SECONDS,
+        MAX_FLEET_INSTANCES,
+        AdminTokenEnv,
+        AdminTokenFile,
+        FleetFileError,
+        check_admin_url,
+        read_fleet_file,
+    )
     from soklet_core.fleet import AdminTarget, resolve_targets
 
     if fleet is not None:
@@ -509,6 +510,7 @@ def _parse_resolve(text: str) -> tuple[str, str, int]:
 
 
 def _token(source: AdminTokenSource) -> str:
+    from soklet_core.files import FleetFileError
     from soklet_core.fleet import read_admin_token
 
     try:

@@ -8,17 +8,21 @@ never carry them, and a command line is named by its program only.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Final, NoReturn
+from typing import TYPE_CHECKING, Annotated, Final, NoReturn
 
 import typer
 
 from soklet_core.files import KeyringFileError
-from soklet_core.files.kek_source import KekSource, load_kek
-from soklet_core.keys import KeyWrapError, KeyWrapper
 
 from ._common import parse_file
 from .exit_codes import ExitCode
 from .output import fail, file_error_text, shown_path
+
+if TYPE_CHECKING:
+    # What loads a KEK (from its file, variable or command, and the key wrap) is imported only once an option names
+    # one: most calls of the commands that offer these options (keys list of a plain keyring) give none.
+    from soklet_core.files.kek_source import KekSource
+    from soklet_core.keys import KeyWrapError, KeyWrapper
 
 __all__ = [
     "KEK_OPTIONS_HELP",
@@ -36,6 +40,8 @@ KEK_OPTIONS_HELP: Final = "Give at most one of --kek-file, --kek-env and --kek-c
 
 
 def _parse_env_name(text: str) -> str:
+    from soklet_core.files.kek_source import KekSource
+
     try:
         KekSource(env=text)
     except ValueError as error:
@@ -44,6 +50,8 @@ def _parse_env_name(text: str) -> str:
 
 
 def _parse_command(text: str) -> str:
+    from soklet_core.files.kek_source import KekSource
+
     try:
         KekSource.from_command_line(text)
     except ValueError as error:
@@ -99,6 +107,10 @@ def kek_source(kek_file: Path | None, kek_env: str | None, kek_command: str | No
     ]
     if len(given) > 1:
         fail(f"give one of {', '.join(given)}, not several", ExitCode.USAGE)
+    if not given:
+        return None
+    from soklet_core.files.kek_source import KekSource
+
     try:
         if kek_file is not None:
             return KekSource(file=str(kek_file))
@@ -123,6 +135,9 @@ def load_kek_or_exit(source: KekSource | None, *, allow_insecure: bool = False) 
     (a missing, insecure or malformed file, an unset variable, a command that fails)."""
     if source is None:
         return None
+    from soklet_core.files.kek_source import load_kek
+    from soklet_core.keys import KeyWrapError
+
     try:
         return load_kek(source, allow_insecure_permissions=allow_insecure)
     except (KeyWrapError, KeyringFileError) as error:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 import stat
 import sys
 from collections.abc import Callable, Iterable
@@ -14,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
-from rich.table import Table
 
 from soklet_core.files import (
     MAX_MATERIAL_FILE_BYTES,
@@ -434,6 +432,9 @@ def list_keys(
             }
         )
         return
+    # Only the table needs rich's table layout: --json and the completion of a keys command do without it.
+    from rich.table import Table
+
     table = Table(title=str(path), title_justify="left")
     for column in ("id", "role", "created", "check", "source"):
         table.add_column(column)
@@ -972,6 +973,8 @@ def rotate(
         return
     _say(f"activated new key {key.id} (check {key.check_value_text[:8]}) in {shown_path(path)}")
     _say(f"former active key {former} now only verifies; remove it after {_time(remove_after)}:")
+    import shlex
+
     # The exact command to run later, with the keyring it was given, quoted for a POSIX shell.
     # A name that cannot be shown as it is (key-material-shaped, control characters) is left for the user to fill.
     keyring_argument = str(path) if shown_path(path, limit=None) == str(path) else "FILE"

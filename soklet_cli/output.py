@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO
 
 import typer
 from rich.console import Console
@@ -17,10 +17,13 @@ from typer._coercion import RuntimeParam, build_runtime_param
 from typer.core import TyperArgument, TyperCommand, TyperGroup, _TyperParameter
 
 from soklet_core.files import KeyringFileError, KeyringFileErrorReason, read_regular_file
-from soklet_core.json import JsonError, JsonErrorReason, JsonValue, PythonJson, serialize
+from soklet_core.json import JsonError, JsonErrorReason
 from soklet_core.keys import printable_name
 
 from .exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from soklet_core.json import PythonJson
 
 #: The width of human output when it does not go to a terminal (a CI log, a file, a pipe) and ``$COLUMNS`` is not
 #: set: wide enough that no table column of ids, names and times is cut or folded (rich's default there is 80);
@@ -133,6 +136,9 @@ def emit_exact_json(document: Mapping[str, PythonJson]) -> None:
 
     The whole document is one value: nothing is substituted into text already serialized, so no value can stand in
     for another part."""
+    # The codec brings msgspec and the scanner: only the commands that write exact values pay for them.
+    from soklet_core.json import JsonValue, serialize
+
     sys.stdout.write(serialize(JsonValue.from_python(document)) + "\n")
 
 

@@ -2,9 +2,9 @@
 
 Each case runs the real command in a fresh interpreter (the console script's ``main``) and reads the modules it
 had loaded at exit. ``soklet --version`` needs no Typer and no command; ``keys list`` and ``fingerprint`` read a
-keyring file, with no server, store backend, HTTP client or pydantic (Typer's value coercion); the completion
-callback lists the keys group's commands the same way. Nothing here measures time: the CPU each call costs is
-benchmarks/cli_startup.py's.
+keyring file, with no server, store backend, HTTP client or pydantic (Typer's value coercion), nor the JSON codec,
+the sealer or a KEK loader; the completion callback lists the keys group's commands the same way. Nothing here
+measures time: the CPU each call costs is benchmarks/cli_startup.py's.
 """
 
 from __future__ import annotations
@@ -44,6 +44,25 @@ NEVER_FOR_KEYRING_COMMANDS = (
     "starlette",
     "pydantic",
     "typer._adapters",
+)
+
+#: Nor what reading a keyring file does not need, though the modules every command shares once imported it: the
+#: JSON codec and canonical form (msgspec; ``keys list --json`` writes plain data), the sealer, its diagnosis (the
+#: default lifetime is spelled by a leaf), the request binding, the envelope's key derivation, and what loads a KEK
+#: or a fleet file (imported when an option names one).
+NOT_FOR_READING_A_KEYRING = (
+    "msgspec",
+    "soklet_core.json.codec",
+    "soklet_core.json.canonical",
+    "soklet_core.json.digest",
+    "soklet_core.protection.diagnosis",
+    "soklet_core.protection.sealer",
+    "soklet_core.protection.envelope",
+    "soklet_core.protection.binding",
+    "soklet_core.files.kek_source",
+    "soklet_core.files.fleet_file",
+    "soklet_core.keys.kek_command",
+    "cryptography.hazmat.primitives.kdf",
 )
 
 #: Besides those, what ``soklet --version`` may not load: the CLI's libraries and any command.
@@ -96,6 +115,7 @@ def test_keys_list_imports_no_server_store_or_http_client(tmp_path: Path, keyrin
     assert result.returncode == 0, result.stderr
     assert "2026-08" in result.stdout
     assert _offending(modules, NEVER_FOR_KEYRING_COMMANDS) == []
+    assert _offending(modules, NOT_FOR_READING_A_KEYRING) == []
     # Of the store, only the URL type its --store option is typed with (and the errors that URL raises).
     assert {name for name in modules if name.startswith("soklet_core.store")} <= {
         "soklet_core.store",
@@ -109,6 +129,9 @@ def test_keys_list_json_imports_no_server_store_or_http_client(tmp_path: Path, k
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)
     assert _offending(modules, NEVER_FOR_KEYRING_COMMANDS) == []
+    assert _offending(modules, NOT_FOR_READING_A_KEYRING) == []
+    # Only the human table needs rich's table layout.
+    assert "rich.table" not in modules
 
 
 def test_fingerprint_imports_no_server_store_or_http_client(tmp_path: Path, keyring: Path) -> None:
@@ -116,6 +139,7 @@ def test_fingerprint_imports_no_server_store_or_http_client(tmp_path: Path, keyr
     assert result.returncode == 0, result.stderr
     assert "soklet-mcp-protection-v1" in result.stdout
     assert _offending(modules, NEVER_FOR_KEYRING_COMMANDS) == []
+    assert _offending(modules, NOT_FOR_READING_A_KEYRING) == []
 
 
 def test_completion_of_a_group_imports_only_that_group(tmp_path: Path) -> None:
@@ -125,3 +149,5 @@ def test_completion_of_a_group_imports_only_that_group(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert {"list", "generate", "rotate", "encrypt"} <= set(result.stdout.split())
     assert _offending(modules, NEVER_FOR_KEYRING_COMMANDS) == []
+    assert _offending(modules, NOT_FOR_READING_A_KEYRING) == []
+    assert "rich.table" not in modules
