@@ -3,19 +3,22 @@ command is run, completed or listed in a help page.
 
 A command module brings its core layer with it (``serve`` the whole server, ``fleet`` an HTTP client, ``tasks`` a
 store): built eagerly, every call (``soklet keys list``, a tab completion) would pay for all of them before doing
-anything. The help pages and the completion are the same as for a tree built eagerly, in the same order.
+anything. A group's own commands are built the same way, when first used: ``soklet keys list`` reads the options
+of ``list`` only. The help pages and the completion are the same as for a tree built eagerly, in the same order.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import sys
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
+from functools import partial
 from typing import Any, Final
 
 import typer
 from typer._click import Command
-from typer.main import get_command_from_info, get_group_from_info
+from typer.main import get_command_from_info, get_command_name, get_group_from_info
 from typer.models import TyperInfo
 
 from .app import version_line
@@ -42,12 +45,31 @@ def _built(name: str, module: str, attribute: str) -> Command:
     """The Click command ``name``, built from its module as Typer builds a registered command or group."""
     target = getattr(importlib.import_module(module), attribute)
     if isinstance(target, typer.Typer):
-        return get_group_from_info(
-            TyperInfo(target, name=name),
+        # The group without its commands, which are then added unbuilt, in the same order: reading a command's
+        # signature and options is most of a group's build (about 10 ms for the keys group's eight), and a call
+        # runs one of them. Its help page and the completion build them all, as before.
+        shell = copy.copy(target)
+        shell.registered_commands = []
+        group = get_group_from_info(
+            TyperInfo(shell, name=name),
             pretty_exceptions_short=app.pretty_exceptions_short,
             rich_markup_mode=app.rich_markup_mode,
             suggest_commands=app.suggest_commands,
         )
+        builders: dict[str, Callable[[], Command]] = {
+            info.name or get_command_name(info.callback.__name__): partial(
+                get_command_from_info,
+                info,
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=app.rich_markup_mode,
+            )
+            for info in target.registered_commands
+            if info.callback is not None
+        }
+        lazy = _LazyCommands(builders)
+        lazy.update(group.commands)  # its subgroups, built, after the commands as Typer orders them
+        group.commands = lazy
+        return group
     # The same registration as app.command(name, cls=SokletCommand), on an app of its own.
     holder = typer.Typer()
     holder.command(name, cls=SokletCommand)(target)
@@ -59,20 +81,19 @@ def _built(name: str, module: str, attribute: str) -> Command:
 
 
 class _LazyCommands(MutableMapping[str, Command]):
-    """The root group's commands by name: every name known at once, each command built on first use."""
+    """A group's commands by name: every name known at once, each command built on first use."""
 
-    def __init__(self) -> None:
-        self._where = {name: (module, attribute) for name, module, attribute in COMMANDS}
+    def __init__(self, builders: dict[str, Callable[[], Command]]) -> None:
+        self._where = dict(builders)
         self._built: dict[str, Command] = {}
 
     def __getitem__(self, name: str) -> Command:
         if name not in self._built:
-            module, attribute = self._where[name]
-            self._built[name] = _built(name, module, attribute)
+            self._built[name] = self._where[name]()
         return self._built[name]
 
     def __setitem__(self, name: str, command: Command) -> None:
-        self._where.setdefault(name, ("", ""))
+        self._where.setdefault(name, partial(self._built.__getitem__, name))
         self._built[name] = command
 
     def __delitem__(self, name: str) -> None:
@@ -91,7 +112,7 @@ class _RootGroup(SokletGroup):
 
     def __init__(self, *, commands: dict[str, Command] | None = None, **attrs: Any) -> None:
         # Typer passes the commands registered on the app itself (none: COMMANDS names them all), built.
-        lazy = _LazyCommands()
+        lazy = _LazyCommands({name: partial(_built, name, module, attribute) for name, module, attribute in COMMANDS})
         lazy.update(commands or {})
         super().__init__(commands=lazy, **attrs)  # type: ignore[arg-type]
 
