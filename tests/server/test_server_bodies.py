@@ -270,7 +270,7 @@ def test_inline_body_limit_at_its_edge(size: int, in_worker: bool) -> None:
 def test_large_bodies_beyond_the_worker_slots_wait_then_get_503() -> None:
     assert LARGE_BODY_WAIT_SECONDS == 30.0  # documented; a short wait below keeps the test fast
     dispatcher = HttpDispatch(Engine(registry=Registry(), large_body_wait_seconds=0.3))
-    large = HttpRequest("/mcp", HEADERS, distinct_decimals_call("plain"))  # a second or more of parsing each
+    large = HttpRequest("/mcp", HEADERS, tool_call("plain", 1, fill=ROW_OF_OBJECTS))  # seconds of parsing each
 
     async def scenario() -> tuple[list[DispatchResult], DispatchResult]:
         busy = [asyncio.create_task(dispatcher.dispatch(large)) for _ in range(MAX_CONCURRENT_LARGE_BODIES)]
@@ -294,7 +294,7 @@ def test_large_bodies_beyond_the_worker_slots_wait_then_get_503() -> None:
 
 def test_a_cancelled_request_keeps_its_slot_until_its_thread_is_done() -> None:
     dispatcher = HttpDispatch(Engine(registry=Registry(), large_body_wait_seconds=0.3))
-    large = HttpRequest("/mcp", HEADERS, distinct_decimals_call("plain"))
+    large = HttpRequest("/mcp", HEADERS, tool_call("plain", 1, fill=ROW_OF_OBJECTS))
 
     async def scenario() -> tuple[DispatchResult, DispatchResult]:
         tasks = [asyncio.create_task(dispatcher.dispatch(large)) for _ in range(MAX_CONCURRENT_LARGE_BODIES)]
