@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("soklet_core", "soklet_apps", "soklet_cli")
 #: The core's layers, bottom first: each may import the ones before it.
 LAYERS = (
+    "lazy_exports",
     "protocol",
     "errors",
     "json",

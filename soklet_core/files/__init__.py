@@ -9,8 +9,9 @@ This layer sits beside ``soklet_core.keys`` and builds on it: a file becomes a `
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from soklet_core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .atomic import (
@@ -242,14 +243,4 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
