@@ -10,7 +10,6 @@ itself, with the layer's own error (:class:`~soklet_core.store.StoreError`,
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from soklet_core.keys import Fingerprint, KeyWrapper
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION, FINGERPRINT_VERSIONS
 from soklet_core.mcp.model.registry import Registry
 from soklet_core.mcp.server.http._transport import ASGIApp
+from soklet_core.mcp.server.loopback import is_loopback_host
 from soklet_core.mcp.server.ops._admin import AdminTokens
 from soklet_core.mcp.server.ops._readiness import NotReady
 from soklet_core.mcp.server.options import ServerOptions
@@ -107,15 +107,6 @@ class ServeError(SokletError):
         super().__init__(reason, f"{reason.value}: {reason.description}{suffix}")
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_admin_listener(
     host: str, *, tls_cert: Path | None, tls_key: Path | None, allow_insecure: bool = False
 ) -> None:
@@ -123,7 +114,7 @@ def check_admin_listener(
     non-loopback address unless ``allow_insecure`` (:class:`ServeError`)."""
     if (tls_cert is None) != (tls_key is None):
         raise ServeError(ServeErrorReason.ADMIN_TLS_PAIR)
-    if tls_cert is None and not _is_loopback(host) and not allow_insecure:
+    if tls_cert is None and not is_loopback_host(host) and not allow_insecure:
         raise ServeError(ServeErrorReason.ADMIN_NEEDS_TLS)
 
 
