@@ -38,7 +38,7 @@ without the thread hop (about half the cost of a small round trip). One blocking
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
 from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeAlias, TypeVar
@@ -51,6 +51,7 @@ from .context import RequestContext
 from .errors import ArgumentsError, McpModelErrorReason, RegistrationError
 from .input_required_result import InputRequiredResult, RequestStateMode
 from .results import CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult
+from .scopes import scope_set
 from .tasks import TASKS_CAPABILITIES, StartTask, TaskStep, TaskSupport, start_task
 from .uri_templates import UriTemplate, is_absolute_uri
 
@@ -189,6 +190,10 @@ def _check_operation(registration: _Operation, owner: object) -> None:
         raise _field_error(owner, "request_state_mode must be a RequestStateMode")
     if not isinstance(registration.blocking, bool):
         raise _field_error(owner, "blocking must be a bool")
+    try:
+        _set(registration, "required_scopes", scope_set(registration.required_scopes))
+    except (TypeError, ValueError) as problem:
+        raise _field_error(owner, f"required_scopes: {problem}") from None
 
 
 #: One kind's wire form: (attribute, wire member) pairs in the order the members are written.
@@ -231,6 +236,9 @@ class _Operation:
     input_request_declarations: Sequence[InputRequestDeclaration]
     request_state_mode: RequestStateMode
     blocking: bool
+    #: The OAuth scopes an admission must grant to run the operation (checked after admission, before capabilities;
+    #: never for an unscoped admission, such as the anonymous caller's). A frozenset once validated.
+    required_scopes: Collection[str]
 
     @property
     def required_capabilities(self) -> tuple[ClientCapabilities, ...]:
@@ -316,6 +324,7 @@ class ToolRegistration(_Operation):
     input_request_declarations: Sequence[InputRequestDeclaration] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
     blocking: bool = True
+    required_scopes: Collection[str] = frozenset()
     task_support: TaskSupport = TaskSupport.NONE
     task_step: TaskStep | None = field(default=None, repr=False)
     header_parameters: Mapping[str, str] = field(init=False, repr=False, compare=False)
@@ -407,6 +416,7 @@ class PromptRegistration(_Operation):
     input_request_declarations: Sequence[InputRequestDeclaration] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
     blocking: bool = True
+    required_scopes: Collection[str] = frozenset()
 
     def __post_init__(self) -> None:
         _set(self, "meta", _optional_json_object(self.meta))
@@ -476,6 +486,7 @@ class ResourceRegistration(_Operation):
     input_request_declarations: Sequence[InputRequestDeclaration] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
     blocking: bool = True
+    required_scopes: Collection[str] = frozenset()
 
     def __post_init__(self) -> None:
         _set(self, "annotations", _optional_json_object(self.annotations))
@@ -527,6 +538,7 @@ class ResourceTemplateRegistration(_Operation):
     input_request_declarations: Sequence[InputRequestDeclaration] = ()
     request_state_mode: RequestStateMode = RequestStateMode.NONE
     blocking: bool = True
+    required_scopes: Collection[str] = frozenset()
     template: UriTemplate = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -344,15 +344,37 @@ def input_responses_malformed(*, not_object: bool = False) -> McpError:
     return McpError(INVALID_PARAMS, message, log_reason="input-responses")
 
 
-def unauthorized(reason: str) -> McpError:
-    """401 / -32600 ``Unauthorized`` with ``WWW-Authenticate: Bearer``; ``reason`` is the admission policy's bounded
-    reason (the log says ``admission-<reason>``)."""
+def unauthorized(
+    reason: str,
+    *,
+    status: int = 401,
+    error: str | None = None,
+    scopes: tuple[str, ...] = (),
+    resource_metadata: str | None = None,
+) -> McpError:
+    """An admission refusal as the wire answers it: 401 ``Unauthorized`` or 403 ``Forbidden`` (-32600) with a
+    ``WWW-Authenticate: Bearer`` challenge (RFC 6750 §3; the RFC 9728 ``resource_metadata`` URL, the ``error`` code,
+    the ``scope`` needed), or 503 with ``Retry-After`` when the token could not be checked. ``reason`` is the
+    policy's bounded reason (the log says ``admission-<reason>``); nothing else about why a token failed is sent.
+    The challenge's values are configured or fixed, never the client's (scopes and URLs are checked where they are
+    configured so that they quote as they are)."""
+    log_reason = f"admission-{reason}"
+    if status == 503:
+        return busy_refusal(reason=log_reason)
+    params = []
+    if resource_metadata is not None:
+        params.append(f'resource_metadata="{resource_metadata}"')
+    if error is not None:
+        params.append(f'error="{error}"')
+    if scopes:
+        params.append(f'scope="{" ".join(scopes)}"')
+    challenge = "Bearer " + ", ".join(params) if params else "Bearer"
     return McpError(
         INVALID_REQUEST,
-        "Unauthorized",
-        http_status=401,
-        log_reason=f"admission-{reason}",
-        headers=(("www-authenticate", "Bearer"),),
+        "Forbidden" if status == 403 else "Unauthorized",
+        http_status=status,
+        log_reason=log_reason,
+        headers=(("www-authenticate", challenge),),
     )
 
 

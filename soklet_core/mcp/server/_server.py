@@ -28,6 +28,7 @@ from soklet_core.mcp.server.legacy._engine import LegacyProtocol
 from soklet_core.mcp.server.ops._metrics import ServerMetrics
 from soklet_core.mcp.server.ops._readiness import Readiness
 from soklet_core.mcp.server.options import HttpLimits, ProtocolEras, ServerOptions
+from soklet_core.mcp.server.resource_metadata import ProtectedResource
 from soklet_core.protection import ProtectionConfig, RequestStateSealer
 from soklet_core.protocol import DEFAULT_ENDPOINT_PATH
 from soklet_core.store import DurableStore
@@ -49,7 +50,11 @@ class McpServer:
     * ``protection`` — seal and open FRAMEWORK_PROTECTED state with this config (required if any operation uses
       that mode: ``ValueError`` otherwise). The server copies its keyring into a live manager
       (:attr:`protection_keyring_manager`) for rotation while running.
-    * ``admission`` — the admission policy (default: everyone anonymous in partition ``"anonymous"``).
+    * ``admission`` — the admission policy (default: everyone anonymous in partition ``"anonymous"``); the
+      token-verifying ones are in :mod:`soklet_core.mcp.server.auth`.
+    * ``protected_resource`` — the endpoint's RFC 9728 metadata (:class:`~.resource_metadata.ProtectedResource`):
+      served at ``/.well-known/oauth-protected-resource[/path]`` and named (``resource_metadata=``) in every
+      ``WWW-Authenticate`` challenge, so that a refused MCP client finds where to get a token.
     * ``store`` — the durable store (:func:`soklet_core.store.open_store`) tasks live in: with it the server offers
       the tasks extension (:attr:`task_manager`, advertised in ``server/discover``, tuned by ``options.tasks``);
       tools with task support need it (``ValueError`` otherwise). The store is opened on first use; its owner
@@ -74,6 +79,7 @@ class McpServer:
         options: ServerOptions = _DEFAULT_OPTIONS,
         protection: ProtectionConfig | None = None,
         admission: AdmissionPolicy | None = None,
+        protected_resource: ProtectedResource | None = None,
         store: DurableStore | None = None,
         metrics: ServerMetrics | None = None,
         interceptor: Interceptor | None = None,
@@ -100,6 +106,7 @@ class McpServer:
             lifecycle=list(lifecycle_callbacks),
             metrics=metrics,
             tasks=self._tasks,
+            protected_resource=protected_resource,
         )
         self._legacy = LegacyProtocol(self._engine, eras=protocol.eras, sessions=sessions, endpoint_path=http.path)
         self._app = McpAsgiApp(

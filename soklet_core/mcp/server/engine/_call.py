@@ -168,6 +168,8 @@ class RefusalKind(enum.Enum):
     UNKNOWN_OPERATION = "unknown-operation"
     INPUT_RESPONSES = "input-responses"
     MISSING_CAPABILITY = "missing-capability"
+    #: The admission lacks a scope the operation requires (``required_scopes=``): 403 ``insufficient_scope``.
+    INSUFFICIENT_SCOPE = "insufficient-scope"
     STATE_REFUSED = "state-refused"
     ROUND_LIMIT = "round-limit"
     TASK_NOT_FOUND = "task-not-found"

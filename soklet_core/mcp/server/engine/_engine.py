@@ -14,6 +14,8 @@ with its closed :class:`~.RefusalKind`:
     resource). A ``tasks/*`` call must declare the tasks extension (MISSING_CAPABILITY, -32021); its task is looked
     up when it runs (TASK_NOT_FOUND, -32602, for an unknown, expired or another caller's id, and for every id on a
     server without a store; a task manager's other refusals are mapped by :func:`task_refusal`).
+16b. The operation's ``required_scopes`` granted by the admission (INSUFFICIENT_SCOPE: 403 ``insufficient_scope``
+    with ``scope=`` in the challenge; never checked for an unscoped admission, such as the anonymous caller's).
 17. REQUIRED capabilities of the operation, all missing at once (MISSING_CAPABILITY), before params or state.
 18. Params: arguments (INVALID_PARAMS), ``inputResponses`` (INPUT_RESPONSES), ``requestState`` of the operation's
     declared mode (STATE_REFUSED).
@@ -68,6 +70,7 @@ from soklet_core.mcp.server.admission import (
     Admission,
     AdmissionPolicy,
     AdmissionRefused,
+    AdmissionRefusedReason,
     AdmissionRequest,
     AnonymousAdmission,
 )
@@ -98,6 +101,7 @@ from soklet_core.mcp.server.engine._methods import (
 )
 from soklet_core.mcp.server.engine._state import LARGE_BODY_WAIT_SECONDS, StateWrapper, Workers, internal
 from soklet_core.mcp.server.options import ProtocolOptions
+from soklet_core.mcp.server.resource_metadata import ProtectedResource
 from soklet_core.protection import BoundRequest, OpenedRequestState, RequestStateSealer
 from soklet_core.protocol import CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, TASKS_EXTENSION
 from soklet_core.store import StoreError, StoreErrorReason
@@ -165,6 +169,7 @@ class Engine:
         metrics: ServerMetrics | None = None,
         tasks: TaskManager | None = None,
         large_body_wait_seconds: float = LARGE_BODY_WAIT_SECONDS,
+        protected_resource: ProtectedResource | None = None,
     ) -> None:
         if not isinstance(protocol, ProtocolOptions):
             raise TypeError("protocol takes a ProtocolOptions")
@@ -176,6 +181,11 @@ class Engine:
             raise ValueError("tools with task support need a durable store (McpServer(store=...))")
         self._metrics = metrics
         self._admission: AdmissionPolicy = admission if admission is not None else AnonymousAdmission()
+        if protected_resource is not None and not isinstance(protected_resource, ProtectedResource):
+            raise TypeError("protected_resource takes a ProtectedResource")
+        self._protected_resource = protected_resource
+        # Named in every challenge, so that a refused client finds the authorization server (RFC 9728 §5.1).
+        self._resource_metadata = None if protected_resource is None else protected_resource.metadata_url
         self._versions = tuple(supported_versions)
         if not self._versions:
             raise ValueError("at least one protocol version must be supported")
@@ -259,13 +269,36 @@ class Engine:
 
     # ------------------------------------------------------------------------------------------------ for transports
 
-    def admit(self, path: str, headers: Mapping[str, str]) -> Admission:
-        """The admission policy's verdict on a request's credentials, or the 401 :class:`McpError` every transport
-        answers (:func:`~soklet_core.mcp.server._jsonrpc.unauthorized`)."""
+    @property
+    def protected_resource(self) -> ProtectedResource | None:
+        """The RFC 9728 metadata of this endpoint (``None``: the server names no authorization server)."""
+        return self._protected_resource
+
+    async def admit(self, path: str, headers: Mapping[str, str]) -> Admission:
+        """The admission policy's verdict on a request's credentials (awaited when the policy answers with an
+        awaitable), or the :class:`McpError` every transport answers: 401/403 with a ``WWW-Authenticate: Bearer``
+        challenge, 503 when the policy could not check the token
+        (:func:`~soklet_core.mcp.server._jsonrpc.unauthorized`). The refusal is counted by its reason."""
         try:
-            return self._admission.admit(AdmissionRequest(path, headers))
+            verdict = self._admission.admit(AdmissionRequest(path, headers))
+            if not isinstance(verdict, Admission):
+                verdict = await verdict
         except AdmissionRefused as refused:
-            raise unauthorized(refused.reason.value) from None
+            raise self._refusal(refused) from None
+        if not isinstance(verdict, Admission):
+            raise TypeError("an admission policy answers an Admission")
+        return verdict
+
+    def _refusal(self, refused: AdmissionRefused) -> McpError:
+        if self._metrics is not None:
+            self._metrics.admission_refused(refused.reason.value)
+        return unauthorized(
+            refused.reason.value,
+            status=refused.http_status,
+            error=refused.bearer_error,
+            scopes=refused.scopes,
+            resource_metadata=self._resource_metadata,
+        )
 
     async def run_sized(self, size: int, work: Callable[[], _T]) -> _T:
         """Run ``work``, whose cost grows with ``size`` bytes: at once up to the inline body size, else in one of
@@ -326,6 +359,11 @@ class Engine:
         """Steps 17-23: the target's handler inside the request-state wrapper."""
         operation = target.operation
         params = call.params
+        # Step 16b: the operation's scopes, after admission and before anything about the client's capabilities.
+        if operation is not None and operation.required_scopes and not call.admission.grants(operation.required_scopes):
+            needed = tuple(operation.required_scopes)
+            refused = AdmissionRefused(AdmissionRefusedReason.INSUFFICIENT_SCOPE, scopes=needed)
+            raise Refusal(RefusalKind.INSUFFICIENT_SCOPE, self._refusal(refused))
         if operation is not None and operation.required_capabilities:
             missing = call.capabilities.missing(operation.required_capabilities)
             if missing is not None:

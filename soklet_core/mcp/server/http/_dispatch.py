@@ -19,9 +19,10 @@ transport and ``docs/server.md``; steps 1-5 and 24 are the transport's); the fir
 13. ``Mcp-Method`` header equals the method (-32020, 400).
 14. ``_meta.logLevel`` a known level; the method's routing member a string (-32602, 400).
 14b. ``Mcp-Name`` equals the routing member; a tool's ``Mcp-Param-*`` headers equal its arguments (-32020, 400).
-15. Admission (401, ``WWW-Authenticate: Bearer``).
-16-23. The engine (:meth:`Engine.call <soklet_core.mcp.server.engine.Engine.call>`): the operation, REQUIRED
-    capabilities, params, opening the state, the handler, the emission, CONDITIONAL capabilities, sealing.
+15. Admission (401 with a ``WWW-Authenticate: Bearer`` challenge, 403 for a scope the policy requires, 503 when the
+    policy could not check the token).
+16-23. The engine (:meth:`Engine.call <soklet_core.mcp.server.engine.Engine.call>`): the operation, its scopes,
+    REQUIRED capabilities, params, opening the state, the handler, the emission, CONDITIONAL capabilities, sealing.
 
 Request bodies: work that grows with the body stays off the event loop. A body up to
 :data:`~soklet_core.json.limits.INLINE_BODY_BYTES` is parsed on the loop; a larger one in one of the engine's bounded
@@ -215,7 +216,7 @@ class HttpDispatch:
             return DispatchResult.refused(envelope_refusal(), request_id)
         logged = method if method in methods.KNOWN_METHODS else None
         try:
-            call = self._call(request, envelope, method, digest)
+            call = await self._call(request, envelope, method, digest)
         except McpError as error:
             return DispatchResult.refused(error, request_id, method=logged)
         outcome = await self._engine.call(call, channel)
@@ -230,7 +231,7 @@ class HttpDispatch:
             return None
         if envelope.method is None:
             raise envelope_refusal()
-        return self._call(request, envelope, envelope.method, digest)
+        return await self._call(request, envelope, envelope.method, digest)
 
     def encode(self, outcome: Outcome, call: Call) -> DispatchResult:
         """An outcome as the 2026-07-28 wire answers it (``_meta.serverInfo`` appended to every result)."""
@@ -273,16 +274,16 @@ class HttpDispatch:
 
     # ------------------------------------------------------------------------------------------------ steps 7-15
 
-    def call_without_headers(self, path: str, envelope: Envelope, method: str, digest: DigestSource) -> Call:
+    async def call_without_headers(self, path: str, envelope: Envelope, method: str, digest: DigestSource) -> Call:
         """Steps 9, 11, 12, 14 and 15 of a message that comes without headers (stdio): the rules of a POST without
         the header checks, which have nothing to check there (no header is made up). Raises :class:`McpError`
         with the first failure."""
-        return self._checked(path, None, envelope, method, digest)
+        return await self._checked(path, None, envelope, method, digest)
 
-    def _call(self, request: HttpRequest, envelope: Envelope, method: str, digest: _BodyDigest) -> Call:
-        return self._checked(request.path, request.headers, envelope, method, digest)
+    async def _call(self, request: HttpRequest, envelope: Envelope, method: str, digest: _BodyDigest) -> Call:
+        return await self._checked(request.path, request.headers, envelope, method, digest)
 
-    def _checked(
+    async def _checked(
         self, path: str, headers: Mapping[str, str] | None, envelope: Envelope, method: str, digest: DigestSource
     ) -> Call:
         # headers None: a transport without headers (steps 8, 10, 13 and 14b do not apply).
@@ -322,7 +323,7 @@ class HttpDispatch:
         else:
             check_log_level(meta)  # step 14 without its headers
             routing_value(method, params)
-        admission = self._engine.admit(path, _NO_HEADERS if headers is None else headers)  # step 15
+        admission = await self._engine.admit(path, _NO_HEADERS if headers is None else headers)  # step 15
         return Call(
             method=method,
             request_id=envelope.request_id,

@@ -12,6 +12,9 @@ This is the only module of ``soklet_core`` that speaks ASGI. It owns the HTTP si
   response stream as its channel: the server's own requests to the client (``elicitation/create``...) are
   ``event: message`` frames of that stream, which starts at the first frame (a request that needs no input gets
   a plain JSON answer). An unknown or expired ``Mcp-Session-Id``: 404, JSON-RPC -32001 ``Session not found``;
+* with the engine's :class:`.ProtectedResource` (a server that admits callers by access token), its RFC 9728
+  metadata document on ``GET`` of the well-known paths (``/.well-known/oauth-protected-resource`` and the form
+  suffixed with the endpoint's path), after the ``Host``/``Origin`` checks; other methods there: 405;
 * GET: 405 (``Allow: POST, DELETE`` when the 2025 era is served: no standalone SSE stream is offered, as the
   2025-11-25 transport permits; ``Allow: POST`` otherwise). DELETE with ``Mcp-Session-Id`` ends that session
   (its running requests are cancelled) once admitted as every request of the session is: 200, refused by the
@@ -231,6 +234,10 @@ class McpAsgiApp:
         if readiness is not None and not isinstance(readiness, Readiness):
             raise TypeError("readiness takes a Readiness")
         self._readiness = readiness
+        resource = engine.protected_resource
+        self._metadata_paths = frozenset(() if resource is None else resource.metadata_paths)
+        # The document is the same for every request: encoded once (it is configuration, never client input).
+        self._metadata = b"" if resource is None else resource.document()
 
     @property
     def readiness(self) -> Readiness | None:
@@ -357,9 +364,11 @@ class McpAsgiApp:
             except ValueError:
                 path = None
         mount: ASGIApp | None = None
+        metadata = False
         if path != self._path:
-            mount = self._mount_of(scope["path"]) if self._mounts else None
-            if mount is None:
+            metadata = scope["path"] in self._metadata_paths
+            mount = self._mount_of(scope["path"]) if self._mounts and not metadata else None
+            if mount is None and not metadata:
                 return await self._plain(send, 404, "not-found")
         elif scope["method"] != "POST" and (scope["method"] != "DELETE" or self._sessions is None):
             return await self._plain(send, 405, "method-not-allowed", [(b"allow", self._allow)])
@@ -379,6 +388,9 @@ class McpAsgiApp:
             return await self._plain(send, refusal[0], refusal[1])
         if self._draining:
             return await self._plain(send, 503, "shutting-down", close=True)
+        if metadata:
+            await self._resource_metadata(scope["method"], send)
+            return None  # logged by _resource_metadata; not an MCP request for the metrics
         if mount is not None:
             await self._mounted(mount, scope, receive, send)
             return None  # logged by _mounted; not an MCP request for the metrics
@@ -404,6 +416,25 @@ class McpAsgiApp:
         client = scope.get("client")
         peer = str(client[0]) if client else None
         return await self._by_era(scope["path"], headers, body, receive, send, peer)
+
+    async def _resource_metadata(self, method: str, send: Send) -> None:
+        """The RFC 9728 document (GET, HEAD), or 405. Logged as the endpoint's requests are, not counted as an MCP
+        request."""
+        started = time.perf_counter()
+        if method not in ("GET", "HEAD"):
+            result = await self._plain(send, 405, "method-not-allowed", [(b"allow", b"GET, HEAD")])
+        else:
+            body = self._metadata
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                # Clients fetch it on every 401; it changes only with the configuration.
+                (b"cache-control", b"public, max-age=3600"),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body if method == "GET" else b""})
+            result = DispatchResult(200, None, reason="resource-metadata")
+        record_answer(result, started, None)
 
     # ------------------------------------------------------------------------------------------------ mounts
 
@@ -483,7 +514,7 @@ class McpAsgiApp:
         assert self._legacy is not None
         if SESSION_HEADER not in headers:
             return await self._answer(send, 400, INVALID_REQUEST, _NO_SESSION_TEXT, "session-missing")
-        result = self._legacy.end_session(LegacyRequest(path, headers, JsonNull.instance()))
+        result = await self._legacy.end_session(LegacyRequest(path, headers, JsonNull.instance()))
         return await self._finish(send, result, _QUIET, False)
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | object:

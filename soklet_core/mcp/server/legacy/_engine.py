@@ -279,6 +279,18 @@ def _in_session(error: McpError) -> McpError:
     )
 
 
+def _same_caller(admission: Admission, session: LegacySession) -> bool:
+    """Whether ``admission`` is the caller that opened ``session``: the same partition and the same subject (a
+    session id another tenant, or another user of the same tenant, learned is not theirs). Both compared in constant
+    time, and both always compared, so timing does not say which differed."""
+    same_partition = secrets.compare_digest(admission.partition.encode(), session.partition.encode())
+    subject, owner = admission.identity.subject, session.subject
+    same_subject = secrets.compare_digest((subject or "").encode(), (owner or "").encode()) and (
+        (subject is None) == (owner is None)
+    )
+    return same_partition and same_subject
+
+
 def _session_not_found() -> McpError:
     return McpError(SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, http_status=404, log_reason="session-not-found")
 
@@ -399,7 +411,7 @@ class LegacyProtocol:
             return _refused(_invalid_request(), None)
         method_value = message.get("method")
         if method_value is None and "id" in message and ("result" in message or "error" in message):
-            return self._response(request, message)
+            return await self._response(request, message)
         raw_id = message.get("id")
         request_id = raw_id if isinstance(raw_id, JsonString | JsonNumber) else None
         if not isinstance(method_value, JsonString) or ("id" in message and request_id is None):
@@ -409,11 +421,11 @@ class LegacyProtocol:
         if method == _INITIALIZE:
             if request_id is None:
                 return _refused(_invalid_request(), None, logged)
-            return self._initialize(request, message, request_id)
+            return await self._initialize(request, message, request_id)
         if not self._eras.legacy:
             return refuse_legacy(message, request_id, logged, self._engine.supported_versions)
         try:
-            session, admission = self._session(request)
+            session, admission = await self._session(request)
         except McpError as error:
             return _refused(error, request_id, logged)
         if request_id is None:
@@ -425,9 +437,9 @@ class LegacyProtocol:
             return _refused(unknown, request_id, logged)
         return await self._tracked(request, session, admission, message, method, request_id, channel)
 
-    def _session(self, request: LegacyRequest) -> tuple[LegacySession, Admission]:
+    async def _session(self, request: LegacyRequest) -> tuple[LegacySession, Admission]:
         # Admission first: a caller the policy refuses learns nothing about sessions (401 whatever the id).
-        admission = self._engine.admit(request.path, request.headers)
+        admission = await self._engine.admit(request.path, request.headers)
         session = request.session
         if session is None:
             session_id = request.headers.get(SESSION_HEADER)
@@ -435,29 +447,25 @@ class LegacyProtocol:
                 # A session request without a session: the 2025 transport's "Bad Request: no valid session".
                 raise _invalid_request("Bad Request: no valid session; send initialize first", "no-session")
             session = self._sessions.get(session_id.strip())
-        if (
-            session is None
-            or session.closed
-            or not secrets.compare_digest(admission.partition.encode(), session.partition.encode())
-        ):
-            raise _session_not_found()  # unknown, ended, or another partition's: never say which
+        if session is None or session.closed or not _same_caller(admission, session):
+            raise _session_not_found()  # unknown, ended, or another caller's: never say which
         session.touch()
         return session, admission
 
-    def end_session(self, request: LegacyRequest) -> DispatchResult:
+    async def end_session(self, request: LegacyRequest) -> DispatchResult:
         """``DELETE`` of a session (``Mcp-Session-Id`` in ``request.headers``): admitted like every request of the
         session (401 when the policy refuses, 404 for an unknown session or another partition's), then ended, its
         running requests cancelled (200, no body)."""
         try:
-            session, _ = self._session(request)
+            session, _ = await self._session(request)
         except McpError as error:
             return _refused(error, None)
         self._sessions.remove(session.id)
         return DispatchResult(200, None, reason="session-ended")
 
-    def _response(self, request: LegacyRequest, message: JsonObject) -> DispatchResult:
+    async def _response(self, request: LegacyRequest, message: JsonObject) -> DispatchResult:
         try:
-            session, _ = self._session(request)
+            session, _ = await self._session(request)
         except McpError as error:
             return _refused(error, None)
         delivered = session.deliver(message)
@@ -471,7 +479,7 @@ class LegacyProtocol:
             session.cancel(params.get("requestId") if isinstance(params, JsonObject) else None)
         return DispatchResult(202, None, method=method if method in _KNOWN else None, reason="notification")
 
-    def _initialize(self, request: LegacyRequest, message: JsonObject, request_id: RequestId) -> DispatchResult:
+    async def _initialize(self, request: LegacyRequest, message: JsonObject, request_id: RequestId) -> DispatchResult:
         if not self._eras.legacy:
             return refuse_legacy(message, request_id, _INITIALIZE, self._engine.supported_versions)
         if request.session is not None or SESSION_HEADER in request.headers:
@@ -497,13 +505,14 @@ class LegacyProtocol:
             # not say the body size is covered too).
             if len(encode_wire(capabilities.to_wire())) + len(encode_wire(info or _NO_INFO)) > MAX_INITIALIZE_BYTES:
                 raise _too_large()
-            admission = self._engine.admit(request.path, request.headers)
+            admission = await self._engine.admit(request.path, request.headers)
             try:
                 session = self._sessions.create(
                     protocol_version=version,
                     client_capabilities=capabilities,
                     client_info=info,
                     partition=admission.partition,
+                    subject=admission.identity.subject,
                     peer=request.peer,
                 )
             except SessionsFull:

@@ -105,7 +105,8 @@ class LegacySession:
 
     ``id`` is the secret session id; ``protocol_version`` the negotiated 2025 version; ``client_capabilities`` what
     ``initialize`` declared, in the modern shape; ``client_info`` the client's ``clientInfo`` object (or ``None``);
-    ``partition`` the admission partition at ``initialize`` (later requests must admit to the same one);
+    ``partition`` and ``subject`` the admission's partition and subject at ``initialize`` (``None``: anonymous; later
+    requests must admit to the same pair);
     ``created`` and ``last_used`` are readings of the table's monotonic clock; ``initialized`` turns true with
     ``notifications/initialized``.
     """
@@ -126,6 +127,7 @@ class LegacySession:
         "last_used",
         "partition",
         "protocol_version",
+        "subject",
     )
 
     def __init__(
@@ -135,6 +137,7 @@ class LegacySession:
         client_capabilities: ClientCapabilities,
         client_info: JsonObject | None,
         partition: str,
+        subject: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not isinstance(protocol_version, str) or not protocol_version:
@@ -145,11 +148,14 @@ class LegacySession:
             raise TypeError("client_info must be a JsonObject or None")
         if not isinstance(partition, str) or not partition:
             raise ValueError("partition must be a non-empty str")
+        if subject is not None and (not isinstance(subject, str) or not subject):
+            raise ValueError("subject must be a non-empty str or None")
         self.id: Final = secrets.token_urlsafe(SESSION_ID_BYTES)
         self.protocol_version: Final = protocol_version
         self.client_capabilities: Final = client_capabilities
         self.client_info: Final = client_info
         self.partition: Final = partition
+        self.subject: Final = subject
         self._clock = clock
         self.created: Final = clock()
         self.last_used = self.created
@@ -366,6 +372,7 @@ class SessionTable:
         client_capabilities: ClientCapabilities,
         client_info: JsonObject | None,
         partition: str,
+        subject: str | None = None,
         peer: str | None = None,
     ) -> LegacySession:
         """A new session of ``partition`` for the client at address ``peer`` (``None``: the transport has none).
@@ -387,6 +394,7 @@ class SessionTable:
             client_capabilities=client_capabilities,
             client_info=client_info,
             partition=partition,
+            subject=subject,
             clock=self._clock,
         )
         session._on_touch = self._used

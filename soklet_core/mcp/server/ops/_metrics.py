@@ -40,6 +40,7 @@ from prometheus_client.registry import Collector
 from soklet_core import __version__
 from soklet_core.files import KeyRole
 from soklet_core.mcp.model.methods import KNOWN_METHODS
+from soklet_core.mcp.server.admission import AdmissionRefusedReason
 from soklet_core.mcp.server.durable._handles import HANDLE_REJECTED_REASON
 from soklet_core.mcp.server.ops._readiness import NotReady, Readiness
 from soklet_core.protection import EnvelopeHeader, RequestStateProtectionException, RequestStateProtectionReason
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADMIN_AUTH_FAILURE_REASONS",
+    "ADMISSION_REFUSAL_REASONS",
     "MAX_REMEMBERED_REMOVED_KEYS",
     "METRICS_CONTENT_TYPE",
     "METRIC_METHODS",
@@ -88,6 +90,8 @@ REQUEST_OUTCOMES: Final = frozenset(
 SEAL_OUTCOMES: Final = frozenset({"sealed", "refused"})
 #: Why the admin listener refused an authentication: no ``Authorization`` header, or one that names no token.
 ADMIN_AUTH_FAILURE_REASONS: Final = frozenset({"missing", "invalid"})
+#: Why the MCP endpoint refused a caller's credentials: the admission policies' closed reasons.
+ADMISSION_REFUSAL_REASONS: Final = frozenset(reason.value for reason in AdmissionRefusedReason)
 OPEN_OUTCOMES: Final = frozenset({"opened", "refused"})
 #: The open refusal reason of a token whose key id this instance held and removed (an ``unknown-key`` refusal
 #: otherwise): a forged or very late token under a key the fleet retired, told apart from an id never seen.
@@ -144,6 +148,7 @@ class ServerMetrics:
 
     __slots__ = (
         "_admin_auth_failures",
+        "_admission_refusals",
         "_children",
         "_fingerprint",
         "_fleet_generation",
@@ -201,6 +206,13 @@ class ServerMetrics:
         self._admin_auth_failures = Counter(
             "soklet_admin_auth_failures",
             "Admin API requests refused (401), by reason: missing (no Authorization header) or invalid.",
+            ["reason"],
+            registry=registry,
+        )
+        self._admission_refusals = Counter(
+            "soklet_admission_refusals",
+            "MCP requests whose credentials admission refused (401, 403, 503), by the policy's reason: never more "
+            "than the reason reaches the client.",
             ["reason"],
             registry=registry,
         )
@@ -466,6 +478,10 @@ class ServerMetrics:
     def admin_auth_failure(self, reason: str) -> None:
         """Count one admin request refused for its token: a :data:`ADMIN_AUTH_FAILURE_REASONS` value, else other."""
         self._inc(self._admin_auth_failures, "a", _bounded(reason, ADMIN_AUTH_FAILURE_REASONS))
+
+    def admission_refused(self, reason: str) -> None:
+        """Count one MCP request refused by admission: an :data:`ADMISSION_REFUSAL_REASONS` value, else other."""
+        self._inc(self._admission_refusals, "d", _bounded(reason, ADMISSION_REFUSAL_REASONS))
 
     @staticmethod
     def _state_labels(outcome: str, outcomes: frozenset[str], reason: str | None) -> tuple[str, str]:

@@ -385,7 +385,7 @@ class _Connection:
         # The line's params digest, from the canonical params (taken only if a protected state needs it).
         digest = CanonicalParams(params if isinstance(params, JsonObject) else JsonObject.empty_instance(), size)
         try:
-            call = wire.call_without_headers(self._path, envelope, method, digest)
+            call = await wire.call_without_headers(self._path, envelope, method, digest)
         except McpError as error:
             logged = method if method in methods.KNOWN_METHODS else None
             return DispatchResult.refused(error, envelope.request_id, method=logged)
