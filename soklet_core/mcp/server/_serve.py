@@ -6,11 +6,12 @@ coroutine) build and run a whole server from one :class:`~soklet_core.mcp.server
 
 In order: standard output handed to the protocol alone (stdio), the app loaded (a module that cannot be imported
 stops the start before anything is opened), the store opened (and, in store mode, the fleet keyring loaded from
-it), the MCP listener bound, the server built (metrics, readiness, the 2025 era, tasks), the admin listener bound,
-the live keyring attached (file: reloaded on SIGHUP and when the file changes; store: followed, heartbeats), the
-expected fingerprint checked, and the listeners served on one event loop until SIGINT or SIGTERM, which end the
-run normally after the graceful shutdown; then the task steps stop, the store closes, the signal handlers and
-descriptors are restored. Signals are handled only when it runs on the main thread.
+it), the MCP listener bound, the server built (metrics, readiness, the 2025 era, tasks; with ``auth`` the
+bearer-token policy and its RFC 9728 metadata), the admin listener bound, the live keyring attached (file: reloaded
+on SIGHUP and when the file changes; store: followed, heartbeats), the expected fingerprint checked, and the
+listeners served on one event loop until SIGINT or SIGTERM, which end the run normally after the graceful shutdown;
+then the task steps stop, the store closes, the token policy closes, the signal handlers and descriptors are
+restored. Signals are handled only when it runs on the main thread.
 
 Start-up facts, readiness changes and the shutdown are reported as typed events (:data:`ServeEvent`) to
 ``on_event``; refusals are core errors (:class:`ServeError`, :class:`~soklet_core.store.StoreError`, the keyring
@@ -30,12 +31,13 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO, Final, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, cast
 
 from soklet_core.files import read_keyring_file
 from soklet_core.mcp.model.registry import Registry
 from soklet_core.mcp.server._serve_config import (
     AdminListening,
+    AuthEnabled,
     KeyringFile,
     KeyringFromStore,
     KeyringLoaded,
@@ -58,9 +60,13 @@ from soklet_core.mcp.server.ops._metrics import ServerMetrics
 from soklet_core.mcp.server.ops._readiness import ExpectedFingerprint, NotReady, Readiness
 from soklet_core.mcp.server.ops._snapshot import new_process_id
 from soklet_core.mcp.server.ops._store_keyring import HEARTBEAT_SECONDS, PROPAGATION_BOUND_SECONDS, StoreKeyring
+from soklet_core.mcp.server.resource_metadata import ProtectedResource
 from soklet_core.mcp.server.stdio._transport import StdioTransport, open_pipe_streams
-from soklet_core.protection import ProtectionConfig
+from soklet_core.protection import ProtectionConfig, normalize_endpoint_path
 from soklet_core.store import DurableStore, FleetKeyring, KeyringRepository, StoreError, open_store
+
+if TYPE_CHECKING:
+    from soklet_core.mcp.server.auth import IntrospectionAdmission, JwtAdmission
 
 __all__ = ["FOLLOW_NOTE", "RELOAD_NOTE", "load_app", "protocol_stdout", "run", "serve"]
 
@@ -231,16 +237,21 @@ async def _serve(config: ServeConfig, emit: EventSink, early: list[int]) -> None
         # request.
         await durable.open()
         server: McpServer | None = None
+        # Built on the server's loop (its key-set or introspection client belongs to it) and closed on it.
+        policy = None if config.auth is None else config.auth.policy()
         try:
-            server = await _run_opened(config, app, durable, protocol_out, emit, early, stack)
+            server = await _run_opened(config, app, durable, policy, protocol_out, emit, early, stack)
         finally:
             await _close_store(server, durable)
+            if policy is not None:
+                await policy.aclose()
 
 
 async def _run_opened(
     config: ServeConfig,
     app: Registry | Callable[[ServeSite], Registry],
     durable: DurableStore,
+    policy: JwtAdmission | IntrospectionAdmission | None,
     protocol_out: BinaryIO | None,
     emit: EventSink,
     early: list[int],
@@ -281,16 +292,23 @@ async def _run_opened(
         maximum_request_state_lifetime=config.state_lifetime,
         maximum_request_state_rounds=config.state_rounds,
     )
+    merged = Registry.merge(*config.registries, registry)
+    protected = None if policy is None or base_url is None else _protected_resource(config, merged, base_url)
     server = McpServer(
-        Registry.merge(*config.registries, registry),
+        merged,
         protection=protection,
         options=config.options,
         metrics=metrics,
         mounts=config.mounts,
         store=durable,
         readiness=readiness,
+        admission=policy,
+        protected_resource=protected,
     )
     emit(Listening("stdio" if base_url is None else f"{base_url}{server.path}", bound_port))
+    auth = None if protected is None else _auth_enabled(config, protected)
+    if auth is not None:
+        emit(auth)
     manager = server.protection_keyring_manager
     assert manager is not None
     # What holds this instance back (a refused keyring file, ...): published as metrics at every scrape.
@@ -384,6 +402,15 @@ async def _run_opened(
         reported.fingerprint.value,
         RELOAD_NOTE if fleet is None else FOLLOW_NOTE,
     )
+    if auth is not None:
+        # Which tokens are taken, so an operator can match a refusal to the issuer: never a secret or a key.
+        _logger.info(
+            "bearer tokens required (%s): issuer %s, audience %s; resource metadata at %s",
+            auth.kind,
+            auth.issuer or "not checked",
+            auth.audience or "not checked",
+            auth.metadata_url,
+        )
     if config.expect_fingerprint is not None:
         # Checked now and after every reload or admin change; a mismatch holds the instance back (logged).
         expectation = ExpectedFingerprint(readiness, config.expect_fingerprint)
@@ -412,6 +439,31 @@ async def _run_opened(
             with contextlib.suppress(asyncio.CancelledError):
                 await following
     return server
+
+
+def _protected_resource(config: ServeConfig, registry: Registry, base_url: str) -> ProtectedResource:
+    """The endpoint's RFC 9728 metadata: the configured resource (else the endpoint's own URL), the authorization
+    servers (else the issuer) and every scope a client may need: the policy's and each registration's."""
+    assert config.auth is not None
+    resource = config.resource or f"{base_url}{normalize_endpoint_path(config.options.http.path)}"
+    scopes = set(config.auth.required_scopes)
+    for registration in (*registry.tools, *registry.prompts, *registry.resources, *registry.resource_templates):
+        scopes.update(registration.required_scopes)
+    return ProtectedResource(
+        resource=resource,
+        authorization_servers=config.metadata_authorization_servers,
+        scopes_supported=frozenset(scopes),
+    )
+
+
+def _auth_enabled(config: ServeConfig, protected: ProtectedResource) -> AuthEnabled:
+    """The start-up fact of bearer-token admission: the policy kind, issuer and audience (never the secret)."""
+    from soklet_core.mcp.server.auth import IntrospectionSettings  # already imported: config.auth is one of its
+
+    settings = config.auth
+    assert settings is not None
+    kind = "introspection" if isinstance(settings, IntrospectionSettings) else "jwt"
+    return AuthEnabled(kind, settings.issuer, settings.audience, protected.resource, protected.metadata_url)
 
 
 async def _close_store(server: McpServer | None, durable: DurableStore) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from soklet_core.errors import ErrorReason, SokletError
 from soklet_core.files import KeyringDocument
@@ -27,8 +27,14 @@ from soklet_core.mcp.server.loopback import is_loopback_host
 from soklet_core.mcp.server.ops._admin import AdminTokens
 from soklet_core.mcp.server.ops._readiness import NotReady
 from soklet_core.mcp.server.options import ServerOptions
+from soklet_core.mcp.server.resource_metadata import check_resource_url
 from soklet_core.protocol import DEFAULT_MAXIMUM_REQUEST_STATE_LIFETIME, DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
 from soklet_core.store import DurableStore, StoreUrl
+
+if TYPE_CHECKING:
+    # Imported when a config names auth settings (ServeConfig.__post_init__), never at import: the auth package's
+    # policies bring PyJWT and an HTTP client, which a server without bearer tokens never needs.
+    from soklet_core.mcp.server.auth import IntrospectionSettings, JwtSettings
 
 __all__ = [
     "DEFAULT_HOST",
@@ -37,6 +43,8 @@ __all__ = [
     "AdminListener",
     "AdminListening",
     "AppFactory",
+    "AuthEnabled",
+    "AuthSettings",
     "KeyringFile",
     "KeyringFromStore",
     "KeyringLoaded",
@@ -89,6 +97,19 @@ class ServeErrorReason(ErrorReason):
     APP_FACTORY_NEEDS_ARGUMENTS = "app-factory-needs-arguments", "the app's factory needs arguments"
     APP_FACTORY_RAISED = "app-factory-raised", "the app's factory raised"
     APP_NOT_A_REGISTRY = "app-not-a-registry", "the app is not a Registry or a function returning one"
+    AUTH_WITH_STDIO = "auth-with-stdio", "bearer tokens are HTTP headers: stdio keeps anonymous admission"
+    AUTH_NEEDS_AUTHORIZATION_SERVER = (
+        "auth-needs-authorization-server",
+        "the protected resource metadata names an authorization server: give one, or the token issuer",
+    )
+    AUTH_NEEDS_RESOURCE = (
+        "auth-needs-resource",
+        "on a non-loopback address the resource URL clients use cannot be guessed: give it",
+    )
+    RESOURCE_WITHOUT_AUTH = (
+        "resource-without-auth",
+        "a resource URL and authorization servers describe bearer-token admission: not without auth",
+    )
 
 
 class ServeError(SokletError):
@@ -177,6 +198,10 @@ class ServeSite:
     store: DurableStore
 
 
+#: How bearer tokens are verified: a JWT policy's settings or an RFC 7662 introspection policy's.
+AuthSettings: TypeAlias = "JwtSettings | IntrospectionSettings"
+
+
 #: An app that needs the running site (its URL, its store): called once, after the listener is bound.
 AppFactory: TypeAlias = Callable[[ServeSite], Registry]
 
@@ -195,6 +220,10 @@ class ServeConfig:
     * ``admin`` — the admin listener (:class:`AdminListener`), never on the MCP port; ``instance`` — this instance's
       name; ``fingerprint_version`` — the version the admin API reports; ``expect_fingerprint`` — not ready while
       the keyring's (v2) fingerprint differs.
+    * ``auth`` — bearer-token admission over HTTP (:class:`~soklet_core.mcp.server.auth.JwtSettings` or
+      :class:`~soklet_core.mcp.server.auth.IntrospectionSettings`; ``None``: every caller anonymous), with its
+      RFC 9728 metadata: ``resource`` (default the endpoint's own URL once bound, which needs a loopback ``host``)
+      and ``authorization_servers`` (default the settings' issuer). Not with ``stdio``.
     * ``state_lifetime``, ``state_rounds`` — the request-state bounds
       (:class:`~soklet_core.protection.ProtectionConfig`); ``options`` — the server's
       :class:`~soklet_core.mcp.server.ServerOptions` (protocol, HTTP and its limits, sessions, tasks);
@@ -217,6 +246,9 @@ class ServeConfig:
     state_rounds: int = DEFAULT_MAXIMUM_REQUEST_STATE_ROUNDS
     options: ServerOptions = dataclasses.field(default_factory=ServerOptions)
     log_level: str = "info"
+    auth: AuthSettings | None = None
+    resource: str | None = None
+    authorization_servers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.app, (Registry, str)) and not callable(self.app):
@@ -250,6 +282,38 @@ class ServeConfig:
             raise ServeError(ServeErrorReason.EXPECT_WITH_STORE_KEYRING)
         if self.admin is not None and self.admin.port != 0 and self.admin.port == self.port:
             raise ServeError(ServeErrorReason.ADMIN_ON_MCP_PORT)
+        self._check_auth()
+
+    def _check_auth(self) -> None:
+        """The bearer-token rules: settings of a known kind, HTTP only, a resource and an authorization server."""
+        if self.resource is not None:
+            check_resource_url(self.resource, "resource")
+        if not isinstance(self.authorization_servers, tuple):
+            raise TypeError("authorization_servers takes a tuple of URLs")
+        for server in self.authorization_servers:
+            check_resource_url(server, "an authorization server")
+        if self.auth is None:
+            if self.resource is not None or self.authorization_servers:
+                raise ServeError(ServeErrorReason.RESOURCE_WITHOUT_AUTH)
+            return
+        from soklet_core.mcp.server.auth import IntrospectionSettings, JwtSettings  # only when auth is configured
+
+        if not isinstance(self.auth, (JwtSettings, IntrospectionSettings)):
+            raise TypeError("auth takes JwtSettings or IntrospectionSettings")
+        if self.stdio:
+            raise ServeError(ServeErrorReason.AUTH_WITH_STDIO)
+        if not self.authorization_servers and self.auth.issuer is None:
+            raise ServeError(ServeErrorReason.AUTH_NEEDS_AUTHORIZATION_SERVER)
+        if self.resource is None and not is_loopback_host(self.host):
+            raise ServeError(ServeErrorReason.AUTH_NEEDS_RESOURCE)
+
+    @property
+    def metadata_authorization_servers(self) -> tuple[str, ...]:
+        """The authorization servers the RFC 9728 document names: those given, else the settings' issuer."""
+        if self.authorization_servers:
+            return self.authorization_servers
+        issuer = None if self.auth is None else self.auth.issuer
+        return () if issuer is None else (issuer,)
 
 
 # -- what a running server reports (in this order at start; then readiness changes; then the shutdown) ------------
@@ -283,6 +347,19 @@ class KeyringLoaded:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class AuthEnabled:
+    """Bearer tokens are required on the MCP endpoint: the policy ``kind`` (``jwt``, ``introspection``), the
+    ``issuer`` and ``audience`` checked (``None`` when not checked), the ``resource`` and its RFC 9728
+    ``metadata_url``. Never a secret, a key or a token."""
+
+    kind: str
+    issuer: str | None
+    audience: str | None
+    resource: str
+    metadata_url: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Serving:
     """Every start-up fact has been reported and the reload signal is installed: the server serves now."""
 
@@ -301,4 +378,6 @@ class ShuttingDown:
 
 
 #: One event of a running server.
-ServeEvent: TypeAlias = Listening | AdminListening | KeyringLoaded | Serving | ReadinessChanged | ShuttingDown
+ServeEvent: TypeAlias = (
+    Listening | AdminListening | AuthEnabled | KeyringLoaded | Serving | ReadinessChanged | ShuttingDown
+)
