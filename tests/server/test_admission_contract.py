@@ -185,6 +185,10 @@ def test_the_resource_metadata_paths_url_and_document() -> None:
             check_resource_url(bad, "the resource")
         assert bad not in str(problem.value)
     assert check_resource_url("http://localhost:8/x", "u") == "http://localhost:8/x"
+    longest = "https://m.example.com/" + "p" * (2048 - len("https://m.example.com/"))
+    assert check_resource_url(longest, "u") == longest
+    with pytest.raises(ValueError, match="at most 2048"):
+        check_resource_url(longest + "p", "u")
     servers = tuple(f"https://a{i}.example.com" for i in range(16))
     ProtectedResource(resource="https://m.example.com/mcp", authorization_servers=servers)
     with pytest.raises(ValueError, match="1-16"):
