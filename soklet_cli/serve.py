@@ -34,6 +34,7 @@ from soklet_core.mcp.server._serve_config import (
     AdminListener,
     AdminListening,
     AppFactory,
+    AuthEnabled,
     KeyringFile,
     KeyringFromStore,
     KeyringLoaded,
@@ -105,6 +106,26 @@ from ._common import (
     parse_file,
     parse_keyring,
     parse_rounds,
+)
+from .auth_options import (
+    AUTH_EXAMPLE,
+    AudienceOption,
+    AuthArguments,
+    AuthKind,
+    AuthKindOption,
+    AuthorizationServerOption,
+    ClientIdOption,
+    ClientSecretFileOption,
+    IntrospectionUrlOption,
+    IssuerOption,
+    JwksFileOption,
+    JwksUrlOption,
+    LeewayOption,
+    PartitionClaimOption,
+    RequiredScopeOption,
+    ResourceOption,
+    SubjectClaimOption,
+    auth_settings,
 )
 from .exit_codes import ExitCode
 from .kek_option import KekCommandOption, KekEnvOption, KekFileOption, kek_failure, kek_source, load_kek_or_exit
@@ -599,6 +620,20 @@ def serve(
             ),
         ),
     ] = None,
+    auth: AuthKindOption = AuthKind.none,
+    issuer: IssuerOption = None,
+    audience: AudienceOption = None,
+    jwks_url: JwksUrlOption = None,
+    jwks_file: JwksFileOption = None,
+    partition_claim: PartitionClaimOption = None,
+    subject_claim: SubjectClaimOption = None,
+    required_scopes: RequiredScopeOption = None,
+    leeway: LeewayOption = None,
+    introspection_url: IntrospectionUrlOption = None,
+    client_id: ClientIdOption = None,
+    client_secret_file: ClientSecretFileOption = None,
+    resource: ResourceOption = None,
+    authorization_servers: AuthorizationServerOption = None,
     log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log level.")] = LogLevel.info,
     allow_insecure: InsecureOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the start-up facts as one JSON document.")] = False,
@@ -665,6 +700,15 @@ def serve(
     still running get --shutdown-grace to be answered, then the server exits 0. Log lines that stderr does not
     take (nobody reads it) are dropped, never waited for.
 
+    **Bearer tokens** (OAuth 2.1): **--auth jwt** admits an HTTP request only with an access token (JWT, RFC
+    9068) from --issuer for --audience, verified against --jwks-url or --jwks-file; **--auth introspection** asks
+    the authorization server's RFC 7662 endpoint (--introspection-url, --client-id, --client-secret-file) instead.
+    The partition is the --partition-claim's value (else the subject: each caller its own partition); states
+    sealed for one partition never open for another. No token: 401 with WWW-Authenticate: Bearer naming the
+    RFC 9728 metadata, served at /.well-known/oauth-protected-resource (resource: --resource, default the
+    endpoint's URL; authorization servers: --authorization-server, default the issuer); a missing
+    --required-scope: 403 insufficient_scope. Tokens are never logged. Not with --stdio.
+
     **Examples**
 
       soklet serve
@@ -689,13 +733,15 @@ def serve(
 
       soklet serve --max-sessions 256 --session-idle-timeout 10m --input-timeout 2m
 
+      {auth_example}
+
     **Exit codes**: 0 stopped (with --stdio: standard input ended); 1 the keyring was refused (store mode: the
     store holds no fleet keyring, or the KEK cannot be loaded or does not unwrap it), the store's schema is not one
     this soklet writes, or the --app module or factory raised; 2 usage (an admin listener
     without a usable token source, on the MCP port, non-loopback without TLS, or with --stdio included; a
-    malformed store URL; an --app naming no module or object, a factory needing arguments, or no Registry); 3
-    the keyring file, a token or TLS file, a port, the store, or (with --stdio) standard input or output is
-    unusable.
+    malformed store URL; a bearer-token option missing, malformed, without --auth or with --stdio; an --app
+    naming no module or object, a factory needing arguments, or no Registry); 3 the keyring file, a token,
+    client-secret or TLS file, a port, the store, or (with --stdio) standard input or output is unusable.
     """
     if keyring is not None and dev_key:
         fail("usage: --keyring and --dev-key exclude each other", ExitCode.USAGE)
@@ -732,6 +778,27 @@ def serve(
         _usage(ServeErrorReason.EXPECT_WITH_STDIO)
     if stdio and admin_port is not None:
         _usage(ServeErrorReason.ADMIN_WITH_STDIO)
+    if stdio and auth is not AuthKind.none:
+        _usage(ServeErrorReason.AUTH_WITH_STDIO)
+    servers = tuple(authorization_servers or ())
+    _check_metadata_options(auth, resource, servers)
+    auth_config = auth_settings(
+        AuthArguments(
+            kind=auth,
+            issuer=issuer,
+            audience=audience,
+            jwks_url=jwks_url,
+            jwks_file=jwks_file,
+            partition_claim=partition_claim,
+            subject_claim=subject_claim,
+            required_scopes=tuple(required_scopes or ()),
+            leeway=leeway,
+            introspection_url=introspection_url,
+            client_id=client_id,
+            client_secret_file=client_secret_file,
+        ),
+        allow_insecure=allow_insecure,
+    )
     admin = _admin_listener(
         port=admin_port,
         mcp_port=port,
@@ -802,24 +869,30 @@ def serve(
             links = LinkStore()  # shared by account.link and the page it links to (mounted at /link/)
             mounts[LINK_PAGE_PREFIX] = LinkPage(links)
             served = _demo(development=development, links=links)
-        config = ServeConfig(
-            app=served,
-            keyring=source,
-            store=store_url,
-            registries=(conformance.build_registry(),) if Fixtures.conformance in (fixtures or []) else (),
-            mounts=mounts,
-            host=host,
-            port=port,
-            stdio=stdio,
-            admin=admin,
-            instance=instance,
-            fingerprint_version=fingerprint_version,
-            expect_fingerprint=expect_fingerprint,
-            state_lifetime=parse_duration(state_lifetime),
-            state_rounds=state_rounds,
-            options=options,
-            log_level=log_level.value,
-        )
+        try:
+            config = ServeConfig(
+                app=served,
+                keyring=source,
+                store=store_url,
+                registries=(conformance.build_registry(),) if Fixtures.conformance in (fixtures or []) else (),
+                mounts=mounts,
+                host=host,
+                port=port,
+                stdio=stdio,
+                admin=admin,
+                instance=instance,
+                fingerprint_version=fingerprint_version,
+                expect_fingerprint=expect_fingerprint,
+                state_lifetime=parse_duration(state_lifetime),
+                state_rounds=state_rounds,
+                options=options,
+                log_level=log_level.value,
+                auth=auth_config,
+                resource=resource,
+                authorization_servers=servers,
+            )
+        except ServeError as error:
+            _serve_failure(error, host=host, port=port, admin=admin, app=app, store=store_url)
         banner = _Banner(
             config,
             stack,
@@ -855,6 +928,7 @@ serve.__doc__ = (
     .replace("{legacy_versions}", ", ".join(LEGACY_PROTOCOL_VERSIONS))
     .replace("{propagation}", f"{PROPAGATION_BOUND_SECONDS:g}")
     .replace("{heartbeat}", f"{HEARTBEAT_SECONDS:g}")
+    .replace("{auth_example}", AUTH_EXAMPLE)
 )
 
 
@@ -896,7 +970,37 @@ _USAGE_MESSAGES: Final = {
     "is an HTTP answer)",
     ServeErrorReason.EXPECT_WITH_STORE_KEYRING: "usage: --expect-fingerprint is for a keyring file; with "
     "--keyring-from-store every member follows the store's generation",
+    ServeErrorReason.AUTH_WITH_STDIO: "usage: --auth cannot be used with --stdio (bearer tokens are HTTP headers; "
+    "stdio admission is anonymous)",
+    ServeErrorReason.AUTH_NEEDS_AUTHORIZATION_SERVER: "usage: --auth introspection without --issuer needs "
+    "--authorization-server URL (the metadata names where tokens come from)",
+    ServeErrorReason.AUTH_NEEDS_RESOURCE: "usage: --auth on a non-loopback --host needs --resource URL (the URL "
+    "clients reach the endpoint at)",
+    ServeErrorReason.RESOURCE_WITHOUT_AUTH: "usage: --resource and --authorization-server need --auth jwt or "
+    "--auth introspection",
 }
+
+#: The most --authorization-server values (the metadata document's own bound).
+_MAX_AUTHORIZATION_SERVERS: Final = 16
+
+
+def _check_metadata_options(auth: AuthKind, resource: str | None, servers: tuple[str, ...]) -> None:
+    """``--resource`` and ``--authorization-server``: only with a token policy, each an absolute https:// URL
+    (http:// only to loopback), as the core's metadata takes them (its one rule, ``check_resource_url``)."""
+    from soklet_core.mcp.server.resource_metadata import check_resource_url
+
+    if auth is AuthKind.none and (resource is not None or servers):
+        _usage(ServeErrorReason.RESOURCE_WITHOUT_AUTH)
+    if len(servers) > _MAX_AUTHORIZATION_SERVERS:
+        fail(f"usage: at most {_MAX_AUTHORIZATION_SERVERS} --authorization-server values", ExitCode.USAGE)
+    try:
+        if resource is not None:
+            check_resource_url(resource, "--resource")
+        for server in servers:
+            check_resource_url(server, "--authorization-server")
+    except ValueError as error:
+        # The rule's message names the option and never repeats the value.
+        fail(f"usage: {error}", ExitCode.USAGE)
 
 
 def _usage(reason: ServeErrorReason) -> NoReturn:
@@ -1048,6 +1152,7 @@ class _Banner:
         self._listening: Listening | None = None
         self._admin: AdminListening | None = None
         self._keyring: KeyringLoaded | None = None
+        self._auth: AuthEnabled | None = None
 
     def on_event(self, event: ServeEvent) -> None:
         """Note a start-up fact; print them all when the server starts serving."""
@@ -1057,6 +1162,8 @@ class _Banner:
             self._admin = event
         elif isinstance(event, KeyringLoaded):
             self._keyring = event
+        elif isinstance(event, AuthEnabled):
+            self._auth = event
         elif isinstance(event, Serving):
             self._print()
             sys.stdout.flush()
@@ -1066,7 +1173,7 @@ class _Banner:
                 self._stack.enter_context(_stderr_never_blocks())
 
     def _print(self) -> None:
-        listening, keyring, admin = self._listening, self._keyring, self._admin
+        listening, keyring, admin, auth = self._listening, self._keyring, self._admin, self._auth
         assert listening is not None
         assert keyring is not None
         config = self._config
@@ -1105,6 +1212,7 @@ class _Banner:
                     "admin_port": None if admin is None else admin.port,
                     "inspect": inspect_hint,
                     "example": commands,
+                    "auth": None if auth is None else _auth_json(auth),
                 }
             )
             return
@@ -1132,11 +1240,26 @@ class _Banner:
             lines.append(f"inspect a token: {inspect_hint}")
         if admin is not None:
             lines.append(f"admin API: {admin.url} (instance {config.instance}; Authorization: Bearer TOKEN)")
+        if auth is not None:
+            checked = f"issuer {auth.issuer or 'not checked'}, audience {auth.audience or 'not checked'}"
+            lines.append(f"auth: bearer tokens required ({auth.kind}: {checked})")
+            lines.append(f"resource metadata: {auth.metadata_url}")
         if commands:
             lines.append(EXAMPLE_START)
             lines.extend(commands)
             lines.append(EXAMPLE_END)
         sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _auth_json(auth: AuthEnabled) -> dict[str, str | None]:
+    """The start-up fact of bearer-token admission, as the JSON document holds it (never a secret)."""
+    return {
+        "kind": auth.kind,
+        "issuer": auth.issuer,
+        "audience": auth.audience,
+        "resource": auth.resource,
+        "resource_metadata": auth.metadata_url,
+    }
 
 
 @contextlib.contextmanager
