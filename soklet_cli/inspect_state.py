@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn
 
 import typer
 from rich.table import Table
@@ -46,10 +47,31 @@ from ._common import (
     parse_file,
     parse_keyring,
 )
+from .auth_options import (
+    AudienceOption,
+    AuthArguments,
+    AuthKind,
+    AuthKindOption,
+    ClientIdOption,
+    ClientSecretFileOption,
+    IntrospectionUrlOption,
+    IssuerOption,
+    JwksFileOption,
+    JwksUrlOption,
+    LeewayOption,
+    PartitionClaimOption,
+    RequiredScopeOption,
+    SubjectClaimOption,
+    auth_settings,
+)
 from .exit_codes import ExitCode
 from .kek_option import KekCommandOption, KekEnvOption, KekFileOption, kek_from_options
 from .keyring_path import KEYRING_ENV, InsecureOption, JsonOption, load_keyring
 from .output import console, emit_exact_json, error_console, fail, read_input
+
+if TYPE_CHECKING:
+    from soklet_core.mcp.server.admission import Admission
+    from soklet_core.mcp.server.auth import IntrospectionSettings, JwtSettings
 
 #: Longest token text read (far above the 65,536-byte limit, so the size check itself can report it).
 MAX_TOKEN_INPUT_BYTES: Final = 1024 * 1024
@@ -122,6 +144,37 @@ def inspect_state(
     kek_file: KekFileOption = None,
     kek_env: KekEnvOption = None,
     kek_command: KekCommandOption = None,
+    partition_token: Annotated[
+        str | None,
+        typer.Option(
+            "--partition-from-token",
+            metavar="JWT",
+            help=(
+                "Bind the retry to the partition admission gives this bearer token (instead of --partition), "
+                "verified with the --auth options as soklet serve would; the token is never printed."
+            ),
+        ),
+    ] = None,
+    subject_token: Annotated[
+        str | None,
+        typer.Option(
+            "--subject-from-token",
+            metavar="JWT",
+            help="Show the subject, partition and scopes admission gives this bearer token (never printed).",
+        ),
+    ] = None,
+    auth: AuthKindOption = AuthKind.none,
+    issuer: IssuerOption = None,
+    audience: AudienceOption = None,
+    jwks_url: JwksUrlOption = None,
+    jwks_file: JwksFileOption = None,
+    partition_claim: PartitionClaimOption = None,
+    subject_claim: SubjectClaimOption = None,
+    required_scopes: RequiredScopeOption = None,
+    leeway: LeewayOption = None,
+    introspection_url: IntrospectionUrlOption = None,
+    client_id: ClientIdOption = None,
+    client_secret_file: ClientSecretFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show what a sealed requestState holds, and whether (and why not) a retry would open it.
@@ -136,6 +189,13 @@ def inspect_state(
     not decrypted (exit 1). Without TOKEN on a terminal, it says that it waits for the token on standard input.
     An encrypted keyring file is read given its key-encryption key (--kek-file, --kek-env or --kek-command).
 
+    **From a bearer token**: **--partition-from-token JWT** runs the admission soklet serve runs with the same
+    options (--auth jwt, the default with a token option: --issuer, --audience, --jwks-url or --jwks-file,
+    --partition-claim, ...; or --auth introspection) and binds the retry to the partition it gives, so a
+    binding-partition refusal can be traced to a token of another tenant; **--subject-from-token JWT** shows the
+    subject, partition and scopes it gives. A refused token is named by its reason only (expired, wrong-audience,
+    ...); the token itself is never printed.
+
     **Examples**
 
       soklet inspect-state AQcyMDI2LTA4...
@@ -144,10 +204,15 @@ def inspect_state(
 
       soklet inspect-state --keyring keyring.toml --request retry.json --original-request first.json --json TOKEN
 
+      soklet inspect-state --keyring keyring.toml --request retry.json --issuer https://auth.example.com
+      --audience https://mcp.example.com/mcp --jwks-url https://auth.example.com/jwks --partition-claim tenant
+      --partition-from-token "$ACCESS_TOKEN" TOKEN
+
     **Exit codes**: 0 the state opens (for that retry, when given); 1 it would be refused, or it is a durable
-    handle, not a sealed state; 2 usage (also an option
-    value outside its bounds, or a --request file that is not a JSON-RPC request); 3 a file could not be read or
-    the output could not be written; 4 no key in the keyring can open it; 70 a bug in soklet.
+    handle, not a sealed state, or admission refuses the --partition-from-token/--subject-from-token token; 2
+    usage (also an option value outside its bounds, or a --request file that is not a JSON-RPC request); 3 a file
+    could not be read, the output could not be written, or the token could not be checked (verifier-unavailable:
+    its key set or introspection endpoint unreachable); 4 no key in the keyring can open it; 70 a bug in soklet.
     """
     if (request is not None or original is not None) and keyring is None:
         fail("--request and --original-request need --keyring FILE (the checks decrypt the state)", ExitCode.USAGE)
@@ -168,6 +233,45 @@ def inspect_state(
     if looks_like_handle(token):
         _handle_view(len(token), as_json)
 
+    admission: dict[str, Any] | None = None
+    if partition_token is not None or subject_token is not None:
+        if partition_token is not None and partition != ANONYMOUS_PARTITION:
+            fail("--partition and --partition-from-token exclude each other", ExitCode.USAGE)
+        settings = auth_settings(
+            AuthArguments(
+                # A token option says tokens are checked: JWT unless --auth names introspection.
+                kind=AuthKind.jwt if auth is AuthKind.none else auth,
+                issuer=issuer,
+                audience=audience,
+                jwks_url=jwks_url,
+                jwks_file=jwks_file,
+                partition_claim=partition_claim,
+                subject_claim=subject_claim,
+                required_scopes=tuple(required_scopes or ()),
+                leeway=leeway,
+                introspection_url=introspection_url,
+                client_id=client_id,
+                client_secret_file=client_secret_file,
+            ),
+            allow_insecure=allow_insecure,
+        )
+        assert settings is not None
+        option = "--partition-from-token" if partition_token is not None else "--subject-from-token"
+        admitted = _admit(settings, (partition_token or subject_token or "").strip(), path, option, as_json)
+        if partition_token is not None:
+            partition = admitted.partition
+        admission = {
+            "from": option,
+            "subject": admitted.identity.subject,
+            "partition": admitted.partition,
+            "partition_digest": partition_digest(admitted.partition),
+            "scopes": None if admitted.scopes is None else sorted(admitted.scopes),
+        }
+        if not as_json:
+            _admission_table(admission)
+    elif auth is not AuthKind.none:
+        fail("--auth and its options need --partition-from-token or --subject-from-token JWT", ExitCode.USAGE)
+
     header: EnvelopeHeader | None
     header_refusal: Reason | None = None
     try:
@@ -183,6 +287,8 @@ def inspect_state(
         "header": _header_json(header, encoded_size),
         "header_refusal": header_refusal.value if header_refusal else None,
     }
+    if admission is not None:
+        document["admission"] = admission
     if keyring is None:
         _no_key_view(document, header, header_refusal, encoded_size, as_json)
         return
@@ -270,6 +376,47 @@ def inspect_state(
     else:
         _human(document, diagnosis, contents, header)
     raise typer.Exit(int(code))
+
+
+def _admit(
+    settings: JwtSettings | IntrospectionSettings, bearer: str, path: str, option: str, as_json: bool
+) -> Admission:
+    """What the server's admission gives ``bearer`` on ``path`` (the policy soklet serve builds from the same
+    settings), or the command ends naming the refusal's reason only: never the token."""
+    from soklet_core.mcp.server.admission import AdmissionRefused, AdmissionRefusedReason, AdmissionRequest
+
+    async def admit() -> Admission:
+        policy = settings.policy()
+        try:
+            return await policy.admit(AdmissionRequest(path=path, headers={"authorization": f"Bearer {bearer}"}))
+        finally:
+            await policy.aclose()
+
+    try:
+        return asyncio.run(admit())
+    except AdmissionRefused as error:
+        reason = error.reason
+        code = ExitCode.IO if reason is AdmissionRefusedReason.VERIFIER_UNAVAILABLE else ExitCode.REFUSED
+        _admission_refused(option, reason.value, reason.description, code, as_json)
+
+
+def _admission_refused(option: str, reason: str, description: str, code: ExitCode, as_json: bool) -> NoReturn:
+    """End the command naming a refused token's reason (with --json as a document), never the token."""
+    if as_json:
+        emit_exact_json({"kind": "admission-refused", "from": option, "reason": reason, "exit_code": int(code)})
+        raise typer.Exit(int(code))
+    fail(f"{option}: admission refuses the token: {reason} ({description})", code)
+
+
+def _admission_table(admission: dict[str, Any]) -> None:
+    table = _pairs_table(f"Admission (from {admission['from']})")
+    subject = admission["subject"]
+    table.add_row("subject", Text("(anonymous)" if subject is None else subject))
+    table.add_row("partition", Text(admission["partition"]))
+    table.add_row("partition digest", admission["partition_digest"])
+    scopes = admission["scopes"]
+    table.add_row("scopes", Text("(unscoped)" if scopes is None else " ".join(scopes) or "(none)"))
+    console.print(table)
 
 
 def _header_json(header: EnvelopeHeader | None, encoded_size: int) -> dict[str, Any]:
