@@ -23,10 +23,9 @@ key set or the endpoint could not be reached and nothing cached answers.
 ['ES256', 'EdDSA', 'RS256']
 """
 
-from soklet_core.mcp.server.auth._introspection import IntrospectionAdmission
+from soklet_core.mcp.server.auth._introspection import IntrospectionAdmission, IntrospectionSettings
 from soklet_core.mcp.server.auth._jwks import SIGNING_ALGORITHMS, JwksSource
-from soklet_core.mcp.server.auth._jwt import JwtAdmission
-from soklet_core.mcp.server.auth._settings import IntrospectionSettings, JwtSettings
+from soklet_core.mcp.server.auth._jwt import JwtAdmission, JwtSettings
 
 __all__ = [
     "SIGNING_ALGORITHMS",

@@ -1,4 +1,5 @@
-"""Opaque (or any) access tokens checked by asking the authorization server (RFC 7662): :class:`IntrospectionAdmission`.
+"""Opaque (or any) access tokens checked by asking the authorization server (RFC 7662): :class:`IntrospectionSettings`
+and the :class:`IntrospectionAdmission` they build.
 
 One admission: the bearer token (:func:`~soklet_core.mcp.server.admission.bearer_token`), then the answer cache,
 then, on a miss, one ``POST`` of ``token=<t>&token_type_hint=access_token`` to the introspection endpoint with this
@@ -23,10 +24,12 @@ What keeps the endpoint from being flooded:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Final, NoReturn
 from urllib.parse import quote_plus
 
@@ -40,7 +43,20 @@ from soklet_core.mcp.server.admission import (
     bearer_token,
 )
 from soklet_core.mcp.server.auth._claims import admission_from_claims, require_scopes
-from soklet_core.mcp.server.auth._settings import IntrospectionSettings
+from soklet_core.mcp.server.auth._settings import (
+    MAX_CACHE_SIZE,
+    MAX_CACHE_TTL,
+    MAX_CLIENT_ID_CHARS,
+    MAX_CLIENT_SECRET_CHARS,
+    MAX_CONCURRENT_INTROSPECTIONS,
+    MAX_LEEWAY,
+    check_claim_name,
+    check_count,
+    check_span,
+    check_text,
+    check_url,
+    required_scope_set,
+)
 from soklet_core.mcp.server.auth._token_cache import TokenCache, token_digest
 
 __all__ = [
@@ -49,6 +65,7 @@ __all__ = [
     "NEGATIVE_CACHE_SECONDS",
     "SLOT_WAIT_SECONDS",
     "IntrospectionAdmission",
+    "IntrospectionSettings",
 ]
 
 #: The largest introspection answer read.
@@ -89,6 +106,56 @@ def _time_claim(answer: Mapping[str, object], name: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _refuse(_R.BAD_CLAIM)
     return float(value)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class IntrospectionSettings:
+    """How :class:`~soklet_core.mcp.server.auth.IntrospectionAdmission` asks an RFC 7662 endpoint about a token.
+
+    * ``introspection_url``: the authorization server's introspection endpoint, ``https://``;
+    * ``client_id``, ``client_secret``: this server's client credentials, sent as HTTP Basic authentication (the
+      secret is never in ``repr`` and never logged);
+    * ``issuer``, ``audience``: when set, the answer's ``iss`` must equal ``issuer`` and its ``aud`` (a string or
+      a list) must contain ``audience``;
+    * ``partition_claim``, ``subject_claim``, ``required_scopes``, ``leeway``: as for
+      :class:`JwtSettings`;
+    * ``cache_ttl``: how long an active answer is reused (never past the token's ``exp``), 0 to 1 h;
+    * ``cache_size``: how many answers are kept (least recently used first out), 1 to 1,000,000;
+    * ``max_concurrent``: how many introspection calls may be in flight at once, 1 to 1,024 (a request beyond waits
+      at most a second, then is refused ``verifier-unavailable``).
+    """
+
+    introspection_url: str
+    client_id: str
+    client_secret: str = dataclasses.field(repr=False)
+    issuer: str | None = None
+    audience: str | None = None
+    partition_claim: str | None = None
+    subject_claim: str = "sub"
+    required_scopes: frozenset[str] = frozenset()
+    leeway: timedelta = timedelta(seconds=30)
+    cache_ttl: timedelta = timedelta(seconds=60)
+    cache_size: int = 10_000
+    max_concurrent: int = 16
+
+    def __post_init__(self) -> None:
+        check_url(self.introspection_url, "introspection_url")
+        check_text(self.client_id, "client_id", limit=MAX_CLIENT_ID_CHARS)
+        check_text(self.client_secret, "client_secret", limit=MAX_CLIENT_SECRET_CHARS)
+        check_url(self.issuer, "issuer", required=False)
+        check_text(self.audience, "audience", required=False)
+        check_claim_name(self.partition_claim, "partition_claim", required=False)
+        check_claim_name(self.subject_claim, "subject_claim")
+        object.__setattr__(self, "required_scopes", required_scope_set(self.required_scopes))
+        check_span(self.leeway, "leeway", timedelta(0), MAX_LEEWAY)
+        check_span(self.cache_ttl, "cache_ttl", timedelta(0), MAX_CACHE_TTL)
+        check_count(self.cache_size, "cache_size", 1, MAX_CACHE_SIZE)
+        check_count(self.max_concurrent, "max_concurrent", 1, MAX_CONCURRENT_INTROSPECTIONS)
+
+    def policy(self) -> IntrospectionAdmission:
+        """An :class:`~soklet_core.mcp.server.auth.IntrospectionAdmission` with these settings (close it with
+        ``aclose``)."""
+        return IntrospectionAdmission(self)
 
 
 class IntrospectionAdmission:

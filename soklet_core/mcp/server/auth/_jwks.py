@@ -84,7 +84,7 @@ _FAMILIES: Final[Mapping[tuple[str, str | None], tuple[str, tuple[str, ...]]]] =
 _logger = logging.getLogger("soklet.auth")
 
 
-class JwksUnavailable(Exception):
+class _JwksUnavailable(Exception):
     """A key set could not be fetched, read or parsed; ``str()`` is a fixed word naming why (never a value)."""
 
 
@@ -157,21 +157,21 @@ class KeySet:
 
 
 def parse_jwks(body: bytes) -> KeySet:
-    """The usable keys of a JWKS document; :class:`JwksUnavailable` when it is not one (not a JSON object with a
+    """The usable keys of a JWKS document; :class:`_JwksUnavailable` when it is not one (not a JSON object with a
     ``keys`` list, more than :data:`MAX_JWKS_KEYS` keys, or no usable key at all)."""
     if len(body) > MAX_JWKS_BYTES:
-        raise JwksUnavailable("too-large")
+        raise _JwksUnavailable("too-large")
     try:
         document = json.loads(body)
     except (ValueError, RecursionError):
-        raise JwksUnavailable("not-json") from None
+        raise _JwksUnavailable("not-json") from None
     members = document.get("keys") if isinstance(document, dict) else None
     if not isinstance(members, list) or len(members) > MAX_JWKS_KEYS:
-        raise JwksUnavailable("not-a-jwks")
+        raise _JwksUnavailable("not-a-jwks")
     usable = [found for found in map(_usable_key, members) if found is not None]
     if not usable:
         # A set without one usable key is a broken set, not a revocation of every key: keep what was loaded.
-        raise JwksUnavailable("no-usable-key")
+        raise _JwksUnavailable("no-usable-key")
     return KeySet(tuple(usable), skipped=len(members) - len(usable))
 
 
@@ -288,7 +288,7 @@ class JwksSource:
                 else:
                     assert self._file is not None
                     keys, max_age = await self._read_file(self._file)
-            except JwksUnavailable as failure:
+            except _JwksUnavailable as failure:
                 # Try again after an interval, not on every request; keep serving the keys we have.
                 self._due = now + self._interval
                 kept = 0 if self._keys is None else len(self._keys)
@@ -307,19 +307,19 @@ class JwksSource:
             headers = {"accept": "application/json", "accept-encoding": "identity"}
             async with client.stream("GET", url, headers=headers) as response:
                 if response.status_code != 200:
-                    raise JwksUnavailable("status")
+                    raise _JwksUnavailable("status")
                 if response.headers.get("content-encoding", "identity").lower() != "identity":
-                    raise JwksUnavailable("encoded")
+                    raise _JwksUnavailable("encoded")
                 length = response.headers.get("content-length")
                 if length is not None and (not length.isdigit() or int(length) > MAX_JWKS_BYTES):
-                    raise JwksUnavailable("too-large")
+                    raise _JwksUnavailable("too-large")
                 async for chunk in response.aiter_raw():
                     body += chunk
                     if len(body) > MAX_JWKS_BYTES:
-                        raise JwksUnavailable("too-large")
+                        raise _JwksUnavailable("too-large")
                 max_age = _max_age(response.headers.get("cache-control"))
         except httpx.HTTPError:
-            raise JwksUnavailable("unreachable") from None
+            raise _JwksUnavailable("unreachable") from None
         return parse_jwks(bytes(body)), max_age
 
     async def _read_file(self, path: Path) -> tuple[KeySet, float]:
@@ -332,7 +332,7 @@ class JwksSource:
         try:
             keys, signature = await asyncio.to_thread(read)
         except (OSError, KeyringFileError):
-            raise JwksUnavailable("unreadable") from None
+            raise _JwksUnavailable("unreadable") from None
         if keys is None:
             assert self._keys is not None
             return self._keys, self._interval

@@ -1,4 +1,5 @@
-"""JWT access tokens (RFC 9068) verified against the issuer's key set: :class:`JwtAdmission`.
+"""JWT access tokens (RFC 9068) verified against the issuer's key set: :class:`JwtSettings` and the
+:class:`JwtAdmission` they build (together: a settings module importing the policy would be an import circle).
 
 The steps of one admission, each refusal a bounded :class:`AdmissionRefusedReason`:
 
@@ -22,8 +23,11 @@ The steps of one admission, each refusal a bounded :class:`AdmissionRefusedReaso
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
 from typing import Any, Final
 
 import jwt
@@ -49,10 +53,19 @@ from soklet_core.mcp.server.admission import (
 )
 from soklet_core.mcp.server.auth._claims import admission_from_claims, require_scopes
 from soklet_core.mcp.server.auth._jwks import MAX_KEY_ID_CHARS, SIGNING_ALGORITHMS, JwksSource
-from soklet_core.mcp.server.auth._settings import JwtSettings
+from soklet_core.mcp.server.auth._settings import (
+    MAX_LEEWAY,
+    MAX_REFRESH_INTERVAL,
+    MIN_REFRESH_INTERVAL,
+    check_claim_name,
+    check_span,
+    check_text,
+    check_url,
+    required_scope_set,
+)
 from soklet_core.mcp.server.auth._token_cache import TokenCache, token_digest
 
-__all__ = ["MAX_VERIFIED_TOKEN_AGE_SECONDS", "VERIFIED_TOKEN_CACHE_SIZE", "JwtAdmission"]
+__all__ = ["MAX_VERIFIED_TOKEN_AGE_SECONDS", "VERIFIED_TOKEN_CACHE_SIZE", "JwtAdmission", "JwtSettings"]
 
 #: How many verified tokens are remembered (least recently used first out).
 VERIFIED_TOKEN_CACHE_SIZE: Final = 4096
@@ -74,6 +87,54 @@ _FAILURES: Final[tuple[tuple[type[PyJWTError], AdmissionRefusedReason], ...]] = 
     (InvalidIssuedAtError, _R.BAD_CLAIM),
 )
 _REQUIRED_CLAIMS: Final = ("exp", "iss", "aud")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class JwtSettings:
+    """How :class:`~soklet_core.mcp.server.auth.JwtAdmission` verifies JWT access tokens (RFC 9068).
+
+    * ``issuer``: the ``iss`` every token must carry, an ``https://`` URL;
+    * ``audience``: the ``aud`` a token must name (this server's resource identifier);
+    * exactly one of ``jwks_url`` (the issuer's ``jwks_uri``, ``https://``) and ``jwks_file`` (a JWKS document on
+      disk, re-read when it changes);
+    * ``partition_claim``: the claim naming the caller's partition (e.g. a tenant id); ``None`` makes each subject
+      its own partition;
+    * ``subject_claim``: the claim naming the caller (``sub``);
+    * ``required_scopes``: scopes every admitted token must grant (else ``insufficient-scope``, HTTP 403);
+    * ``leeway``: clock skew forgiven on ``exp`` and ``nbf``, 0 to 5 minutes;
+    * ``refresh_interval``: the least time between two fetches of the key set for an unknown key id (and between
+      two looks at the key file), 1 s to 1 h.
+
+    ``http://`` URLs are accepted only to a loopback host (development and tests).
+    """
+
+    issuer: str
+    audience: str
+    jwks_url: str | None = None
+    jwks_file: Path | None = None
+    partition_claim: str | None = None
+    subject_claim: str = "sub"
+    required_scopes: frozenset[str] = frozenset()
+    leeway: timedelta = timedelta(seconds=30)
+    refresh_interval: timedelta = timedelta(seconds=30)
+
+    def __post_init__(self) -> None:
+        check_url(self.issuer, "issuer")
+        check_text(self.audience, "audience")
+        if (self.jwks_url is None) == (self.jwks_file is None):
+            raise ValueError("exactly one of jwks_url and jwks_file is required")
+        check_url(self.jwks_url, "jwks_url", required=False)
+        if self.jwks_file is not None and not isinstance(self.jwks_file, Path):
+            raise TypeError("jwks_file takes a pathlib.Path")
+        check_claim_name(self.partition_claim, "partition_claim", required=False)
+        check_claim_name(self.subject_claim, "subject_claim")
+        object.__setattr__(self, "required_scopes", required_scope_set(self.required_scopes))
+        check_span(self.leeway, "leeway", timedelta(0), MAX_LEEWAY)
+        check_span(self.refresh_interval, "refresh_interval", MIN_REFRESH_INTERVAL, MAX_REFRESH_INTERVAL)
+
+    def policy(self) -> JwtAdmission:
+        """A :class:`~soklet_core.mcp.server.auth.JwtAdmission` with these settings (close it with ``aclose``)."""
+        return JwtAdmission(self)
 
 
 def _refused(reason: AdmissionRefusedReason) -> AdmissionRefused:
