@@ -354,3 +354,16 @@ def test_the_secret_and_tokens_are_never_shown(introspector: tuple[Endpoint, Int
         assert SECRET not in text
         assert token not in text
     assert "client_secret" not in repr(settings)
+
+
+@pytest.mark.slow
+def test_an_endpoint_slower_than_the_budget_is_verifier_unavailable() -> None:
+    answers = Introspector(CLIENT_ID, SECRET)
+    answers.answers["tok"] = active()
+    endpoint = Endpoint(answers, delay=6).start()
+    try:
+        started = time.monotonic()
+        assert admit_all(endpoint, ["tok"]) == [R.VERIFIER_UNAVAILABLE]
+        assert time.monotonic() - started < 5.9
+    finally:
+        endpoint.stop()

@@ -723,3 +723,39 @@ def test_an_endpoint_that_never_answers_is_unavailable_within_the_timeout(issuer
     started = time.monotonic()
     assert run(scenario).reason is R.VERIFIER_UNAVAILABLE
     assert time.monotonic() - started < 5
+
+
+def test_mutated_tokens_are_refused_with_a_reason_never_an_exception(issuer: TokenIssuer) -> None:
+    # Every byte of a valid token of each algorithm replaced in turn (and the token cut at every tenth position):
+    # whatever PyJWT or cryptography make of it, the policy answers with an AdmissionRefused or an admission.
+    alphabet = "A_-.=+/x0 é"
+    tokens = [issuer.token(alg=alg) for alg in ALGORITHMS]
+    mutants = [
+        token[:index] + alphabet[(index + shift) % len(alphabet)] + token[index + 1 :]
+        for token in tokens
+        for index in range(0, len(token), 7)
+        for shift in (0, 3)
+    ]
+    mutants += [token[:index] for token in tokens for index in range(1, len(token), 10)]
+    endpoint, _ = jwks_endpoint(issuer.jwks())
+
+    async def scenario() -> set[AdmissionRefusedReason | None]:
+        admission = policy(endpoint.url)
+        seen: set[AdmissionRefusedReason | None] = set()
+        try:
+            for mutant in mutants:
+                try:
+                    await admission.admit(request(mutant))
+                    seen.add(None)
+                except AdmissionRefused as refused:
+                    seen.add(refused.reason)
+            return seen
+        finally:
+            await admission.aclose()
+
+    try:
+        seen = run(scenario)
+        assert R.BAD_SIGNATURE in seen
+        assert R.MALFORMED_TOKEN in seen
+    finally:
+        endpoint.stop()

@@ -245,21 +245,23 @@ class IntrospectionAdmission:
         # identity encoding: the size bound holds on the bytes received, never a decompression multiple.
         headers = {"accept": "application/json", "accept-encoding": "identity"}
         try:
-            async with self._client.stream(
-                "POST", self._settings.introspection_url, data=form, headers=headers
-            ) as response:
-                if response.status_code != 200:
-                    raise _Unavailable("status")
-                if response.headers.get("content-encoding", "identity").lower() != "identity":
-                    raise _Unavailable("encoded")
-                length = response.headers.get("content-length")
-                if length is not None and (not length.isdigit() or int(length) > MAX_INTROSPECTION_BYTES):
-                    raise _Unavailable("too-large")
-                async for chunk in response.aiter_raw():
-                    body += chunk
-                    if len(body) > MAX_INTROSPECTION_BYTES:
+            # One budget for the whole call: httpx's timeout is per read, which a server dripping bytes would stretch.
+            async with asyncio.timeout(INTROSPECTION_TIMEOUT_SECONDS):
+                async with self._client.stream(
+                    "POST", self._settings.introspection_url, data=form, headers=headers
+                ) as response:
+                    if response.status_code != 200:
+                        raise _Unavailable("status")
+                    if response.headers.get("content-encoding", "identity").lower() != "identity":
+                        raise _Unavailable("encoded")
+                    length = response.headers.get("content-length")
+                    if length is not None and (not length.isdigit() or int(length) > MAX_INTROSPECTION_BYTES):
                         raise _Unavailable("too-large")
-        except httpx.HTTPError:
+                    async for chunk in response.aiter_raw():
+                        body += chunk
+                        if len(body) > MAX_INTROSPECTION_BYTES:
+                            raise _Unavailable("too-large")
+        except (httpx.HTTPError, TimeoutError):
             raise _Unavailable("unreachable") from None
         try:
             answer = json.loads(body, parse_constant=_no_constant)

@@ -305,20 +305,22 @@ class JwksSource:
         try:
             # identity encoding: the size bound holds on the bytes received, never a decompression multiple.
             headers = {"accept": "application/json", "accept-encoding": "identity"}
-            async with client.stream("GET", url, headers=headers) as response:
-                if response.status_code != 200:
-                    raise _JwksUnavailable("status")
-                if response.headers.get("content-encoding", "identity").lower() != "identity":
-                    raise _JwksUnavailable("encoded")
-                length = response.headers.get("content-length")
-                if length is not None and (not length.isdigit() or int(length) > MAX_JWKS_BYTES):
-                    raise _JwksUnavailable("too-large")
-                async for chunk in response.aiter_raw():
-                    body += chunk
-                    if len(body) > MAX_JWKS_BYTES:
+            # One budget for the whole fetch: httpx's timeout is per read, which a server dripping bytes would stretch.
+            async with asyncio.timeout(FETCH_TIMEOUT_SECONDS):
+                async with client.stream("GET", url, headers=headers) as response:
+                    if response.status_code != 200:
+                        raise _JwksUnavailable("status")
+                    if response.headers.get("content-encoding", "identity").lower() != "identity":
+                        raise _JwksUnavailable("encoded")
+                    length = response.headers.get("content-length")
+                    if length is not None and (not length.isdigit() or int(length) > MAX_JWKS_BYTES):
                         raise _JwksUnavailable("too-large")
-                max_age = _max_age(response.headers.get("cache-control"))
-        except httpx.HTTPError:
+                    async for chunk in response.aiter_raw():
+                        body += chunk
+                        if len(body) > MAX_JWKS_BYTES:
+                            raise _JwksUnavailable("too-large")
+                    max_age = _max_age(response.headers.get("cache-control"))
+        except (httpx.HTTPError, TimeoutError):
             raise _JwksUnavailable("unreachable") from None
         return parse_jwks(bytes(body)), max_age
 
