@@ -101,14 +101,17 @@ def parse_duration(
     fractional: bool = False,
     bare_seconds: bool = False,
     days: bool = False,
+    zero: bool = False,
     message: str | None = None,
 ) -> timedelta:
-    """``15m``, ``900s``, ``1h``, ``1h30m`` or ``1h30m15s``: positive and at most ``maximum``. The one duration and
+    """``15m``, ``900s``, ``1h``, ``1h30m`` or ``1h30m15s``: positive (or zero, with ``zero``) and at most
+    ``maximum``. The one duration and
     seconds parser of the CLI: every option that takes a span of time calls it, with its own bounds.
 
     ``fractional`` also takes milliseconds on the seconds part (``0.5s``, ``1m2.25s``); ``bare_seconds`` takes a
     number without a unit as seconds, for options documented in seconds (``--timeout 5``); ``days`` also takes
-    the unit ``d`` first (``30d``, ``1d12h``). ``message`` replaces
+    the unit ``d`` first (``30d``, ``1d12h``); ``zero`` also takes a zero span (``0s``), for a tolerance that may be
+    none. ``message`` replaces
     every refusal message (an option's own words, which must state its bounds).
 
     Raises ``typer.BadParameter`` with a message that never repeats the input.
@@ -152,8 +155,9 @@ def parse_duration(
         milliseconds += int(fraction.ljust(_FRACTION_DIGITS, "0")) if fraction else 0
         unit_index += 1
     span = timedelta(milliseconds=milliseconds)
-    if milliseconds <= 0 or span > maximum:
-        raise typer.BadParameter(message or f"the duration must be positive and at most {_spell(maximum)}")
+    if milliseconds < 0 or (milliseconds == 0 and not zero) or span > maximum:
+        least = "zero or more" if zero else "positive"
+        raise typer.BadParameter(message or f"the duration must be {least} and at most {_spell(maximum)}")
     return span
 
 

@@ -9,7 +9,6 @@ option's value may be a secret pasted into the wrong option (the client secret i
 from __future__ import annotations
 
 import dataclasses
-import re
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -209,7 +208,8 @@ _OPTION_NAMES: Final = {
     "client_secret_file": "--client-secret-file",
     "client_secret": "the secret in --client-secret-file",
 }
-_FIELD_WORDS: Final = re.compile(r"\b(" + "|".join(sorted(_OPTION_NAMES, key=len, reverse=True)) + r")\b")
+#: The characters of a settings field's name: a message's words made of them are looked up in _OPTION_NAMES.
+_FIELD_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz_")
 _JWT_ONLY: Final = ("jwks_url", "jwks_file")
 _INTROSPECTION_ONLY: Final = ("introspection_url", "client_id", "client_secret_file")
 #: The secret-file refusals that --allow-insecure-permissions lifts.
@@ -258,6 +258,21 @@ def _read_client_secret(path: Path, *, allow_insecure: bool) -> str:
     return secret
 
 
+def _as_options(message: str) -> str:
+    """``message`` with each settings field it names (a whole word) written as the option a CLI user knows."""
+    out: list[str] = []
+    start = 0
+    for index in range(len(message) + 1):
+        if index < len(message) and message[index] in _FIELD_CHARS:
+            continue
+        word = message[start:index]
+        out.append(_OPTION_NAMES.get(word, word))
+        if index < len(message):
+            out.append(message[index])
+        start = index + 1
+    return "".join(out)
+
+
 def auth_settings(
     arguments: AuthArguments, *, allow_insecure: bool = False
 ) -> JwtSettings | IntrospectionSettings | None:
@@ -274,7 +289,7 @@ def auth_settings(
     leeway = timedelta(seconds=30)
     if arguments.leeway is not None:
         try:
-            leeway = parse_duration(arguments.leeway, maximum=_MAX_LEEWAY)
+            leeway = parse_duration(arguments.leeway, maximum=_MAX_LEEWAY, zero=True)
         except typer.BadParameter as error:
             _usage(f"--leeway: {error.message}")
     subject_claim = arguments.subject_claim or DEFAULT_SUBJECT_CLAIM
@@ -319,4 +334,4 @@ def auth_settings(
         )
     except (ValueError, TypeError) as error:
         # The settings' messages are fixed and never hold the value; they name fields, shown here as options.
-        _usage(_FIELD_WORDS.sub(lambda match: _OPTION_NAMES[match.group(1)], str(error)))
+        _usage(_as_options(str(error)))

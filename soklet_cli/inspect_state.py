@@ -13,6 +13,7 @@ from rich.text import Text
 
 from soklet_core.json import JsonValue, canonical_bytes, canonical_text, parse, serialize
 from soklet_core.keys import ProtectionKeyring
+from soklet_core.mcp.server.admission import MAX_BEARER_TOKEN_CHARS
 from soklet_core.mcp.server.durable._handles import looks_like_handle
 from soklet_core.protection import (
     ANONYMOUS_PARTITION,
@@ -148,10 +149,11 @@ def inspect_state(
         str | None,
         typer.Option(
             "--partition-from-token",
-            metavar="JWT",
+            metavar="JWT|@FILE",
             help=(
                 "Bind the retry to the partition admission gives this bearer token (instead of --partition), "
-                "verified with the --auth options as soklet serve would; the token is never printed."
+                "verified with the --auth options as soklet serve would; @FILE reads it from a file (a token on "
+                "the command line shows in the process list); the token is never printed."
             ),
         ),
     ] = None,
@@ -159,8 +161,9 @@ def inspect_state(
         str | None,
         typer.Option(
             "--subject-from-token",
-            metavar="JWT",
-            help="Show the subject, partition and scopes admission gives this bearer token (never printed).",
+            metavar="JWT|@FILE",
+            help="Show the subject, partition and scopes admission gives this bearer token (@FILE: read from a "
+            "file; never printed).",
         ),
     ] = None,
     auth: AuthKindOption = AuthKind.none,
@@ -257,7 +260,7 @@ def inspect_state(
         )
         assert settings is not None
         option = "--partition-from-token" if partition_token is not None else "--subject-from-token"
-        admitted = _admit(settings, (partition_token or subject_token or "").strip(), path, option, as_json)
+        admitted = _admit(settings, _bearer_text(partition_token or subject_token or ""), path, option, as_json)
         if partition_token is not None:
             partition = admitted.partition
         admission = {
@@ -406,6 +409,17 @@ def _admission_refused(option: str, reason: str, description: str, code: ExitCod
         emit_exact_json({"kind": "admission-refused", "from": option, "reason": reason, "exit_code": int(code)})
         raise typer.Exit(int(code))
     fail(f"{option}: admission refuses the token: {reason} ({description})", code)
+
+
+def _bearer_text(value: str) -> str:
+    """The token of a ``--*-from-token`` value: itself, or the contents of FILE for ``@FILE`` (bounded: a token
+    longer than admission reads is refused by admission, with its reason, never shown)."""
+    if not value.startswith("@"):
+        return value.strip()
+    if value == "@-":
+        fail("a bearer token is read from a file (@FILE), not from stdin: stdin is the state's", ExitCode.USAGE)
+    raw = read_input(value[1:], max_bytes=MAX_BEARER_TOKEN_CHARS + 2)
+    return raw.decode("utf-8", "replace").strip()
 
 
 def _admission_table(admission: dict[str, Any]) -> None:

@@ -118,6 +118,16 @@ def test_parse_duration_refuses_without_repeating_the_text(text: str) -> None:
     assert len(str(caught.value)) < 120
 
 
+def test_parse_duration_takes_zero_only_when_asked() -> None:
+    assert parse_duration("0s", zero=True) == timedelta(0)
+    assert parse_duration("0h0m0s", zero=True, maximum=timedelta(minutes=5)) == timedelta(0)
+    assert parse_duration("5m", zero=True, maximum=timedelta(minutes=5)) == timedelta(minutes=5)
+    with pytest.raises(typer.BadParameter, match="positive"):
+        parse_duration("0s")
+    with pytest.raises(typer.BadParameter, match="zero or more and at most 300 s"):
+        parse_duration("5m1s", zero=True, maximum=timedelta(minutes=5))
+
+
 def test_parse_duration_says_a_bare_number_has_no_unit_and_takes_a_maximum() -> None:
     with pytest.raises(typer.BadParameter, match="no unit"):
         parse_duration("15")

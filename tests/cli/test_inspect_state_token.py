@@ -132,3 +132,25 @@ def test_usage_errors(soklet: Any, issuer: TokenIssuer) -> None:
     assert "--partition and --partition-from-token exclude each other" in both.stderr
     assert auth_alone.returncode == 2
     assert "need --partition-from-token or --subject-from-token" in auth_alone.stderr
+
+
+def test_a_token_read_from_a_file(soklet: Any, issuer: TokenIssuer) -> None:
+    state = _sealed_for(soklet, "acme")
+    token_file = soklet.cwd / "token.txt"
+    token = issuer.token(sub="alice", tenant="acme")
+    token_file.write_text(token + "\n")
+    options = ["--keyring", RING, "--request", "retry.json", *_jwt_options(soklet, issuer)]
+    read, stdin, zero_leeway = soklet.run_together(
+        ("inspect-state", *options, "--json", "--partition-from-token", f"@{token_file}", state),
+        ("inspect-state", *options, "--partition-from-token", "@-", state),
+        ("inspect-state", *options, "--leeway", "0s", "--json", "--partition-from-token", f"@{token_file}", state),
+    )
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout)["admission"]["partition"] == "acme"
+    assert stdin.returncode == 2
+    assert "@FILE" in stdin.stderr
+    assert zero_leeway.returncode == 0, zero_leeway.stderr
+    assert json.loads(zero_leeway.stdout)["admission"]["subject"] == "alice"
+    for result in (read, stdin, zero_leeway):
+        for segment in token.split("."):
+            assert segment not in result.stdout + result.stderr
