@@ -24,6 +24,7 @@ The steps of one admission, each refusal a bounded :class:`AdmissionRefusedReaso
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -44,6 +45,7 @@ from jwt.exceptions import (
     PyJWTError,
 )
 
+from soklet_core.keys.base64url import decode_base64url
 from soklet_core.mcp.server.admission import (
     Admission,
     AdmissionRefused,
@@ -143,10 +145,17 @@ def _refused(reason: AdmissionRefusedReason) -> AdmissionRefused:
 
 def _header(token: str) -> tuple[str, str | None]:
     """The token's allowlisted ``alg`` and its ``kid`` (``None`` without one), read before any verification."""
+    # Only the header segment is decoded here (strictly, by the one base64url decoder): PyJWT's own header read
+    # decodes the payload and signature too, and jwt.decode parses them again once the key is known.
+    encoded, dot, rest = token.partition(".")
+    if not dot or rest.count(".") != 1:
+        raise _refused(_R.MALFORMED_TOKEN)
     try:
-        header = jwt.get_unverified_header(token)
-    except PyJWTError:
+        header = json.loads(decode_base64url(encoded))
+    except (ValueError, RecursionError):  # RecursionError: a header nested deeper than the parser goes
         raise _refused(_R.MALFORMED_TOKEN) from None
+    if not isinstance(header, dict):
+        raise _refused(_R.MALFORMED_TOKEN)
     algorithm, kid = header.get("alg"), header.get("kid")
     if not isinstance(algorithm, str):
         raise _refused(_R.MALFORMED_TOKEN)
