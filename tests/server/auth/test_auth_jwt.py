@@ -212,7 +212,18 @@ def test_an_rs256_header_naming_the_ec_key_is_disallowed_without_a_refetch(issue
 
 @pytest.mark.parametrize(
     "token",
-    ["not-a-jwt", "a.b.c", "eyJhbGciOiJSUzI1NiJ9.e30", "x" * 100, "e30.e30.e30"],
+    [
+        "not-a-jwt",
+        "a.b.c",
+        "eyJhbGciOiJSUzI1NiJ9.e30",
+        "x" * 100,
+        "e30.e30.e30",
+        # A header padded, of the standard alphabet, a JSON array, nested past the parser: all malformed.
+        "eyJhbGciOiJSUzI1NiJ9==.e30.sig",
+        "eyJhbGciOiJSUzI1NiIs+mtpZCI6ImsifQ.e30.sig",
+        "WzFd.e30.sig",
+        base64.urlsafe_b64encode(b"[" * 5000).rstrip(b"=").decode() + ".e30.sig",
+    ],
 )
 def test_a_token_that_is_not_a_jws_is_malformed(issuer: TokenIssuer, token: str) -> None:
     assert reason_of(admit_once(issuer, token)) is R.MALFORMED_TOKEN
