@@ -2,8 +2,10 @@
 
 ``TokenIssuer`` holds one RSA (RS256), one EC P-256 (ES256) and one Ed25519 (EdDSA) key, each with its own ``kid``;
 ``jwks()`` publishes their public halves and ``token(...)`` mints a signed JWT with the claims a test names.
-``JwksServer`` serves a JWKS from a real ``ThreadingHTTPServer`` on 127.0.0.1 and counts the fetches, so a test can
-check the policy's caching and refresh. This module's API is shared with the interop tests: keep it stable.
+``Endpoint`` is a real ``ThreadingHTTPServer`` on 127.0.0.1 (port 0) in a daemon thread answering every request with
+what its ``answer`` callable returns (it counts the requests and the most in flight at once, and may delay each
+answer); ``JwksServer`` is one serving a JWKS and counting the fetches, so a test can check the policy's caching
+and refresh. This module's API is shared with the interop tests: keep it stable.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
@@ -109,8 +112,121 @@ class TokenIssuer:
         return jwt.encode(body, self.keys[alg], algorithm=alg, headers=header)
 
 
-class JwksServer:
-    """A JWKS served at ``url`` (``http://127.0.0.1:PORT/jwks.json``) by a real HTTP server in a thread.
+@dataclass
+class Reply:
+    """One answer: status, headers, body (``Content-Length`` is added unless ``length`` is False)."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    length: bool = True
+
+
+@dataclass(frozen=True)
+class Received:
+    """What the endpoint received: method, path, headers (lower-case names), body."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+
+
+class Endpoint:
+    """A real HTTP server answering with ``answer(received)``; ``requests`` counts them, ``peak`` the most in flight."""
+
+    def __init__(self, answer: Callable[[Received], Reply], *, delay: float = 0.0) -> None:
+        self.answer = answer
+        self.delay = delay
+        self.requests = 0
+        self.received: list[Received] = []
+        self.peak = 0
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        served = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                received = Received(
+                    self.command,
+                    self.path,
+                    {name.lower(): value for name, value in self.headers.items()},
+                    self.rfile.read(length),
+                )
+                with served._lock:
+                    served.requests += 1
+                    served.received.append(received)
+                    served._in_flight += 1
+                    served.peak = max(served.peak, served._in_flight)
+                try:
+                    if served.delay:
+                        time.sleep(served.delay)
+                    reply = served.answer(received)
+                finally:
+                    with served._lock:
+                        served._in_flight -= 1
+                try:
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    if reply.length:
+                        self.send_header("Content-Length", str(len(reply.body)))
+                    else:
+                        self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up first (a timeout or a size bound under test)
+
+            do_GET = _serve  # noqa: N815 - http.server's handler names
+            do_POST = _serve  # noqa: N815
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: the tests read the counters, not the log."""
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL, ``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> Self:
+        """Serve in a daemon thread."""
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), name="auth-endpoint", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket (the port then refuses connections)."""
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def json_reply(document: object, *, headers: Mapping[str, str] | None = None) -> Reply:
+    """A 200 JSON answer."""
+    return Reply(200, json.dumps(document).encode(), {"Content-Type": "application/json", **(headers or {})})
+
+
+class JwksServer(Endpoint):
+    """A JWKS served at ``url`` (``http://127.0.0.1:PORT/jwks.json``) by a real :class:`Endpoint`.
 
     ``document`` is what it serves (replace it to rotate keys), ``fetches`` how many GETs of the JWKS path it
     answered; ``status`` (default 200) lets a test make it fail. Use it as a context manager.
@@ -121,31 +237,17 @@ class JwksServer:
         self.path = path
         self.status = 200
         self.fetches = 0
-        self._lock = threading.Lock()
-        served = self
+        self._fetch_lock = threading.Lock()
+        super().__init__(self._serve_jwks)
 
-        class _Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.split("?", 1)[0] != served.path:
-                    self.send_error(404)
-                    return
-                with served._lock:
-                    served.fetches += 1
-                    status = served.status
-                    document = served.document() if callable(served.document) else served.document
-                body = json.dumps(document).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Quiet: the tests read the server's counters, not its log."""
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
+    def _serve_jwks(self, received: Received) -> Reply:
+        if received.method != "GET" or received.path.split("?", 1)[0] != self.path:
+            return Reply(404, b"")
+        with self._fetch_lock:
+            self.fetches += 1
+            status = self.status
+            document = self.document() if callable(self.document) else self.document
+        return Reply(status, json.dumps(document).encode(), {"Content-Type": "application/json"})
 
     @property
     def port(self) -> int:
@@ -156,25 +258,3 @@ class JwksServer:
     def url(self) -> str:
         """The JWKS URL."""
         return f"http://127.0.0.1:{self.port}{self.path}"
-
-    def start(self) -> JwksServer:
-        """Start serving in a daemon thread."""
-        self._thread = threading.Thread(target=self._server.serve_forever, name="jwks-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._server.server_close()
-
-    def __enter__(self) -> JwksServer:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.stop()
