@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +27,7 @@ from soklet_core.mcp import (
 from soklet_core.mcp.model.context import Identity
 from soklet_core.mcp.model.errors import RegistrationError
 from soklet_core.mcp.model.scopes import MAX_SCOPE_CHARS, MAX_SCOPES, parse_scope_text, scope_set
+from soklet_core.mcp.server._jsonrpc import INVALID_STATE_MESSAGE
 from soklet_core.mcp.server.admission import (
     MAX_BEARER_TOKEN_CHARS,
     Admission,
@@ -34,10 +37,12 @@ from soklet_core.mcp.server.admission import (
     BearerTokenEntry,
     bearer_token,
 )
+from soklet_core.mcp.server.auth import JwtSettings
 from soklet_core.mcp.server.ops._metrics import ServerMetrics
 from soklet_core.mcp.server.resource_metadata import WELL_KNOWN_PATH, ProtectedResource, check_resource_url
 from soklet_core.protection import ProtectionConfig
-from tests.server.support import Client, running
+from tests.cli.support_tokens import AUDIENCE, ISSUER, TokenIssuer
+from tests.server.support import FORM_CAPS, Client, Entries, build_test_registry, running
 
 OBJECT = {"type": "object"}
 ENTERED: list[str] = []
@@ -313,3 +318,38 @@ def test_a_2025_session_is_bound_to_the_subject_as_well_as_the_partition() -> No
         assert scoped.status_code == 404
         call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "files.read", "arguments": {}}}
         assert "read" in _legacy(base, "reader", call, session).text
+
+
+def test_a_state_sealed_for_one_tenant_is_refused_for_another_before_the_handler(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The JWT policy on a real uvicorn: tenant B's valid token cannot continue tenant A's state."""
+    issuer = TokenIssuer()
+    settings = JwtSettings(
+        issuer=ISSUER, audience=AUDIENCE, jwks_file=issuer.write_jwks(tmp_path / "jwks.json"), partition_claim="tenant"
+    )
+    entries = Entries()
+    keyring = ProtectionKeyring(ProtectionKey.generate("k1"))
+    server = McpServer(
+        build_test_registry(entries), protection=ProtectionConfig(keyring=keyring), admission=settings.policy()
+    )
+    alice = issuer.token(sub="alice", tenant="tenant-a")
+    mallory = issuer.token(sub="mallory", tenant="tenant-b")
+    with caplog.at_level(logging.INFO, logger="soklet.mcp.access"), running(server) as base:
+        tenant_a = Client(base, token=alice)
+        first = tenant_a.call("probe", {}, capabilities=FORM_CAPS)
+        assert first.state is not None
+        assert entries["probe"] == 1
+        replay = Client(base, token=mallory).retry(
+            "probe", {}, first.state, {"done": {"action": "accept"}}, capabilities=FORM_CAPS
+        )
+        assert replay.error == {"code": -32602, "message": INVALID_STATE_MESSAGE}
+        assert entries["probe"] == 1  # the handler never entered for tenant B
+        done = tenant_a.retry("probe", {}, first.state, {"done": {"action": "accept"}}, capabilities=FORM_CAPS)
+        assert done.text == "done after 1 rounds; owner=tenant-a"
+        assert entries["probe"] == 2
+    lines = [record.getMessage() for record in caplog.records if record.name == "soklet.mcp.access"]
+    assert any("reason=state-binding-partition" in line for line in lines), lines
+    for line in lines:
+        for segment in (*alice.split("."), *mallory.split(".")):
+            assert segment not in line
