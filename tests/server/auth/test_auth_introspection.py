@@ -36,8 +36,13 @@ def introspector() -> Iterator[tuple[Endpoint, Introspector]]:
         endpoint.stop()
 
 
+#: How far ahead of the clock an answer's exp (or a not-yet-valid nbf) lies: the parametrized answers are built when
+#: the tests are collected, which may be many minutes before they run in a whole-suite run.
+AHEAD_SECONDS = 86_400
+
+
 def active(**claims: Any) -> dict[str, Any]:
-    return {"active": True, "sub": "alice", "exp": int(time.time()) + 300, **claims}
+    return {"active": True, "sub": "alice", "exp": int(time.time()) + AHEAD_SECONDS, **claims}
 
 
 def request(token: str) -> AdmissionRequest:
@@ -107,7 +112,7 @@ def test_without_a_partition_claim_the_subject_is_the_partition(introspector: tu
         ({"active": "true", "sub": "alice"}, {}, R.INACTIVE),
         ({"sub": "alice"}, {}, R.INACTIVE),
         (active(exp=int(time.time()) - 120), {}, R.EXPIRED),
-        (active(nbf=int(time.time()) + 120), {}, R.NOT_YET_VALID),
+        (active(nbf=int(time.time()) + AHEAD_SECONDS), {}, R.NOT_YET_VALID),
         (active(exp="soon"), {}, R.BAD_CLAIM),
         (active(aud="other"), {"audience": AUDIENCE}, R.WRONG_AUDIENCE),
         (active(aud=["other", "more"]), {"audience": AUDIENCE}, R.WRONG_AUDIENCE),
