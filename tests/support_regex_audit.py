@@ -10,8 +10,9 @@ Two halves:
     alternation whose branches differ in length (``(a|ab)*``, which the parser factors into ``a(?:|b)``) or a
     back-reference. Star height 2 is refused outright, even where a delimiter makes it unambiguous: the rule is
     simple to keep and the safe spelling (split first, then match each piece) is always available. The one
-    exception is a possessive repeat (``(?:,[0-9]+)*+``): it never goes back into an iteration it has finished, so
-    how its body could be split across iterations cannot multiply the work; the rules still apply inside its body
+    exception is a possessive repeat (``(?:,[0-9]+)*+``, or an atomic group holding just a repeat,
+    ``(?>(?:,[0-9]+)*)``, which means the same): it never goes back into an iteration it has finished, so how its
+    body could be split across iterations cannot multiply the work; the rules still apply inside its body
     (``(?:(?:a+)*)*+`` is flagged for the inner repeat).
   - ``alternation``: a repeat that may run more than once whose body holds an alternation with two branches that
     can start with the same character, or two branches that can match the empty string (``(a|a)*``,
@@ -292,6 +293,10 @@ class _Analyser:
                 self.walk(av[2], mode)
             elif op is sre.SUBPATTERN:
                 self.walk(av[3], mode.adjusted(av[1], av[2]))
+            elif op is sre.ATOMIC_GROUP and len(av) == 1 and av[0][0] in _REPEATS:
+                # (?>X{m,n}) is X{m,n}+ by definition: the possessive repeat spelled for CPython before 3.11.5
+                # (soklet_core/json/regex_support.py). Exempt as a possessive repeat is; its body's rules hold.
+                self.walk(av[0][1][2], mode)
             elif op is sre.ATOMIC_GROUP:
                 self.walk(av, mode)
             elif op is sre.BRANCH:

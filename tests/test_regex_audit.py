@@ -68,6 +68,9 @@ KNOWN_BAD = [
     # Possessive outside, but the rules still hold inside its body.
     (r"(?:(?:a+)*)*+", "nested"),
     (r"(?:x\s*\s*)*+", "adjacent"),
+    (r"(?>(?:(?:a+)*)*)", "nested"),
+    # An atomic group is exempt only when it holds just the repeat: here the repeat has company.
+    (r"(?>x(?:a[0-9]*)*)", "nested"),
 ]
 
 KNOWN_GOOD = [
@@ -87,6 +90,8 @@ KNOWN_GOOD = [
     # A possessive repeat never gives an iteration back, so its body's split across iterations is fixed.
     r"(?:,-?[0-9]+(?:\.[0-9]+)?(?![0-9.]))*+",
     r"(?:\[[0-9]*\]|x)*+",
+    # The same possessive repeat spelled as an atomic group, as CPython before 3.11.5 needs it.
+    r"(?>(?:,-?[0-9]+(?:\.[0-9]+)?(?![0-9.])){0,99})",
 ]
 
 

@@ -30,6 +30,7 @@ from .limits import MAX_DEPTH
 from .msgspec_canonical import encode_value
 from .number_runs import PACKED_FROM_BYTES, pack_number_arrays
 from .numbers import CANONICAL_SPELLING, CANONICAL_TOKEN, canonical_decimal_text, canonical_number_text
+from .regex_support import POSSESSIVE_REPEATS_WORK
 from .values import JsonArray, JsonBoolean, JsonNull, JsonNumber, JsonObject, JsonString, JsonValue
 
 __all__ = [
@@ -195,7 +196,11 @@ def load_canonical_tree(
 
 # A run of plain number tokens (see number_runs) already in canonical spelling, and a token of one that is not.
 # Each token of the run ends at its comma (the look-ahead), so the possessive repeat never needs an item back.
-_CANONICAL_RUN: Final = re.compile(f"{CANONICAL_SPELLING}(?![^,])(?:,{CANONICAL_SPELLING}(?![^,]))*+")
+_CANONICAL_RUN: re.Pattern[str]
+if POSSESSIVE_REPEATS_WORK:
+    _CANONICAL_RUN = re.compile(f"{CANONICAL_SPELLING}(?![^,])(?:,{CANONICAL_SPELLING}(?![^,]))*+")
+else:  # the same, spelled for CPython before 3.11.5 (regex_support)
+    _CANONICAL_RUN = re.compile(f"{CANONICAL_SPELLING}(?![^,])(?>(?:,{CANONICAL_SPELLING}(?![^,]))*)")
 _RESPELLED_IN_RUN: Final = re.compile(f"(?<![^,])(?!{CANONICAL_SPELLING}(?![^,]))[^,]+")
 
 

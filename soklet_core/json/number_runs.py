@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .numbers import PLAIN_NUMBER_ITEM
+from .regex_support import POSSESSIVE_REPEATS_WORK
 
 __all__ = [
     "CHUNK_NUMBERS",
@@ -42,10 +43,16 @@ CHUNK_NUMBERS: Final = 2_048
 # An opening bracket followed by at least PACKED_FROM_NUMBERS number-like items (checked exactly while chunking):
 # documents of many small arrays cost one bounded look-ahead each, no Python step.
 # Possessive: each item ends at its comma, so an iteration never has another way to end.
-_CANDIDATE: Final = re.compile(rf"\[(?=(?:-?[0-9][0-9.]*,){{{PACKED_FROM_NUMBERS - 1}}}+-?[0-9])")
 # Up to CHUNK_NUMBERS tokens; the separators are a fixed comma, so the repetition cannot overlap. Possessive: a
-# finished chunk gives nothing back, so the engine keeps no backtracking state per token (9 MB a chunk otherwise).
-_CHUNK: Final = re.compile(rf"{PLAIN_NUMBER_ITEM}(?:,{PLAIN_NUMBER_ITEM}){{0,{CHUNK_NUMBERS - 1}}}+")
+# finished chunk gives nothing back, so the engine keeps no backtracking state per token (regex_support).
+_CANDIDATE: re.Pattern[str]
+_CHUNK: re.Pattern[str]
+if POSSESSIVE_REPEATS_WORK:
+    _CANDIDATE = re.compile(rf"\[(?=(?:-?[0-9][0-9.]*,){{{PACKED_FROM_NUMBERS - 1}}}+-?[0-9])")
+    _CHUNK = re.compile(rf"{PLAIN_NUMBER_ITEM}(?:,{PLAIN_NUMBER_ITEM}){{0,{CHUNK_NUMBERS - 1}}}+")
+else:  # the same, spelled for CPython before 3.11.5 (regex_support)
+    _CANDIDATE = re.compile(rf"\[(?=(?>(?:-?[0-9][0-9.]*,){{{PACKED_FROM_NUMBERS - 1}}})-?[0-9])")
+    _CHUNK = re.compile(rf"{PLAIN_NUMBER_ITEM}(?>(?:,{PLAIN_NUMBER_ITEM}){{0,{CHUNK_NUMBERS - 1}}})")
 # Placeholders: the fences of a number (see codec.NUMBER_OPEN) the other way round, so that no part of the
 # canonical encoder can take one for a number.
 _OPEN: Final = "\udfff"

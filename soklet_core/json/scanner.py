@@ -13,6 +13,7 @@ from typing import Final
 from .errors import JsonError, JsonErrorReason
 from .limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_TOKEN_CHARS
 from .numbers import PLAIN_NUMBER_ITEM, decimal_from_token
+from .regex_support import POSSESSIVE_REPEATS_WORK
 
 __all__ = ["RUN_VALUES", "locate_refusal"]
 
@@ -40,8 +41,14 @@ RUN_VALUES: Final = 4_096
 _RUN_STRING: Final = r'"[^",\\\x00-\x1f\ud800-\udfff]*"'
 _RUN_SCALAR: Final = rf"(?:{PLAIN_NUMBER_ITEM}|{_RUN_STRING}|true|false|null)"
 _RUN_ITEM: Final = rf"(?:{PLAIN_NUMBER_ITEM}|{_RUN_STRING}|true|false|null|\[[ \t\n\r]*\]|\{{[ \t\n\r]*\}})"
-_RUN: Final = re.compile(rf"{_RUN_ITEM}(?:[ \t\n\r]*,[ \t\n\r]*{_RUN_ITEM}){{0,{RUN_VALUES - 1}}}+")
-_RUN_OF_SCALARS: Final = re.compile(rf"{_RUN_SCALAR}(?:[ \t\n\r]*,[ \t\n\r]*{_RUN_SCALAR}){{0,{RUN_VALUES - 1}}}+")
+_RUN: re.Pattern[str]
+_RUN_OF_SCALARS: re.Pattern[str]
+if POSSESSIVE_REPEATS_WORK:
+    _RUN = re.compile(rf"{_RUN_ITEM}(?:[ \t\n\r]*,[ \t\n\r]*{_RUN_ITEM}){{0,{RUN_VALUES - 1}}}+")
+    _RUN_OF_SCALARS = re.compile(rf"{_RUN_SCALAR}(?:[ \t\n\r]*,[ \t\n\r]*{_RUN_SCALAR}){{0,{RUN_VALUES - 1}}}+")
+else:  # the same, spelled for CPython before 3.11.5 (regex_support)
+    _RUN = re.compile(rf"{_RUN_ITEM}(?>(?:[ \t\n\r]*,[ \t\n\r]*{_RUN_ITEM}){{0,{RUN_VALUES - 1}}})")
+    _RUN_OF_SCALARS = re.compile(rf"{_RUN_SCALAR}(?>(?:[ \t\n\r]*,[ \t\n\r]*{_RUN_SCALAR}){{0,{RUN_VALUES - 1}}})")
 
 
 class _Refused(Exception):
