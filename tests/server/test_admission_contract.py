@@ -113,6 +113,8 @@ def test_a_registration_refuses_a_scope_that_could_break_the_challenge() -> None
     with pytest.raises(RegistrationError):
         tool(name="bad.tool", description="x", input_schema=OBJECT, required_scopes=['files" error="x'])(open_tool)
     assert files_read.required_scopes == frozenset({"files:read"})
+    assert REGISTRY.required_scopes == frozenset({"files:read"})
+    assert Registry(open_tool).required_scopes == frozenset()
     assert open_tool.required_scopes == frozenset()
 
 

@@ -714,6 +714,18 @@ class Registry:
         argument name."""
         return self._completions.get((ref_type, ref_name, argument))
 
+    @property
+    def required_scopes(self) -> frozenset[str]:
+        """Every scope some operation of this registry requires (``required_scopes=``): what a server lists in its
+        RFC 9728 ``scopes_supported``."""
+        return frozenset().union(
+            *(
+                item.required_scopes
+                for group in (self.tools, self.prompts, self.resources, self.resource_templates)
+                for item in group
+            )
+        )
+
     def server_capabilities(self) -> JsonObject:
         """The server capabilities a server of this registry advertises (``server/discover``, a 2025-era
         ``initialize``): ``tools``, ``prompts``, ``resources`` and ``completions``, each only when at least one

@@ -446,13 +446,10 @@ def _protected_resource(config: ServeConfig, registry: Registry, base_url: str) 
     servers (else the issuer) and every scope a client may need: the policy's and each registration's."""
     assert config.auth is not None
     resource = config.resource or f"{base_url}{normalize_endpoint_path(config.options.http.path)}"
-    scopes = set(config.auth.required_scopes)
-    for registration in (*registry.tools, *registry.prompts, *registry.resources, *registry.resource_templates):
-        scopes.update(registration.required_scopes)
     return ProtectedResource(
         resource=resource,
         authorization_servers=config.metadata_authorization_servers,
-        scopes_supported=frozenset(scopes),
+        scopes_supported=config.auth.required_scopes | registry.required_scopes,
     )
 
 
