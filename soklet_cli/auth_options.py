@@ -301,8 +301,6 @@ def auth_settings(
         if kind is AuthKind.jwt:
             _need(arguments, ("issuer", "audience"), kind)
             _refuse(arguments, _INTROSPECTION_ONLY, kind)
-            if (arguments.jwks_url is None) == (arguments.jwks_file is None):
-                _usage("--auth jwt needs exactly one of --jwks-url and --jwks-file")
             assert arguments.issuer is not None
             assert arguments.audience is not None
             return JwtSettings(
