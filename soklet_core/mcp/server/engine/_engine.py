@@ -281,13 +281,14 @@ class Engine:
         (:func:`~soklet_core.mcp.server._jsonrpc.unauthorized`). The refusal is counted by its reason."""
         try:
             verdict = self._admission.admit(AdmissionRequest(path, headers))
-            if not isinstance(verdict, Admission):
-                verdict = await verdict
+            if isinstance(verdict, Admission):  # a synchronous policy: the common case, no await
+                return verdict
+            admitted = await verdict
         except AdmissionRefused as refused:
             raise self._refusal(refused) from None
-        if not isinstance(verdict, Admission):
+        if not isinstance(admitted, Admission):
             raise TypeError("an admission policy answers an Admission")
-        return verdict
+        return admitted
 
     def _refusal(self, refused: AdmissionRefused) -> McpError:
         if self._metrics is not None:
