@@ -53,9 +53,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Final, TypeAlias
+from typing import Final
 
 from soklet_core.json import (
     JsonError,
@@ -64,7 +64,6 @@ from soklet_core.json import (
     JsonObject,
     JsonString,
     JsonValue,
-    encode_wire,
     parse,
 )
 from soklet_core.json.limits import INLINE_BODY_BYTES
@@ -90,6 +89,22 @@ from soklet_core.mcp.server.http._authority import (
     parse_origin,
 )
 from soklet_core.mcp.server.http._dispatch import HttpDispatch
+from soklet_core.mcp.server.http._exchange import (
+    QUIET,
+    SSE_DATA,
+    SSE_END,
+    SSE_HEADERS,
+    ASGIApp,
+    BodyWindow,
+    Channel,
+    Exchange,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    SentTracker,
+    sse_frame,
+)
 from soklet_core.mcp.server.legacy._engine import (
     SESSION_HEADER,
     SESSION_NOT_FOUND,
@@ -117,13 +132,6 @@ __all__ = [
     "parse_origin",
 ]
 
-Scope: TypeAlias = MutableMapping[str, Any]
-Message: TypeAlias = MutableMapping[str, Any]
-Receive: TypeAlias = Callable[[], Awaitable[Message]]
-Send: TypeAlias = Callable[[Message], Awaitable[None]]
-#: A plain ASGI 3 application (what a mount serves).
-ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
-
 _NO_MOUNTS: Final[Mapping[str, ASGIApp]] = MappingProxyType({})
 #: At most this many mounts: the path of every request outside the endpoint is compared with each prefix.
 MAX_MOUNTS: Final = 16
@@ -132,61 +140,6 @@ _logger = logging.getLogger("soklet.mcp")
 
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
-_SSE_HEADERS: Final = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
-
-
-class _Channel:
-    """The frames of one request's response stream, between the protocol logic and the response writer.
-
-    Progress frames (from a handler, via the engine) are held until streaming is allowed; a frame sent with
-    :meth:`send` (a server-to-client request of a 2025-era session, which the client must see to answer) allows
-    streaming itself. ``ready`` is called (on the event loop) whenever frames may be streamed: frames are held
-    and streaming is allowed. The stream starts lazily, at the first frame written: a request that streams
-    nothing gets a plain JSON answer.
-    """
-
-    __slots__ = ("_ready", "allowed", "cancelled", "frames")
-
-    def __init__(self, ready: Callable[[], None]) -> None:
-        self.cancelled = False
-        self.allowed = False
-        self.frames: list[JsonObject] = []
-        self._ready = ready
-
-    def allow_streaming(self) -> None:
-        self.allowed = True
-        if self.frames:
-            self._ready()
-
-    def progress(self, frame: JsonObject) -> None:
-        self.frames.append(frame)
-        if self.allowed:
-            self._ready()
-
-    def send(self, frame: JsonObject) -> None:
-        """Queue one JSON-RPC message to the client (never blocks): it commits the response as SSE."""
-        self.frames.append(frame)
-        self.allowed = True
-        self._ready()
-
-
-def _nothing() -> None:
-    """No frames to write."""
-
-
-#: The channel of an answer given without running anything (no frames are ever held in it).
-_QUIET: Final = _Channel(_nothing)
-
-_SSE_DATA: Final = b"event: message\ndata: "
-_SSE_END: Final = b"\n\n"
-
-
-def _sse_frame(message: JsonValue) -> bytes:
-    return _SSE_DATA + encode_wire(message) + _SSE_END
 
 
 class McpAsgiApp:
@@ -318,7 +271,7 @@ class McpAsgiApp:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         self._active += 1
-        sent = _SentTracker(send)
+        sent = SentTracker(send)
         try:
             result = await self._handle(scope, receive, sent)
         except asyncio.CancelledError:
@@ -398,7 +351,7 @@ class McpAsgiApp:
         if readiness is not None and not readiness.ready:
             # Before the body: a request that cannot be served now costs no read, no parse and no key.
             refused = busy_refusal(_NOT_READY_TEXT, retry_after=RETRY_AFTER_SECONDS, reason="not-ready")
-            return await self._finish(send, DispatchResult.refused(refused), _QUIET, False)
+            return await self._finish(send, DispatchResult.refused(refused), QUIET, False)
         if scope["method"] == "DELETE":
             return await self._end_session(scope["path"], headers, send)
         body = await self._read_body(headers, receive)
@@ -484,7 +437,7 @@ class McpAsgiApp:
             try:
                 message = await self._engine.parse_body(body)
             except McpError as error:
-                return await self._finish(send, DispatchResult.refused(error), _QUIET, False)
+                return await self._finish(send, DispatchResult.refused(error), QUIET, False)
         else:
             # Without a session only an initialize opens the 2025 era, and an initialize is small: a body over the
             # inline size is left to the 2026-07-28 path (which parses large bodies off the loop).
@@ -496,7 +449,7 @@ class McpAsgiApp:
                     return await self._respond(HttpRequest(path, headers, body), receive, send)
                 if message is None:
                     return await self._answer(send, 400, PARSE_ERROR, "Parse error", "parse-error")
-                return await self._finish(send, legacy.refuse_modern(message), _QUIET, False)
+                return await self._finish(send, legacy.refuse_modern(message), QUIET, False)
         return await self._respond(LegacyRequest(path, headers, message, session, len(body), peer), receive, send)
 
     async def _answer(
@@ -515,7 +468,7 @@ class McpAsgiApp:
         if SESSION_HEADER not in headers:
             return await self._answer(send, 400, INVALID_REQUEST, _NO_SESSION_TEXT, "session-missing")
         result = await self._legacy.end_session(LegacyRequest(path, headers, JsonNull.instance()))
-        return await self._finish(send, result, _QUIET, False)
+        return await self._finish(send, result, QUIET, False)
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | object:
         """The body, or a marker: :data:`_TOO_LARGE`, :data:`_TIMED_OUT` (body timeout) or :data:`_DRAINED`."""
@@ -533,7 +486,7 @@ class McpAsgiApp:
         # One deadline for the whole body (a trickle cannot renew it); the end of the shutdown grace brings it
         # forward. Both only matter while receive() waits: they are armed on the loop's next turn, so a body that
         # is all there when the request starts (the common case) costs one call_soon handle, no timer.
-        window = _BodyWindow(task, loop.time() + self._limits.body_timeout_seconds, grace)
+        window = BodyWindow(task, loop.time() + self._limits.body_timeout_seconds, grace)
         arming = loop.call_soon(window.arm)
         try:
             while True:
@@ -566,7 +519,7 @@ class McpAsgiApp:
         # disconnect is then seen one turn later at most.
         task = asyncio.current_task()
         assert task is not None
-        exchange = _Exchange(self, send, task)
+        exchange = Exchange(send, task)
         channel = exchange.channel
         grace = self._grace_signal()
         start_watching = asyncio.get_running_loop().call_soon(exchange.watch, receive)
@@ -609,19 +562,10 @@ class McpAsgiApp:
             await send({"type": "http.response.body", "body": body})
             return DispatchResult(503, None, reason="shutdown-cancelled", code=INTERNAL_ERROR)
         # The stream already committed 200: the error is its last frame.
-        await send({"type": "http.response.body", "body": _SSE_DATA + body + _SSE_END})
+        await send({"type": "http.response.body", "body": SSE_DATA + body + SSE_END})
         return DispatchResult(200, None, reason="shutdown-cancelled", code=INTERNAL_ERROR)
 
-    async def _stream(self, send: Send, channel: _Channel, started: bool) -> bool:
-        if not started:
-            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-        frames, channel.frames = channel.frames, []
-        await send(
-            {"type": "http.response.body", "body": b"".join(_sse_frame(frame) for frame in frames), "more_body": True}
-        )
-        return True
-
-    async def _finish(self, send: Send, result: DispatchResult, channel: _Channel, streaming: bool) -> DispatchResult:
+    async def _finish(self, send: Send, result: DispatchResult, channel: Channel, streaming: bool) -> DispatchResult:
         if result.body is None:
             await send({"type": "http.response.start", "status": result.status, "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
@@ -632,118 +576,15 @@ class McpAsgiApp:
         held = channel.frames if result.status == 200 else []
         if streaming or held:
             if not streaming:
-                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-            prefix = b"".join(_sse_frame(frame) for frame in held)
-            await send({"type": "http.response.body", "body": prefix + _SSE_DATA + body + _SSE_END})
+                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            prefix = b"".join(sse_frame(frame) for frame in held)
+            await send({"type": "http.response.body", "body": prefix + SSE_DATA + body + SSE_END})
             return result
         headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
         headers.extend((name.encode("latin-1"), value.encode("latin-1")) for name, value in result.headers)
         await send({"type": "http.response.start", "status": result.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
         return result
-
-
-class _BodyWindow:
-    """The body read's deadline and the end of the shutdown grace, armed only once the read has waited a turn.
-
-    Either cancels the reading task once (``cut`` says which: ``"deadline"`` or ``"grace"``); the reader takes the
-    cancellation back (``Task.uncancel``) unless the task was also cancelled from outside, as ``asyncio.timeout``
-    does.
-    """
-
-    __slots__ = ("_deadline", "_grace", "_task", "_timer", "cancelling", "cut")
-
-    def __init__(self, task: asyncio.Task[Any], deadline: float, grace: asyncio.Future[None]) -> None:
-        self._task = task
-        self._deadline = deadline
-        self._grace = grace
-        self._timer: asyncio.TimerHandle | None = None
-        self.cancelling = task.cancelling()
-        self.cut: str | None = None
-
-    def arm(self) -> None:
-        """The read is still waiting: start the deadline's timer and follow the grace."""
-        self._timer = asyncio.get_running_loop().call_at(self._deadline, self._expire, "deadline")
-        self._grace.add_done_callback(self._on_grace)
-
-    def disarm(self) -> None:
-        """The read is over (armed or not)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._grace.remove_done_callback(self._on_grace)
-
-    def _on_grace(self, _grace: asyncio.Future[None]) -> None:
-        self._expire("grace")
-
-    def _expire(self, why: str) -> None:
-        if self.cut is None:
-            self.cut = why
-            self._task.cancel()
-
-
-class _Exchange:
-    """The response side of one request while its dispatch runs: who stopped it, and the progress writer."""
-
-    __slots__ = ("_app", "_send", "_task", "_watcher", "_writer", "channel", "finished", "stopped", "streaming")
-
-    def __init__(self, app: McpAsgiApp, send: Send, task: asyncio.Task[Any]) -> None:
-        self._app = app
-        self._send = send
-        self._task = task
-        self._writer: asyncio.Task[None] | None = None
-        self._watcher: asyncio.Task[None] | None = None
-        self.channel = _Channel(self._frames_ready)
-        self.finished = False
-        self.stopped: str | None = None
-        self.streaming = False
-
-    def _stop(self, why: str) -> None:
-        if self.stopped is None and not self.finished:
-            self.stopped = why
-            self.channel.cancelled = True
-            self._task.cancel()
-
-    def watch(self, receive: Receive) -> None:
-        """Start watching for the client's disconnect (the dispatch is still running)."""
-        if not self.finished:
-            self._watcher = asyncio.get_running_loop().create_task(_wait_disconnect(receive))
-            self._watcher.add_done_callback(self.on_disconnect)
-
-    def unwatch(self) -> None:
-        """Stop watching: the dispatch is over."""
-        if self._watcher is not None:
-            self._watcher.remove_done_callback(self.on_disconnect)
-            self._watcher.cancel()
-
-    def on_disconnect(self, watcher: asyncio.Task[None]) -> None:
-        """The watcher ended: the client is gone (a receive failure counts as gone)."""
-        if not watcher.cancelled():
-            watcher.exception()  # retrieved: its failure means the same as a disconnect
-            self._stop("disconnect")
-
-    def on_grace(self, _grace: asyncio.Future[None]) -> None:
-        """The shutdown grace is over: the running request is cancelled and answered 503."""
-        self._stop("grace")
-
-    def _frames_ready(self) -> None:
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.get_running_loop().create_task(self._write())
-
-    async def _write(self) -> None:
-        channel = self.channel
-        while channel.frames and not self.finished and self.stopped is None:
-            self.streaming = await self._app._stream(self._send, channel, self.streaming)
-
-    async def writer_done(self) -> bool:
-        """Wait for the progress writer (if one ran); whether the response is committed as SSE."""
-        if self._writer is not None:
-            await self._writer
-        return self.streaming
-
-    def abandon(self) -> None:
-        """The request is cancelled from outside: stop the writer too."""
-        if self._writer is not None:
-            self._writer.cancel()
 
 
 _STATUS_TEXT: Final = {
@@ -812,26 +653,3 @@ def _request_id(request: HttpRequest | LegacyRequest) -> RequestId | None:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-class _SentTracker:
-    """Wraps ``send`` to remember whether the response has started (so a late cancellation can still answer)."""
-
-    __slots__ = ("_send", "started")
-
-    def __init__(self, send: Send) -> None:
-        self._send = send
-        self.started = False
-
-    def __call__(self, message: Message) -> Awaitable[None]:
-        # The server's own awaitable is handed back: no coroutine of this wrapper per message.
-        if message["type"] == "http.response.start":
-            self.started = True
-        return self._send(message)
-
-
-async def _wait_disconnect(receive: Receive) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return

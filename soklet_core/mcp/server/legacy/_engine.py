@@ -50,15 +50,11 @@ from soklet_core.mcp.model.context import RequestId
 from soklet_core.mcp.model.input_required_result import InputRequiredResult, RequestStateMode
 from soklet_core.mcp.model.results import CallToolResult
 from soklet_core.mcp.server._jsonrpc import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
     METHOD_NOT_FOUND,
     MISSING_CAPABILITY,
     DispatchResult,
     McpError,
     busy_refusal,
-    capability_names,
     encode_result,
     params_not_object,
 )
@@ -73,6 +69,17 @@ from soklet_core.mcp.server.engine._call import (
     ResultValue,
 )
 from soklet_core.mcp.server.engine._engine import Engine
+from soklet_core.mcp.server.legacy._answers import (
+    REQUEST_CANCELLED,
+    SESSION_NOT_FOUND,
+    SESSION_NOT_FOUND_MESSAGE,
+    in_session,
+    initialize_too_large,
+    invalid_request,
+    missing_sentence,
+    session_failure,
+    session_not_found,
+)
 from soklet_core.mcp.server.legacy._era import (
     INITIALIZE as _INITIALIZE,
 )
@@ -129,20 +136,10 @@ __all__ = [
 #: The largest ``initialize`` body, and the most its capabilities and client info may take together: both are
 #: carried in every later request of the session (a real client's initialize is under 2 KiB).
 MAX_INITIALIZE_BYTES: Final = 64 * 1024
-#: JSON-RPC code of an unknown, expired or foreign session (HTTP 404), as 2025-era servers answer it.
-SESSION_NOT_FOUND: Final = -32001
-#: Its message.
-SESSION_NOT_FOUND_MESSAGE: Final = "Session not found"
-#: JSON-RPC code of a request the client cancelled itself (``notifications/cancelled``).
-REQUEST_CANCELLED: Final = -32800
-
 # Versions before 2025-11-25 know only form elicitation, written without a "mode" member.
 _MODELESS_ELICITATION: Final = frozenset({"2025-06-18", "2025-03-26"})
 # Modern-only result members a 2025 client does not know.
 _MODERN_ONLY_RESULT_MEMBERS: Final = frozenset({"resultType", "ttlMs", "cacheScope"})
-# Statuses a session request keeps from the engine's refusal; every other JSON-RPC error of a request inside a session
-# is sent with 200, as 2025-era clients read a 4xx as a broken transport (404: the session is gone).
-_KEPT_STATUSES: Final = frozenset({200, 401, 403, 503})
 # The 2025 methods answered by calls to the engine.
 _TRANSLATED: Final = frozenset(
     {
@@ -227,23 +224,6 @@ def _modern_answer(result: JsonObject) -> JsonObject:
     return JsonObject.from_mapping({k: v for k, v in result.items() if not isinstance(v, JsonNull)})
 
 
-def _missing_sentence(required: JsonValue | None, method: str) -> str:
-    subject = "This tool" if method == methods.TOOLS_CALL else "This request"
-    names = capability_names(required)
-    if not names:
-        return f"{subject} needs a client capability this client did not declare in initialize."
-    if len(names) == 1:
-        return f"{subject} needs the client capability {names[0]}, which this client did not declare in initialize."
-    listed = ", ".join(names[:-1]) + " and " + names[-1]
-    return f"{subject} needs the client capabilities {listed}, which this client did not declare in initialize."
-
-
-def _failure(sentence: str, reason: str, code: int = INTERNAL_ERROR, data: JsonValue | None = None) -> McpError:
-    """A 2025-session failure told in a sentence: ``isError`` for ``tools/call``, a JSON-RPC error otherwise
-    (:meth:`LegacyProtocol._failed` decides). The sentence names no client input."""
-    return McpError(code, sentence, data, http_status=200, log_reason=reason)
-
-
 class _Progress:
     """The engine's progress channel over a :class:`ClientChannel`."""
 
@@ -269,16 +249,6 @@ def _refused(error: McpError, request_id: RequestId | None, method: str | None =
     return DispatchResult.refused(error, request_id, method=method)
 
 
-def _in_session(error: McpError) -> McpError:
-    """``error`` as a request inside a session answers it: with HTTP 200 unless its status is one a 2025-era client
-    reads as meant (401, 403, 503)."""
-    if error.http_status in _KEPT_STATUSES:
-        return error
-    return McpError(
-        error.code, error.message, error.data, http_status=200, log_reason=error.log_reason, headers=error.headers
-    )
-
-
 def _same_caller(admission: Admission, session: LegacySession) -> bool:
     """Whether ``admission`` is the caller that opened ``session``: the same partition and the same subject (a
     session id another tenant, or another user of the same tenant, learned is not theirs). Both compared in constant
@@ -289,18 +259,6 @@ def _same_caller(admission: Admission, session: LegacySession) -> bool:
         (subject is None) == (owner is None)
     )
     return same_partition and same_subject
-
-
-def _session_not_found() -> McpError:
-    return McpError(SESSION_NOT_FOUND, SESSION_NOT_FOUND_MESSAGE, http_status=404, log_reason="session-not-found")
-
-
-def _too_large() -> McpError:
-    return McpError(INVALID_PARAMS, "Invalid params: initialize is too large", log_reason="initialize-too-large")
-
-
-def _invalid_request(message: str = "Invalid Request", reason: str = "envelope") -> McpError:
-    return McpError(INVALID_REQUEST, message, log_reason=reason)
 
 
 class LegacyProtocol:
@@ -408,19 +366,19 @@ class LegacyProtocol:
         (the client has gone: the running handler and the round's pending requests are cancelled)."""
         message = request.message
         if not isinstance(message, JsonObject) or message.get("jsonrpc") != _JSONRPC:
-            return _refused(_invalid_request(), None)
+            return _refused(invalid_request(), None)
         method_value = message.get("method")
         if method_value is None and "id" in message and ("result" in message or "error" in message):
             return await self._response(request, message)
         raw_id = message.get("id")
         request_id = raw_id if isinstance(raw_id, JsonString | JsonNumber) else None
         if not isinstance(method_value, JsonString) or ("id" in message and request_id is None):
-            return _refused(_invalid_request(), request_id)
+            return _refused(invalid_request(), request_id)
         method = method_value.value
         logged = method if method in _KNOWN else None
         if method == _INITIALIZE:
             if request_id is None:
-                return _refused(_invalid_request(), None, logged)
+                return _refused(invalid_request(), None, logged)
             return await self._initialize(request, message, request_id)
         if not self._eras.legacy:
             return refuse_legacy(message, request_id, logged, self._engine.supported_versions)
@@ -445,10 +403,10 @@ class LegacyProtocol:
             session_id = request.headers.get(SESSION_HEADER)
             if session_id is None:
                 # A session request without a session: the 2025 transport's "Bad Request: no valid session".
-                raise _invalid_request("Bad Request: no valid session; send initialize first", "no-session")
+                raise invalid_request("Bad Request: no valid session; send initialize first", "no-session")
             session = self._sessions.get(session_id.strip())
         if session is None or session.closed or not _same_caller(admission, session):
-            raise _session_not_found()  # unknown, ended, or another caller's: never say which
+            raise session_not_found()  # unknown, ended, or another caller's: never say which
         session.touch()
         return session, admission
 
@@ -483,7 +441,7 @@ class LegacyProtocol:
         if not self._eras.legacy:
             return refuse_legacy(message, request_id, _INITIALIZE, self._engine.supported_versions)
         if request.session is not None or SESSION_HEADER in request.headers:
-            error = _invalid_request("Invalid Request: this session is already initialized", "reinitialize")
+            error = invalid_request("Invalid Request: this session is already initialized", "reinitialize")
             return _refused(error, request_id, _INITIALIZE)
         params = message.get("params")
         try:
@@ -497,14 +455,14 @@ class LegacyProtocol:
                 else LEGACY_PROTOCOL_VERSIONS[0]
             )
             if request.body_bytes > MAX_INITIALIZE_BYTES:
-                raise _too_large()
+                raise initialize_too_large()
             capabilities = legacy_capabilities(params.get("capabilities"))
             info = params.get("clientInfo")
             info = info if isinstance(info, JsonObject) else None
             # Both travel in every later request's _meta: their size is bounded once here (a transport that did
             # not say the body size is covered too).
             if len(encode_wire(capabilities.to_wire())) + len(encode_wire(info or _NO_INFO)) > MAX_INITIALIZE_BYTES:
-                raise _too_large()
+                raise initialize_too_large()
             admission = await self._engine.admit(request.path, request.headers)
             try:
                 session = self._sessions.create(
@@ -640,7 +598,7 @@ class LegacyProtocol:
     ) -> DispatchResult:
         params_value = message.get("params")
         if params_value is not None and not isinstance(params_value, JsonObject):
-            return _refused(_in_session(params_not_object()), request_id, method)
+            return _refused(in_session(params_not_object()), request_id, method)
         sent = params_value if isinstance(params_value, JsonObject) else JsonObject.empty_instance()
         meta = self._call_meta(session, sent)
         members: dict[str, JsonValue] = dict(sent.items())
@@ -681,7 +639,7 @@ class LegacyProtocol:
                 if rounds == 1:
                     cap = self._round_cap(method, params)
                 if cap is not None and rounds > cap:
-                    raise _failure(
+                    raise session_failure(
                         "This tool needed more rounds of input than the server allows; start again.", "round-limit"
                     )
                 responses = await self._ask(session, outcome.result, channel)
@@ -704,9 +662,11 @@ class LegacyProtocol:
         """Send one round's requests to the client and collect its answers as ``inputResponses``."""
         requests = needed.input_requests
         if not requests:
-            raise _failure("The server could not answer this request.", "input-requests")
+            raise session_failure("The server could not answer this request.", "input-requests")
         if channel is None:
-            raise _failure("This connection cannot carry the server's requests to the client.", "input-no-channel")
+            raise session_failure(
+                "This connection cannot carry the server's requests to the client.", "input-no-channel"
+            )
         waiting: dict[str, tuple[RequestId, asyncio.Future[JsonObject], str]] = {}
         try:
             for key, item in requests.items():
@@ -714,7 +674,7 @@ class LegacyProtocol:
                 try:
                     server_id, future = session.expect(method)
                 except SessionsFull:
-                    raise _failure(
+                    raise session_failure(
                         "The server has too many requests waiting for this client; try again later.", "input-busy"
                     ) from None
                 waiting[key] = (server_id, future, method)
@@ -728,10 +688,10 @@ class LegacyProtocol:
                 answer = future.result()
                 named = asked if asked in methods.INPUT_REQUEST_METHODS else "a request"
                 if "error" in answer:
-                    raise _failure(f"The client refused the server's request ({named}).", "input-refused")
+                    raise session_failure(f"The client refused the server's request ({named}).", "input-refused")
                 result = answer.get("result")
                 if not isinstance(result, JsonObject):
-                    raise _failure(f"The client's answer to {named} was not understood.", "input-malformed")
+                    raise session_failure(f"The client's answer to {named} was not understood.", "input-malformed")
                 responses.put(key, _modern_answer(result))
             return responses.build()
         finally:
@@ -759,7 +719,7 @@ class LegacyProtocol:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 seconds = f"{self._timeout:g}"
-                raise _failure(
+                raise session_failure(
                     f"The client did not answer the server's request within {seconds} seconds.", "input-timeout"
                 )
             _, pending = await asyncio.wait(pending, timeout=min(remaining, _GONE_CHECK_SECONDS))
@@ -777,19 +737,21 @@ class LegacyProtocol:
         if kind is RefusalKind.MISSING_CAPABILITY:
             data = error.data
             required = data.get("requiredCapabilities") if isinstance(data, JsonObject) else None
-            failure = _failure(_missing_sentence(required, method), "missing-capability", MISSING_CAPABILITY, data)
+            failure = session_failure(
+                missing_sentence(required, method), "missing-capability", MISSING_CAPABILITY, data
+            )
             return self._failed(failure, request_id, method, operation)
         if kind is RefusalKind.ROUND_LIMIT:
             sentence = "This tool needed more rounds of input than the server allows; start again."
-            return self._failed(_failure(sentence, error.log_reason), request_id, method, operation)
+            return self._failed(session_failure(sentence, error.log_reason), request_id, method, operation)
         if rounds and kind is RefusalKind.STATE_REFUSED:
             sentence = "This tool's saved progress expired or was refused; start again."
-            return self._failed(_failure(sentence, error.log_reason), request_id, method, operation)
+            return self._failed(session_failure(sentence, error.log_reason), request_id, method, operation)
         if rounds and kind is RefusalKind.INPUT_RESPONSES:
             sentence = "The client's answer to the server's request was not in the expected shape."
-            return self._failed(_failure(sentence, error.log_reason), request_id, method, operation)
+            return self._failed(session_failure(sentence, error.log_reason), request_id, method, operation)
         # Anything else is the engine's own answer, exactly as on the 2026-07-28 path, to the client's id.
-        return DispatchResult.refused(_in_session(error), request_id, method=method, operation=operation)
+        return DispatchResult.refused(in_session(error), request_id, method=method, operation=operation)
 
     def _failed(self, failure: McpError, request_id: RequestId, method: str, operation: str | None) -> DispatchResult:
         if method == methods.TOOLS_CALL:
