@@ -83,3 +83,16 @@ def test_the_error_tree_is_drawn_the_same_in_both_places() -> None:
     section = _section(DOC.read_text(encoding="utf-8"), "The error tree")
     block = section.split("```\n")[1].splitlines()
     assert block == in_code, "redraw the tree in docs/architecture.md from soklet_core/errors.py's docstring"
+
+
+#: The longest module the server's rooms may hold: past it, a room has two concerns in one file.
+MAX_SERVER_MODULE_LINES = 800
+
+
+def test_no_server_module_is_over_the_bound() -> None:
+    long = sorted(
+        f"{path.relative_to(ROOT).as_posix()} ({lines} lines)"
+        for path in (ROOT / "soklet_core" / "mcp" / "server").rglob("*.py")
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_SERVER_MODULE_LINES
+    )
+    assert not long, f"split these modules of mcp/server (at most {MAX_SERVER_MODULE_LINES} lines): {long}"
