@@ -29,6 +29,7 @@ PACKAGES = ("soklet_core", "soklet_apps", "soklet_cli")
 #: The core's layers, bottom first: each may import the ones before it.
 LAYERS = (
     "lazy_exports",
+    "tracing",
     "protocol",
     "errors",
     "json",
