@@ -18,6 +18,7 @@ free text of the client's choosing.
 
 from __future__ import annotations
 
+import importlib.metadata
 import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -39,8 +40,6 @@ from opentelemetry.trace import (
     Tracer,
     TracerProvider,
 )
-
-from soklet_core import __version__
 
 __all__ = [
     "KEY_ID",
@@ -84,8 +83,6 @@ ROUND: Final = "soklet.request_state.round"
 #: What a span attribute holds here: bounded text, a number or a flag.
 AttributeValue: TypeAlias = str | int | float | bool
 
-# The package's version, named in the instrumentation scope (read from the package root, which imports nothing).
-_VERSION: Final = __version__
 _HEX: Final = frozenset("0123456789abcdef")
 _lock = threading.Lock()
 # (provider, its soklet tracer): the tracer is asked for once per provider.
@@ -119,10 +116,18 @@ def tracer() -> Tracer | None:
 
 def _tracer_of(provider: TracerProvider) -> Tracer:
     global _cached
-    found = provider.get_tracer(TRACER_NAME, _VERSION)
+    found = provider.get_tracer(TRACER_NAME, _version())
     with _lock:
         _cached = (provider, found)
     return found
+
+
+def _version() -> str | None:
+    # Read once a provider is installed (the package root is above this layer, so not imported from here).
+    try:
+        return importlib.metadata.version("soklet")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 class _Off:

@@ -47,6 +47,7 @@ from soklet_core.json import JsonNull, JsonNumber, JsonObject, JsonString, JsonV
 from soklet_core.mcp.model.context import RequestId
 from soklet_core.protection import RequestStateProtectionException
 from soklet_core.store import StoreError, StoreErrorReason
+from soklet_core.tracing import TraceIds
 
 __all__ = [
     "BUSY_RETRY_AFTER_SECONDS",
@@ -427,6 +428,8 @@ class DispatchResult:
     headers: tuple[tuple[str, str], ...] = ()
     code: int | None = None
     request_id: RequestId | None = None
+    #: The ids of the request's server span, when it was traced (the access log line names them).
+    trace: TraceIds | None = None
 
     @property
     def message(self) -> JsonObject | None:
@@ -451,6 +454,7 @@ class DispatchResult:
             reason="output-ceiling",
             code=INTERNAL_ERROR,
             request_id=self.request_id,
+            trace=self.trace,
         )
 
     @classmethod
