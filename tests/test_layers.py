@@ -30,6 +30,7 @@ PACKAGES = ("soklet_core", "soklet_apps", "soklet_cli")
 LAYERS = (
     "lazy_exports",
     "tracing",
+    "json_logs",
     "protocol",
     "errors",
     "json",

@@ -553,7 +553,11 @@ class RequestStateSealer:
         for _, check, _ in _OPENING_CHECKS:
             failed = check(opening)
             if failed is not None:
-                _logger.warning("request state refused: %s", failed.reason.value)
+                _logger.warning(
+                    "request state refused: %s",
+                    failed.reason.value,
+                    extra={"soklet": {"event": "state-refused", "reason": failed.reason.value}},
+                )
                 raise RequestStateProtectionException(failed.reason)
         return OpenedRequestState(opening.decoded)
 
@@ -589,7 +593,11 @@ class RequestStateSealer:
         return OpeningDiagnosis(tuple(checks), opening.contents, opening.now)
 
     def _refuse(self, reason: Reason) -> RequestStateProtectionException:
-        _logger.warning("request state not sealed: %s", reason.value)
+        _logger.warning(
+            "request state not sealed: %s",
+            reason.value,
+            extra={"soklet": {"event": "state-not-sealed", "reason": reason.value}},
+        )
         return RequestStateProtectionException(reason)
 
     def __repr__(self) -> str:
