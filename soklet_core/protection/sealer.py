@@ -295,7 +295,8 @@ class SealedStateContents:
 
 
 class OpenedRequestState:
-    """A verified state: :attr:`state` is the application JSON; round and times stay inside, for re-emission.
+    """A verified state: :attr:`state` is the application JSON; times stay inside, for re-emission, and the round
+    is read only by the server (:attr:`round`).
 
     :meth:`RequestStateSealer.open` returns one, as ``OpenedRequestState(contents)`` of what it opened; pass it
     back as ``continuing`` when the handler emits state again. Equality is identity.
@@ -316,6 +317,12 @@ class OpenedRequestState:
     def state(self) -> JsonValue:
         """The application JSON as sealed, with canonical numbers; none of the framework's metadata."""
         return self._contents.state
+
+    @property
+    def round(self) -> int:
+        """The round the state was sealed in (1 for a first emission): for the server's own spans and logs, never
+        for a handler, which sees only :attr:`state`."""
+        return self._contents.round
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("OpenedRequestState is immutable")
