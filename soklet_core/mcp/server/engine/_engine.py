@@ -40,6 +40,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
+from soklet_core import tracing
 from soklet_core.json import JsonArray, JsonError, JsonNumber, JsonObject, JsonString, JsonValue, parse
 from soklet_core.mcp.model import methods
 from soklet_core.mcp.model.context import RequestContext
@@ -181,6 +182,7 @@ class Engine:
             raise ValueError("tools with task support need a durable store (McpServer(store=...))")
         self._metrics = metrics
         self._admission: AdmissionPolicy = admission if admission is not None else AnonymousAdmission()
+        self._policy_name = type(self._admission).__name__
         if protected_resource is not None and not isinstance(protected_resource, ProtectedResource):
             raise TypeError("protected_resource takes a ProtectedResource")
         self._protected_resource = protected_resource
@@ -279,6 +281,8 @@ class Engine:
         awaitable), or the :class:`McpError` every transport answers: 401/403 with a ``WWW-Authenticate: Bearer``
         challenge, 503 when the policy could not check the token
         (:func:`~soklet_core.mcp.server._jsonrpc.unauthorized`). The refusal is counted by its reason."""
+        if tracing.tracer() is not None:
+            return await self._admit_traced(path, headers)
         try:
             verdict = self._admission.admit(AdmissionRequest(path, headers))
             if isinstance(verdict, Admission):  # a synchronous policy: the common case, no await
@@ -289,6 +293,22 @@ class Engine:
         if not isinstance(admitted, Admission):
             raise TypeError("an admission policy answers an Admission")
         return admitted
+
+    async def _admit_traced(self, path: str, headers: Mapping[str, str]) -> Admission:
+        # The same verdict inside a span naming the policy and, when refused, the closed reason (never a token,
+        # a claim or the subject).
+        with tracing.span("soklet.admission", {"soklet.admission.policy": self._policy_name}) as span:
+            try:
+                verdict = self._admission.admit(AdmissionRequest(path, headers))
+                admitted = verdict if isinstance(verdict, Admission) else await verdict
+            except AdmissionRefused as refused:
+                tracing.fail(span, refused.reason.value)
+                raise self._refusal(refused) from None
+            if not isinstance(admitted, Admission):
+                raise TypeError("an admission policy answers an Admission")
+            if span is not None:
+                span.set_attribute(tracing.OUTCOME, "admitted")
+            return admitted
 
     def _refusal(self, refused: AdmissionRefused) -> McpError:
         if self._metrics is not None:
@@ -418,7 +438,17 @@ class Engine:
             client_info=client_info if isinstance(client_info, JsonObject) else None,
             invocation=invocation,
         )
-        result = await self._invoke(target, context, arguments, invocation)
+        if tracing.tracer() is None:
+            result = await self._invoke(target, context, arguments, invocation)
+        else:
+            with tracing.span("soklet.handler", {tracing.OPERATION: target.name}) as span:
+                try:
+                    result = await self._invoke(target, context, arguments, invocation)
+                except Refusal as refusal:
+                    tracing.fail(span, refusal.kind.value, "failed")
+                    raise
+                if span is not None:
+                    span.set_attribute(tracing.OUTCOME, _returned(result))
         if isinstance(result, StartTask) and isinstance(operation, ToolRegistration):
             assert isinstance(arguments, JsonObject)
             return await self._start_task(call, operation, arguments, result, invocation)
@@ -598,6 +628,15 @@ def _input_responses(params: JsonObject) -> InputResponses:
         return InputResponses.from_wire(value)
     except McpModelError:
         raise Refusal(RefusalKind.INPUT_RESPONSES, input_responses_malformed()) from None
+
+
+def _returned(result: object) -> str:
+    # What a handler answered, in one word for its span.
+    if isinstance(result, InputRequiredResult):
+        return "input_required"
+    if isinstance(result, StartTask):
+        return "start_task"
+    return "complete"
 
 
 async def _call_in_thread(invoke: Callable[[], object]) -> object:

@@ -20,6 +20,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from opentelemetry.trace import Span
+
+from soklet_core import tracing
 from soklet_core.json import JsonError
 from soklet_core.json.limits import INLINE_BODY_BYTES
 from soklet_core.mcp.model.errors import McpModelError
@@ -36,6 +39,7 @@ from soklet_core.mcp.server.engine._call import Call, RefusalKind
 from soklet_core.mcp.server.engine._methods import Operation, Refusal, invalid_params
 from soklet_core.protection import (
     BoundRequest,
+    EnvelopeHeader,
     OpenedRequestState,
     ProtectionUsageError,
     RequestStateBinding,
@@ -142,6 +146,26 @@ class Workers:
         return await asyncio.shield(future)
 
 
+# Refusals decided before the key authenticated the token: its key id is still the client's text.
+_BEFORE_AUTHENTICATION: Final = frozenset(
+    {
+        RequestStateProtectionReason.ENCODED_TOO_LARGE,
+        RequestStateProtectionReason.BASE64URL,
+        RequestStateProtectionReason.VERSION,
+        RequestStateProtectionReason.UNKNOWN_KEY,
+        RequestStateProtectionReason.AUTHENTICATION,
+    }
+)
+
+
+def _set_key_id(span: Span, token: str) -> None:
+    # Read from the envelope's header only for a span (a custom protector's token has none to read).
+    try:
+        span.set_attribute(tracing.KEY_ID, EnvelopeHeader.read(token).key_id)
+    except RequestStateProtectionException:
+        return
+
+
 def _cannot_bind() -> Refusal:
     return Refusal(RefusalKind.INVALID_PARAMS, invalid_params("Invalid params: request cannot be bound", "binding"))
 
@@ -187,6 +211,8 @@ class StateWrapper:
 
     def open(self, token: str, bound: BoundRequest) -> OpenedRequestState:
         """Step 19: the state ``token`` opened for ``bound`` (one fixed refusal whatever the reason)."""
+        if tracing.tracer() is not None:
+            return self._open_traced(token, bound)
         assert self._sealer is not None
         try:
             opened = self._sealer.open(token, bound)
@@ -197,6 +223,31 @@ class StateWrapper:
         if self._metrics is not None:
             self._metrics.open("opened")
         return opened
+
+    def _open_traced(self, token: str, bound: BoundRequest) -> OpenedRequestState:
+        # The same opening inside a span: the outcome, the closed reason, the key id once the key has authenticated
+        # the token (before that, the id in a token is the client's text), the round. Never the token.
+        assert self._sealer is not None
+        request = tracing.current_span()
+        with tracing.span("soklet.state.open") as span:
+            try:
+                opened = self._sealer.open(token, bound)
+            except RequestStateProtectionException as error:
+                if self._metrics is not None:
+                    self._metrics.open("refused", error.reason.value, token=token)
+                tracing.fail(span, error.reason.value)
+                if span is not None and error.reason not in _BEFORE_AUTHENTICATION:
+                    _set_key_id(span, token)
+                raise Refusal(_state_kind(error, RefusalKind.STATE_REFUSED), state_refusal(error)) from None
+            if self._metrics is not None:
+                self._metrics.open("opened")
+            if span is not None:
+                span.set_attribute(tracing.OUTCOME, "opened")
+                _set_key_id(span, token)
+                span.set_attribute(tracing.ROUND, opened.round)
+            if request is not None:
+                request.set_attribute(tracing.ROUND, opened.round)
+            return opened
 
     async def emit(
         self,
@@ -221,15 +272,22 @@ class StateWrapper:
             assert self._sealer is not None
             if bound is None:
                 bound = await self.bind(call)
-            try:
-                sealed = self._sealer.seal(result.framework_request_state, bound, continuing=opened)
-            except RequestStateProtectionException as error:
-                _logger.warning("request state not sealed: %s", error.reason.value)
+            with tracing.span("soklet.state.seal") as span:
+                try:
+                    sealed = self._sealer.seal(result.framework_request_state, bound, continuing=opened)
+                except RequestStateProtectionException as error:
+                    _logger.warning("request state not sealed: %s", error.reason.value)
+                    if self._metrics is not None:
+                        self._metrics.seal("refused", error.reason.value)
+                    tracing.fail(span, error.reason.value)
+                    raise Refusal(_state_kind(error, RefusalKind.INTERNAL), state_refusal(error)) from None
                 if self._metrics is not None:
-                    self._metrics.seal("refused", error.reason.value)
-                raise Refusal(_state_kind(error, RefusalKind.INTERNAL), state_refusal(error)) from None
-            if self._metrics is not None:
-                self._metrics.seal("sealed")
+                    self._metrics.seal("sealed")
+                if span is not None:
+                    span.set_attributes(
+                        {tracing.OUTCOME: "sealed", tracing.ROUND: 1 if opened is None else opened.round + 1}
+                    )
+                    _set_key_id(span, sealed)
         if self._metrics is not None:
             self._metrics.input_required(call.method)
         return sealed

@@ -33,11 +33,13 @@ taken in the same worker job, *before* the value model is built, so the two neve
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Final
 
+from soklet_core import tracing
 from soklet_core.json import (
     JsonArray,
     JsonBoolean,
@@ -73,6 +75,7 @@ from soklet_core.mcp.server._jsonrpc import (
     params_not_object,
     parse_refusal,
 )
+from soklet_core.mcp.server._request_span import MODERN_ERA, RequestSpan, meta_of
 from soklet_core.mcp.server.engine import (
     Call,
     Complete,
@@ -170,6 +173,11 @@ def _header_matches(header: str, body: JsonValue) -> bool:
     return False
 
 
+def _logged(method: str) -> str | None:
+    # Only a method soklet knows is named in the log and the span.
+    return method if method in methods.KNOWN_METHODS else None
+
+
 def _meta_missing() -> McpError:
     return McpError(
         INVALID_PARAMS,
@@ -203,6 +211,7 @@ class HttpDispatch:
 
     async def dispatch(self, request: HttpRequest, channel: ProgressChannel | None = None) -> DispatchResult:
         """Answer one POST body. Never raises for client input; ``asyncio.CancelledError`` propagates."""
+        started_ns = time.time_ns() if tracing.tracer() is not None else None
         try:
             message, digest = await self._parse(request.body)
             envelope = check_envelope(message)
@@ -214,13 +223,60 @@ class HttpDispatch:
         method = envelope.method
         if method is None:
             return DispatchResult.refused(envelope_refusal(), request_id)
-        logged = method if method in methods.KNOWN_METHODS else None
+        if started_ns is not None:
+            return await self.answer(
+                request.path, request.headers, envelope, method, digest, channel, transport="tcp", started_ns=started_ns
+            )
         try:
             call = await self._call(request, envelope, method, digest)
         except McpError as error:
-            return DispatchResult.refused(error, request_id, method=logged)
+            return DispatchResult.refused(error, request_id, method=_logged(method))
         outcome = await self._engine.call(call, channel)
         return self.encode(outcome, call)
+
+    async def answer(
+        self,
+        path: str,
+        headers: Mapping[str, str] | None,
+        envelope: Envelope,
+        method: str,
+        digest: DigestSource,
+        channel: ProgressChannel | None,
+        *,
+        transport: str,
+        started_ns: int | None = None,
+    ) -> DispatchResult:
+        """Steps 8-23 of one request inside its server span (:class:`~soklet_core.mcp.server._request_span.RequestSpan`,
+        when tracing is on): the checks, admission and the engine, then the encoded answer with the span's ids.
+        ``headers`` ``None``: a transport without headers (stdio: ``transport`` ``pipe``)."""
+        request_id = envelope.request_id
+        span = RequestSpan.start(
+            method=method,
+            meta=meta_of(envelope.message),
+            headers=headers,
+            transport=transport,
+            era=MODERN_ERA,
+            started_ns=started_ns,
+        )
+        if span is None:
+            try:
+                call = await self._checked(path, headers, envelope, method, digest)
+            except McpError as error:
+                return DispatchResult.refused(error, request_id, method=_logged(method))
+            return self.encode(await self._engine.call(call, channel), call)
+        try:
+            with span.scope():
+                try:
+                    call = await self._checked(path, headers, envelope, method, digest)
+                except McpError as error:
+                    return span.finish(DispatchResult.refused(error, request_id, method=_logged(method)))
+                span.version(call.protocol_version)
+                outcome = await self._engine.call(call, channel)
+                span.outcome(outcome)
+                return span.finish(self.encode(outcome, call))
+        except BaseException as error:
+            span.abandon(type(error).__name__)
+            raise
 
     async def validate(self, request: HttpRequest) -> Call | None:
         """Steps 6-15 alone: the :class:`Call` the engine would run, or ``None`` for a notification. Raises
@@ -273,12 +329,6 @@ class HttpDispatch:
         return message, _BodyDigest(body, taken)
 
     # ------------------------------------------------------------------------------------------------ steps 7-15
-
-    async def call_without_headers(self, path: str, envelope: Envelope, method: str, digest: DigestSource) -> Call:
-        """Steps 9, 11, 12, 14 and 15 of a message that comes without headers (stdio): the rules of a POST without
-        the header checks, which have nothing to check there (no header is made up). Raises :class:`McpError`
-        with the first failure."""
-        return await self._checked(path, None, envelope, method, digest)
 
     async def _call(self, request: HttpRequest, envelope: Envelope, method: str, digest: _BodyDigest) -> Call:
         return await self._checked(request.path, request.headers, envelope, method, digest)

@@ -32,9 +32,9 @@ import asyncio
 import itertools
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
+from soklet_core import tracing
 from soklet_core.json import (
     JsonArray,
     JsonNull,
@@ -58,6 +58,7 @@ from soklet_core.mcp.server._jsonrpc import (
     encode_result,
     params_not_object,
 )
+from soklet_core.mcp.server._request_span import LEGACY_ERA, RequestSpan, meta_of
 from soklet_core.mcp.server.admission import Admission
 from soklet_core.mcp.server.engine._call import (
     Call,
@@ -92,6 +93,7 @@ from soklet_core.mcp.server.legacy._era import (
     refuse_legacy,
     refuse_modern,
 )
+from soklet_core.mcp.server.legacy._requests import ChannelProgress, ClientChannel, LegacyRequest
 from soklet_core.mcp.server.legacy._sessions import (
     LegacySession,
     SessionLimitReason,
@@ -175,74 +177,12 @@ _NO_INFO: Final = JsonObject.empty_instance()
 _GONE_CHECK_SECONDS: Final = 1.0
 
 
-class ClientChannel(Protocol):
-    """How the engine reaches the client while one request runs (HTTP: the POST's SSE stream; stdio: stdout)."""
-
-    @property
-    def cancelled(self) -> bool:
-        """Whether the client has gone."""
-        ...
-
-    def send(self, frame: JsonObject) -> None:
-        """Queue one JSON-RPC message (a server request or notification) to the client; never blocks."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class LegacyRequest:
-    """One 2025-era message: the endpoint path, the real headers (lower-case names; ``{}`` on stdio), the parsed
-    message, the session it belongs to when the transport knows it (stdio), the body size, and the client's
-    address as the transport saw it (``None`` on stdio: the session table counts anonymous sessions per peer)."""
-
-    path: str
-    headers: Mapping[str, str]
-    message: JsonValue
-    session: LegacySession | None = None
-    body_bytes: int = 0
-    peer: str | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.path, str) or not self.path.startswith("/"):
-            raise ValueError("path must be a path starting with '/'")
-        if not isinstance(self.headers, Mapping):
-            raise TypeError("headers must be a mapping of lower-case names")
-        if not isinstance(self.message, JsonValue):
-            raise TypeError("message must be a JsonValue")
-        if self.session is not None and not isinstance(self.session, LegacySession):
-            raise TypeError("session must be a LegacySession or None")
-        if isinstance(self.body_bytes, bool) or not isinstance(self.body_bytes, int) or self.body_bytes < 0:
-            raise ValueError("body_bytes must be a non-negative int")
-        if self.peer is not None and not isinstance(self.peer, str):
-            raise TypeError("peer must be a str or None")
-
-
 def _modern_answer(result: JsonObject) -> JsonObject:
     # Some 2025 clients write an absent optional member as null ("content": null on decline); the modern union
     # has no null members, so they are dropped rather than refused.
     if not any(isinstance(value, JsonNull) for value in result.values()):
         return result
     return JsonObject.from_mapping({k: v for k, v in result.items() if not isinstance(v, JsonNull)})
-
-
-class _Progress:
-    """The engine's progress channel over a :class:`ClientChannel`."""
-
-    __slots__ = ("_channel", "_streaming")
-
-    def __init__(self, channel: ClientChannel) -> None:
-        self._channel = channel
-        self._streaming = False
-
-    @property
-    def cancelled(self) -> bool:
-        return self._channel.cancelled
-
-    def allow_streaming(self) -> None:
-        self._streaming = True
-
-    def progress(self, frame: JsonObject) -> None:
-        if self._streaming:
-            self._channel.send(frame)
 
 
 def _refused(error: McpError, request_id: RequestId | None, method: str | None = None) -> DispatchResult:
@@ -375,6 +315,43 @@ class LegacyProtocol:
         if not isinstance(method_value, JsonString) or ("id" in message and request_id is None):
             return _refused(invalid_request(), request_id)
         method = method_value.value
+        if request_id is not None and tracing.tracer() is not None:
+            return await self._handle_traced(request, message, method, request_id, channel)
+        return await self._handle_method(request, message, method, request_id, channel)
+
+    async def _handle_traced(
+        self,
+        request: LegacyRequest,
+        message: JsonObject,
+        method: str,
+        request_id: RequestId,
+        channel: ClientChannel | None,
+    ) -> DispatchResult:
+        # One server span per request of the session; the engine's rounds are its children.
+        span = RequestSpan.start(
+            method=method if method in _KNOWN else None,
+            meta=meta_of(message),
+            headers=request.headers,
+            transport="pipe" if request.peer is None else "tcp",
+            era=LEGACY_ERA,
+        )
+        if span is None:
+            return await self._handle_method(request, message, method, request_id, channel)
+        try:
+            with span.scope():
+                return span.finish(await self._handle_method(request, message, method, request_id, channel))
+        except BaseException as error:
+            span.abandon(type(error).__name__)
+            raise
+
+    async def _handle_method(
+        self,
+        request: LegacyRequest,
+        message: JsonObject,
+        method: str,
+        request_id: RequestId | None,
+        channel: ClientChannel | None,
+    ) -> DispatchResult:
         logged = method if method in _KNOWN else None
         if method == _INITIALIZE:
             if request_id is None:
@@ -607,7 +584,7 @@ class LegacyProtocol:
         # One digest source for every round: rounds differ only in members the digest leaves out.
         digest = CanonicalParams(params, request.body_bytes)
         cap: int | None = None
-        progress = _Progress(channel) if channel is not None else None
+        progress = ChannelProgress(channel) if channel is not None else None
         current = params
         rounds = 0
         operation: str | None = None

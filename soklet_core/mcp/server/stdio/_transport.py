@@ -50,7 +50,6 @@ from types import MappingProxyType
 from typing import BinaryIO, Final
 
 from soklet_core.json import JsonNumber, JsonObject, JsonString, encode_wire
-from soklet_core.mcp.model import methods
 from soklet_core.mcp.model.context import RequestId
 from soklet_core.mcp.server._jsonrpc import (
     INVALID_REQUEST,
@@ -384,18 +383,12 @@ class _Connection:
         params = envelope.message.get("params")
         # The line's params digest, from the canonical params (taken only if a protected state needs it).
         digest = CanonicalParams(params if isinstance(params, JsonObject) else JsonObject.empty_instance(), size)
-        try:
-            call = await wire.call_without_headers(self._path, envelope, method, digest)
-        except McpError as error:
-            logged = method if method in methods.KNOWN_METHODS else None
-            return DispatchResult.refused(error, envelope.request_id, method=logged)
         progress = _Progress(self.writer)
         try:
-            outcome = await wire.engine.call(call, progress)
+            result = await wire.answer(self._path, None, envelope, method, digest, progress, transport="pipe")
         except asyncio.CancelledError:
             progress.cancelled = True
             raise
-        result = wire.encode(outcome, call)
         progress.release(result)
         return result
 
