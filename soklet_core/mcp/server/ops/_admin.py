@@ -26,8 +26,11 @@ store or the KEK could not carry out (``unavailable``, ``kek-unavailable``, ...;
 
 Refused authentications are counted (``soklet_admin_auth_failures{reason}``) and reported on ``soklet.admin`` in
 at most one WARNING line per :data:`AUTH_FAILURE_LOG_INTERVAL_SECONDS`, with the count since the last line and
-the last peer address, never a token. A TLS private key is a secret file: :func:`check_admin_tls_key` applies the
-keyring files' rules to it.
+the last peer address, never a token. Each authenticated change (stage, activate, remove, reload) writes one
+``soklet.admin`` line, applied or refused (its structured fields ``event=admin-audit``, the action, the key id once
+it passed the key-id rule, the token's label, the outcome, status and reason; never the token, material or other
+raw input), and runs in a span ``soklet.admin ACTION`` carrying the same (when tracing is on). A TLS private key
+is a secret file: :func:`check_admin_tls_key` applies the keyring files' rules to it.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from opentelemetry.trace import Span
+
+from soklet_core import tracing
 from soklet_core.errors import SokletError
 from soklet_core.files import read_secret_file
 from soklet_core.json import JsonError, JsonObject, JsonString, parse
@@ -356,6 +362,55 @@ def _peer(scope: Scope) -> str:
         return _UNKNOWN_PEER
 
 
+#: Span attributes of an admin change: its action and the label of the token that asked for it (never the token).
+_ACTION_ATTRIBUTE: Final = "soklet.admin.action"
+_LABEL_ATTRIBUTE: Final = "soklet.admin.token"
+
+
+class _AdminChange:
+    """One admin change as the audit line and its span tell it: the action (a route's last segment), the label of
+    the token that asked, and the key id once it passed the key-id rule (the raw input otherwise never shows)."""
+
+    __slots__ = ("action", "key_id", "token")
+
+    def __init__(self, action: str, token: str) -> None:
+        self.action = action
+        self.token = token
+        self.key_id: str | None = None
+
+    def end(self, span: Span | None, status: int, reason: str | None, outcome: str = "refused") -> None:
+        """Write the audit line (``event=admin-audit``) and mark the span: applied when ``reason`` is ``None``,
+        else ``outcome`` with the bounded ``reason``."""
+        outcome = "applied" if reason is None else outcome
+        if span is not None and span.is_recording():
+            span.set_attribute("http.response.status_code", status)
+            if self.key_id is not None:
+                span.set_attribute(tracing.KEY_ID, self.key_id)
+            if reason is None:
+                span.set_attribute(tracing.OUTCOME, outcome)
+            else:
+                tracing.fail(span, reason, outcome)
+        fields = {
+            "event": "admin-audit",
+            "action": self.action,
+            "key_id": self.key_id,
+            "token": self.token,
+            "outcome": outcome,
+            "status": status,
+            "reason": reason,
+        }
+        _logger.info(
+            "admin API: action=%s key=%s token=%s outcome=%s status=%d%s",
+            self.action,
+            self.key_id or "-",
+            self.token,
+            outcome,
+            status,
+            "" if reason is None else f" reason={reason}",
+            extra={"soklet": fields},
+        )
+
+
 class AdminApp:
     """The admin ASGI 3 app over one live keyring (:class:`~.live_keyring.KeyringHolder`). Keyring changes run in a
     worker thread (file or store I/O)."""
@@ -440,11 +495,27 @@ class AdminApp:
         if method == "GET":
             await _answer(send, 200, self._document(self._live.snapshot()))
             return
+        audit = _AdminChange(path.rsplit("/", 1)[1], actor)
+        with tracing.span(
+            f"soklet.admin {audit.action}", {_ACTION_ATTRIBUTE: audit.action, _LABEL_ATTRIBUTE: actor}
+        ) as span:
+            try:
+                snapshot = await self._apply(audit, headers, receive)
+            except _Refused as refusal:
+                audit.end(span, refusal.status, refusal.reason)
+                raise
+            except Exception as error:
+                audit.end(span, 500, type(error).__name__, "failed")
+                raise
+            audit.end(span, 200, None)
+        await _answer(send, 200, self._document(snapshot))
+
+    async def _apply(self, audit: _AdminChange, headers: Mapping[bytes, bytes], receive: Receive) -> KeyringSnapshot:
+        """Read the change's body and apply it through the live keyring (a worker thread); a refusal raises."""
         body = await _read_body(headers, receive, self._body_timeout)
-        action = path.rsplit("/", 1)[1]
-        change = self._change(action, body, actor)
+        change = self._change(audit, body)
         try:
-            snapshot = await asyncio.to_thread(change)
+            return await asyncio.to_thread(change)
         except KeyringError as error:
             raise _Refused(_status_for(error), error.reason.value) from None
         except LiveKeyringError as error:
@@ -455,18 +526,20 @@ class AdminApp:
             raise _Refused(status, error.reason.value, _RETRY_AFTER if status == 503 else None) from None
         except KeyWrapError as error:
             raise _Refused(503, error.reason.value, _RETRY_AFTER) from None
-        await _answer(send, 200, self._document(snapshot))
 
-    def _change(self, action: str, body: bytes, actor: str) -> Callable[[], KeyringSnapshot]:
+    def _change(self, audit: _AdminChange, body: bytes) -> Callable[[], KeyringSnapshot]:
+        action, actor = audit.action, audit.token
         if action == "reload":
             if body.strip() not in (b"", b"{}"):
                 raise _Refused(400, "malformed-body")
             return lambda: self._live.reload(actor=actor)
         members = _object(body, {"id", "material"} if action == "stage" else {"id"})
         key_id = members["id"]
+        problem = key_id_problem(key_id)
+        if problem is None:
+            audit.key_id = key_id  # only an id that passed the key-id rule is logged or traced
         if action == "stage":
             # The id first: one that looks like pasted material is refused before anything else is said of it.
-            problem = key_id_problem(key_id)
             if problem is not None:
                 raise _Refused(400, problem.value)
             try:
