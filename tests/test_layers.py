@@ -33,6 +33,7 @@ LAYERS = (
     "json_logs",
     "protocol",
     "errors",
+    "tracing_setup",
     "json",
     "keys",
     "files",

@@ -4,14 +4,15 @@ coroutine) build and run a whole server from one :class:`~soklet_core.mcp.server
 >>> from soklet_core.mcp.server import ServeConfig, run          # doctest: +SKIP
 >>> run(ServeConfig(app="myapp.mcp:registry", keyring=KeyringFile(Path("keys.toml")), store=default_store_url()))
 
-In order: standard output handed to the protocol alone (stdio), the app loaded (a module that cannot be imported
+In order: standard output handed to the protocol alone (stdio), the trace export the ``OTEL_*`` variables ask for
+installed (:mod:`soklet_core.tracing_setup`; off unless asked), the app loaded (a module that cannot be imported
 stops the start before anything is opened), the store opened (and, in store mode, the fleet keyring loaded from
 it), the MCP listener bound, the server built (metrics, readiness, the 2025 era, tasks; with ``auth`` the
 bearer-token policy and its RFC 9728 metadata), the admin listener bound, the live keyring attached (file: reloaded
 on SIGHUP and when the file changes; store: followed, heartbeats), the expected fingerprint checked, and the
 listeners served on one event loop until SIGINT or SIGTERM, which end the run normally after the graceful shutdown;
-then the task steps stop, the store closes, the token policy closes, the signal handlers and descriptors are
-restored. Signals are handled only when it runs on the main thread.
+then the task steps stop, the store closes, the token policy closes, the spans still batched are exported, and the
+signal handlers and descriptors are restored. Signals are handled only when it runs on the main thread.
 
 Start-up facts, readiness changes and the shutdown are reported as typed events (:data:`ServeEvent`) to
 ``on_event``; refusals are core errors (:class:`ServeError`, :class:`~soklet_core.store.StoreError`, the keyring
@@ -64,6 +65,7 @@ from soklet_core.mcp.server.resource_metadata import ProtectedResource
 from soklet_core.mcp.server.stdio._transport import StdioTransport, open_pipe_streams
 from soklet_core.protection import ProtectionConfig, normalize_endpoint_path
 from soklet_core.store import DurableStore, FleetKeyring, KeyringRepository, StoreError, open_store
+from soklet_core.tracing_setup import TracingSetup, TracingSetupError, configure_from_environment
 
 if TYPE_CHECKING:
     from soklet_core.mcp.server.auth import IntrospectionAdmission, JwtAdmission
@@ -230,21 +232,46 @@ def _url_host(host: str) -> str:
 async def _serve(config: ServeConfig, emit: EventSink, early: list[int]) -> None:
     with contextlib.ExitStack() as stack:
         protocol_out = stack.enter_context(protocol_stdout()) if config.stdio else None
-        # The app first: a module that cannot be imported stops the start before anything is opened.
-        app = load_app(config.app) if isinstance(config.app, str) else config.app
-        durable = open_store(config.store)
-        # Opened before anything listens: an unreachable store or a foreign schema stops the start, not the first
-        # request.
-        await durable.open()
-        server: McpServer | None = None
-        # Built on the server's loop (its key-set or introspection client belongs to it) and closed on it.
-        policy = None if config.auth is None else config.auth.policy()
+        # Before anything that makes spans (the store, the server); flushed only once all of it has stopped.
+        tracing = _start_tracing() if config.trace_from_environment else None
         try:
-            server = await _run_opened(config, app, durable, policy, protocol_out, emit, early, stack)
+            await _serve_traced(config, emit, early, stack, protocol_out)
         finally:
-            await _close_store(server, durable)
-            if policy is not None:
-                await policy.aclose()
+            if tracing is not None:
+                # The flush waits on the exporter's thread (an HTTP post): off the loop.
+                await asyncio.to_thread(tracing.shutdown)
+
+
+def _start_tracing() -> TracingSetup | None:
+    """The trace export the ``OTEL_*`` variables ask for, logged by its exporters' names (never an endpoint's
+    headers, which may hold an API key); a refusal is a :class:`ServeError` like any other bad configuration."""
+    try:
+        tracing = configure_from_environment()
+    except TracingSetupError as error:
+        raise ServeError(ServeErrorReason.TRACING, detail=str(error)) from error
+    if tracing is not None:
+        _logger.info("tracing: exporting spans (%s) as service %s", ", ".join(tracing.exporters), tracing.service_name)
+    return tracing
+
+
+async def _serve_traced(
+    config: ServeConfig, emit: EventSink, early: list[int], stack: contextlib.ExitStack, protocol_out: BinaryIO | None
+) -> None:
+    # The app first: a module that cannot be imported stops the start before anything is opened.
+    app = load_app(config.app) if isinstance(config.app, str) else config.app
+    durable = open_store(config.store)
+    # Opened before anything listens: an unreachable store or a foreign schema stops the start, not the first
+    # request.
+    await durable.open()
+    server: McpServer | None = None
+    # Built on the server's loop (its key-set or introspection client belongs to it) and closed on it.
+    policy = None if config.auth is None else config.auth.policy()
+    try:
+        server = await _run_opened(config, app, durable, policy, protocol_out, emit, early, stack)
+    finally:
+        await _close_store(server, durable)
+        if policy is not None:
+            await policy.aclose()
 
 
 async def _run_opened(

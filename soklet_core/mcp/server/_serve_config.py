@@ -87,6 +87,7 @@ class ServeErrorReason(ErrorReason):
         "expect-with-store-keyring",
         "an expected fingerprint is for a keyring file; a store member follows the store's generation",
     )
+    TRACING = "tracing", "the OTEL_* variables ask for a trace export soklet cannot make"
     NO_FLEET_KEYRING = "no-fleet-keyring", "the store holds no fleet keyring yet"
     STDIO_UNUSABLE = "stdio-unusable", "standard input or output cannot be used"
     APP_REFERENCE = "app-reference", "an app reference is module:object"
@@ -113,9 +114,10 @@ class ServeErrorReason(ErrorReason):
 
 
 class ServeError(SokletError):
-    """A start refused: ``reason`` (a :class:`ServeErrorReason`), ``detail`` (an exception's type name or the
-    operating system's sentence for a socket error: never its text, which could hold anything) and ``names`` (the
-    parameters an app factory cannot be called without)."""
+    """A start refused: ``reason`` (a :class:`ServeErrorReason`), ``detail`` (an exception's type name, the
+    operating system's sentence for a socket error, or a :class:`~soklet_core.tracing_setup.TracingSetupError`'s
+    message, a variable's name and fixed words: never an exception's text, which could hold anything) and
+    ``names`` (the parameters an app factory cannot be called without)."""
 
     __slots__ = ("detail", "names")
 
@@ -228,6 +230,10 @@ class ServeConfig:
       (:class:`~soklet_core.protection.ProtectionConfig`); ``options`` — the server's
       :class:`~soklet_core.mcp.server.ServerOptions` (protocol, HTTP and its limits, sessions, tasks);
       ``log_level`` — uvicorn's loggers.
+    * ``trace_from_environment`` — export soklet's spans as the ``OTEL_*`` variables ask
+      (:func:`~soklet_core.tracing_setup.configure_from_environment`: off unless an exporter or an OTLP endpoint is
+      named), from the start until the server has drained; ``False`` leaves tracing to the application (an SDK
+      provider it installs itself is used either way).
     """
 
     app: Registry | str | AppFactory
@@ -249,6 +255,7 @@ class ServeConfig:
     auth: AuthSettings | None = None
     resource: str | None = None
     authorization_servers: tuple[str, ...] = ()
+    trace_from_environment: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.app, (Registry, str)) and not callable(self.app):
@@ -271,6 +278,8 @@ class ServeConfig:
             raise ValueError(f"the expected fingerprint must be a v{CURRENT_FINGERPRINT_VERSION} fingerprint")
         if self.log_level not in _LOG_LEVELS:
             raise ValueError(f"log_level is one of {', '.join(sorted(_LOG_LEVELS))}")
+        if not isinstance(self.trace_from_environment, bool):
+            raise TypeError("trace_from_environment takes a bool")
         if self.stdio:
             if self.admin is not None:
                 raise ServeError(ServeErrorReason.ADMIN_WITH_STDIO)
