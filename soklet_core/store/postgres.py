@@ -69,6 +69,7 @@ from .records import (
     to_millis,
 )
 from .statements import POSTGRESQL, Statements, bound_params, replace_task_params, rotation_update_params
+from .traced import traced_store
 from .url import StoreUrl
 
 __all__ = [
@@ -163,6 +164,7 @@ async def _execute(connection: _Connection, operation: str, statement: str, para
         raise _translate(error, operation) from None
 
 
+@traced_store
 class PostgresStore:
     """The ``DurableStore`` and ``KeyringRepository`` over a PostgreSQL database (psycopg 3, a pool of 1 to 8
     connections, plus one listening connection while a follower waits and one while the rotation lock is held).

@@ -81,6 +81,7 @@ from .records import (
     to_millis,
 )
 from .statements import SQLITE, Statements, bound_params, replace_task_params, rotation_update_params
+from .traced import traced_store
 from .url import StoreUrl
 
 __all__ = ["SQLITE_MAX_BATCH", "SQLITE_MAX_QUEUED_WRITES", "SQLITE_READERS", "SQLITE_USAGE_ENTRIES", "SqliteStore"]
@@ -496,6 +497,7 @@ class _Writer:
                 loop.call_soon_threadsafe(_settle, writes)
 
 
+@traced_store
 class SqliteStore:
     """The ``DurableStore`` over one SQLite file (created 0600 in a folder made 0700 when absent).
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import logging
 import os
@@ -46,7 +47,8 @@ from soklet_core.mcp.server.durable._task_documents import (
     read_document,
     task_expired,
 )
-from soklet_core.mcp.server.durable._task_errors import TaskError
+from soklet_core.mcp.server.durable._task_errors import TaskError, TaskErrorReason
+from soklet_core.mcp.server.durable._task_spans import StepVerdict, step_span
 from soklet_core.store import DurableStore, StoreError, StoreErrorReason, TaskRecord, TaskStatus
 from soklet_core.store.records import to_millis
 
@@ -77,6 +79,10 @@ ORPHAN_SWEEP_BATCH: Final = 64
 CAS_TRIES: Final = 8
 # The most characters of the host name a lease holder's name keeps.
 _HOST_CHARS: Final = 64
+# A failed step's span reasons that are task refusal reasons too (the others: _task_spans.STEP_FAILURES).
+_UNFINISHED: Final = TaskErrorReason.STEP_UNFINISHED.value
+_STEP_FAILED: Final = TaskErrorReason.STEP_FAILED.value
+_TOOL_FAILED: Final = TaskErrorReason.TOOL_FAILED.value
 
 
 def _holder_name() -> str:
@@ -102,11 +108,13 @@ async def call_step(step: TaskStep, context: TaskContext) -> object:
 
 @dataclass(slots=True)
 class _Running:
-    """A task whose steps this process drives: its asyncio task, whether the task was cancelled, and whether
-    another round was asked for while it ran (a ``tasks/update`` that answered the last key)."""
+    """A task whose steps this process drives: its asyncio task, whether the task was cancelled, whether another
+    process took its lease over, and whether another round was asked for while it ran (a ``tasks/update`` that
+    answered the last key)."""
 
     task: asyncio.Task[None] | None = None
     cancelled: bool = False
+    lost: bool = False
     again: bool = False
 
 
@@ -160,15 +168,15 @@ class StepDriver:
         """``document`` leased to this process from ``now`` (a task created or made ``working`` again here)."""
         return replace(document, lease=to_millis(now) + int(self._lease * 1000), owner=self._instance)
 
-    def revive(self, record: TaskRecord, document: TaskDocument) -> bool:
+    def revive(self, record: TaskRecord, document: TaskDocument, *, background: bool = False) -> bool:
         """Start ``record``'s step here if it is ``working``, not run here, and its lease ran out (its process
         died); whether it was started. The step takes the lease first (:meth:`_acquire`), so of several processes
-        reviving it at once one runs it."""
+        reviving it at once one runs it. ``background``: see :meth:`start`."""
         if record.status is not TaskStatus.WORKING or record.task_id in self._running:
             return False
         if document.lease is not None and document.lease >= to_millis(_now()):
             return False
-        self.start(record.task_id)
+        self.start(record.task_id, background=background)
         return True
 
     async def sweep_orphans(self) -> int:
@@ -189,13 +197,14 @@ class StepDriver:
                 document = await read_document(record)
             except TaskError:
                 continue
-            if self.revive(record, document):
+            if self.revive(record, document, background=True):
                 _logger.info("task %s: its lease ran out; running its step", log_name(record.task_id))
                 started += 1
         return started
 
-    def start(self, task_id: str) -> None:
-        """Run ``task_id``'s step here (another round of it, if it is already running here)."""
+    def start(self, task_id: str, *, background: bool = False) -> None:
+        """Run ``task_id``'s step here (another round of it, if it is already running here). A ``background`` step
+        (no request started it) runs in a fresh context: its spans are a trace of their own."""
         if self._closed:
             return
         entry = self._running.get(task_id)
@@ -204,7 +213,11 @@ class StepDriver:
             return
         entry = _Running()
         self._running[task_id] = entry
-        entry.task = asyncio.get_running_loop().create_task(self._drive(task_id, entry), name="soklet-task-step")
+        entry.task = asyncio.get_running_loop().create_task(
+            self._drive(task_id, entry),
+            name="soklet-task-step",
+            context=contextvars.Context() if background else None,
+        )
 
     def cancel(self, task_id: str) -> None:
         """Cancel ``task_id``'s step running here, if any (the task was cancelled)."""
@@ -261,7 +274,7 @@ class StepDriver:
             if self._running.get(task_id) is entry:
                 del self._running[task_id]
 
-    async def _acquire(self, task_id: str) -> tuple[TaskRecord, TaskDocument] | None:
+    async def _acquire(self, task_id: str, verdict: StepVerdict) -> tuple[TaskRecord, TaskDocument] | None:
         """Take the lease of a ``working`` task (free, expired or already ours); ``None`` when it is not ours to
         run. Counts the attempt; past :data:`MAX_STEP_ATTEMPTS` the task fails instead."""
         for _ in range(CAS_TRIES):
@@ -275,26 +288,38 @@ class StepDriver:
             attempts = document.attempts + 1
             if attempts > MAX_STEP_ATTEMPTS:
                 _logger.error("task %s: the step did not finish in %d attempts", log_name(task_id), MAX_STEP_ATTEMPTS)
-                await self._finish(record, document, TaskStatus.FAILED, error=STEP_UNFINISHED_ERROR)
+                await self._finish(record, document, verdict, _UNFINISHED, error=STEP_UNFINISHED_ERROR)
                 return None
             document = replace(document, lease=now + int(self._lease * 1000), owner=self._instance, attempts=attempts)
             stored = await self._store.replace_task(
                 replace(record, document=await document_text(document)), expected_version=record.version
             )
             if stored is not None:
+                verdict.attempt = attempts
                 return stored, document
         return None
 
     async def _drive_round(self, task_id: str, entry: _Running) -> None:
-        acquired = await self._acquire(task_id)
+        """One round of the step, as one span (:func:`~._task_spans.step_span`)."""
+        verdict = StepVerdict()
+        with step_span(verdict):
+            try:
+                await self._run_round(task_id, entry, verdict)
+            except asyncio.CancelledError:
+                verdict.outcome = "cancelled" if entry.cancelled else "lease-lost" if entry.lost else "stopped"
+                raise
+
+    async def _run_round(self, task_id: str, entry: _Running, verdict: StepVerdict) -> None:
+        acquired = await self._acquire(task_id, verdict)
         if acquired is None:
             return
         record, document = acquired
         tool = self._registry.find_tool(record.tool)
         if tool is None or tool.task_step is None:
             _logger.error("task %s: its tool is not served here", log_name(task_id))
-            await self._finish(record, document, TaskStatus.FAILED, error=INTERNAL_FAILURE)
+            await self._finish(record, document, verdict, "tool-not-served", error=INTERNAL_FAILURE)
             return
+        verdict.tool = tool.name
         context = TaskContext(
             task_id=task_id,
             tool=record.tool,
@@ -327,7 +352,7 @@ class StepDriver:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await renewer
-        await self._settle(task_id, tool, outcome)
+        await self._settle(task_id, tool, outcome, verdict)
 
     async def _renew_lease(self, task_id: str, step: asyncio.Task[object], entry: _Running) -> None:
         """Keep the lease while the step runs; cancel the step when the task was cancelled or the lease lost."""
@@ -341,6 +366,7 @@ class StepDriver:
                     return
                 document = await read_document(record)
                 if document.owner != self._instance:
+                    entry.lost = True
                     step.cancel()  # another process took the step over: its run is the one that counts
                     return
                 document = replace(document, lease=to_millis(_now()) + int(self._lease * 1000))
@@ -350,53 +376,63 @@ class StepDriver:
             except StoreError as error:
                 _logger.warning("task %s: lease not renewed (%s)", log_name(task_id), error.reason.value)
 
-    async def _settle(self, task_id: str, tool: ToolRegistration, outcome: object) -> None:
+    async def _settle(self, task_id: str, tool: ToolRegistration, outcome: object, verdict: StepVerdict) -> None:
         """Write the step's outcome, unless the task moved on meanwhile (cancelled, or taken over)."""
         for _ in range(CAS_TRIES):
             record = await self._store.get_task(task_id)
             if record is None or record.status is not TaskStatus.WORKING:
+                verdict.outcome = "cancelled"
                 return  # cancelled (or purged) meanwhile: the outcome is dropped
             document = await read_document(record)
             if document.owner != self._instance:
+                verdict.outcome = "lease-lost"
                 return
-            written = await self._write_outcome(record, document, tool, outcome)
+            written = await self._write_outcome(record, document, tool, outcome, verdict)
             if written:
                 return
 
     async def _write_outcome(
-        self, record: TaskRecord, document: TaskDocument, tool: ToolRegistration, outcome: object
+        self, record: TaskRecord, document: TaskDocument, tool: ToolRegistration, outcome: object, verdict: StepVerdict
     ) -> bool:
         if isinstance(outcome, CallToolResult):
             result = outcome.to_wire()
-            return await self._finish(record, document, TaskStatus.COMPLETED, result=result)
+            return await self._finish(record, document, verdict, None, result=result)
         if isinstance(outcome, TaskFailed):
             error = error_object(outcome.code, outcome.message, outcome.data)
-            return await self._finish(record, document, TaskStatus.FAILED, error=error, message=outcome.message)
+            return await self._finish(record, document, verdict, _TOOL_FAILED, error=error, message=outcome.message)
         if isinstance(outcome, TaskInputRequired):
-            return await self._ask(record, document, tool, outcome)
+            return await self._ask(record, document, tool, outcome, verdict)
         if isinstance(outcome, TimeoutError):
-            return await self._finish(record, document, TaskStatus.FAILED, error=STEP_UNFINISHED_ERROR)
+            return await self._finish(record, document, verdict, _UNFINISHED, error=STEP_UNFINISHED_ERROR)
         if not isinstance(outcome, Exception):
             _logger.error("task %s: the step answered a %s", log_name(record.task_id), type(outcome).__name__)
-        return await self._finish(record, document, TaskStatus.FAILED, error=INTERNAL_FAILURE)
+            return await self._finish(record, document, verdict, "bad-answer", error=INTERNAL_FAILURE)
+        return await self._finish(record, document, verdict, _STEP_FAILED, error=INTERNAL_FAILURE)
 
     async def _ask(
-        self, record: TaskRecord, document: TaskDocument, tool: ToolRegistration, outcome: TaskInputRequired
+        self,
+        record: TaskRecord,
+        document: TaskDocument,
+        tool: ToolRegistration,
+        outcome: TaskInputRequired,
+        verdict: StepVerdict,
     ) -> bool:
         """Wait ``input_required`` for the step's requests, after the checks an MRTR emission gets."""
         if any(key in document.issued for key in outcome.input_requests):
             _logger.error("task %s: the step re-used an input request key", log_name(record.task_id))
-            return await self._finish(record, document, TaskStatus.FAILED, error=INTERNAL_FAILURE)
+            return await self._finish(record, document, verdict, "reused-key", error=INTERNAL_FAILURE)
         try:
             tool.check_emission(outcome.as_input_required_result())
         except McpModelError as refused:
             _logger.error("task step emitted an undeclared input request: %s", refused.reason.value)
-            return await self._finish(record, document, TaskStatus.FAILED, error=INTERNAL_FAILURE)
+            return await self._finish(record, document, verdict, "undeclared-emission", error=INTERNAL_FAILURE)
         missing = ClientCapabilities.from_json(document.capabilities).missing(outcome.required_capabilities)
         if missing is not None:
             refusal = missing_capabilities(missing.to_wire())
             error = error_object(refusal.code, refusal.message, refusal.data)
-            return await self._finish(record, document, TaskStatus.FAILED, error=error, message=refusal.message)
+            return await self._finish(
+                record, document, verdict, "missing-capability", error=error, message=refusal.message
+            )
         pending = JsonObject.from_mapping({key: request.to_wire() for key, request in outcome.input_requests.items()})
         changed_document = replace(
             document,
@@ -409,40 +445,54 @@ class StepDriver:
             owner=None,
         )
         return await self._write(
-            record, changed_document, TaskStatus.INPUT_REQUIRED, outcome.status_message or record.status_message
+            record,
+            changed_document,
+            TaskStatus.INPUT_REQUIRED,
+            outcome.status_message or record.status_message,
+            verdict,
         )
 
     async def _finish(
         self,
         record: TaskRecord,
         document: TaskDocument,
-        status: TaskStatus,
+        verdict: StepVerdict,
+        failure: str | None,
         *,
         result: JsonObject | None = None,
         error: JsonObject | None = None,
         message: str | None = None,
     ) -> bool:
+        """End the task: ``completed`` with ``result``, or (``failure``: its closed reason, for the span)
+        ``failed`` with ``error``."""
+        status = TaskStatus.COMPLETED if failure is None else TaskStatus.FAILED
+        verdict.reason = failure
         changed = replace(document, result=result, error=error, lease=None, owner=None, pending=None, answers=None)
         if message is None and error is not None:
             # A failed task SHOULD say why in statusMessage: its error's (client-safe) message.
             text = error.get("message")
             message = text.value if isinstance(text, JsonString) else None
         try:
-            return await self._write(record, changed, status, message)
-        except StoreError as failure:
-            if failure.reason is not StoreErrorReason.TOO_LARGE or status is not TaskStatus.COMPLETED:
+            return await self._write(record, changed, status, message, verdict)
+        except StoreError as refused:
+            if refused.reason is not StoreErrorReason.TOO_LARGE or status is not TaskStatus.COMPLETED:
                 raise
             _logger.error("task %s: result over the task document limit", log_name(record.task_id))
             changed = replace(changed, result=None, error=TOO_LARGE_FAILURE)
-            return await self._write(record, changed, TaskStatus.FAILED, RESPONSE_TOO_LARGE_MESSAGE)
+            verdict.reason = TaskErrorReason.TOO_LARGE.value
+            return await self._write(record, changed, TaskStatus.FAILED, RESPONSE_TOO_LARGE_MESSAGE, verdict)
 
-    async def _write(self, record: TaskRecord, document: TaskDocument, status: TaskStatus, message: str | None) -> bool:
+    async def _write(
+        self, record: TaskRecord, document: TaskDocument, status: TaskStatus, message: str | None, verdict: StepVerdict
+    ) -> bool:
         changed = replace(
             record, status=status, status_message=message, updated_at=_now(), document=await document_text(document)
         )
         stored = await self._store.replace_task(changed, expected_version=record.version)
-        if stored is not None and stored.status.terminal:
-            self._forget(stored)
+        if stored is not None:
+            verdict.written(stored.status)
+            if stored.status.terminal:
+                self._forget(stored)
         return stored is not None
 
     async def _release(self, task_id: str) -> None:

@@ -62,6 +62,7 @@ from soklet_core.mcp.server.durable._task_documents import (
     task_run,
 )
 from soklet_core.mcp.server.durable._task_errors import TaskError, TaskErrorReason
+from soklet_core.mcp.server.durable._task_spans import task_span
 from soklet_core.mcp.server.durable._task_steps import (
     CAS_TRIES,
     DEFAULT_STEP_TIMEOUT_SECONDS,
@@ -294,7 +295,21 @@ class TaskManager:
         """Store a new ``working`` task for ``tool`` and start its step here; the encoded ``CreateTaskResult``
         (without ``_meta``), answered only once the record is committed. Raises :class:`TaskError` (``Too
         many tasks`` past :data:`MAX_LIVE_TASKS_PER_CALLER`, ``Too many stored tasks`` past the partition's quota) or
-        :class:`StoreError`."""
+        :class:`StoreError`. One span, ``soklet.task.create``; the step's span is its child."""
+        with task_span("create", tool.name) as traced:
+            created = await self._create(tool, admission, arguments, capabilities, start)
+            if traced is not None:
+                traced.done("created")
+            return created
+
+    async def _create(
+        self,
+        tool: ToolRegistration,
+        admission: Admission,
+        arguments: JsonObject,
+        capabilities: ClientCapabilities,
+        start: StartTask,
+    ) -> bytes:
         await self.open()
         caller = (admission.partition, admission.identity.subject)
         await self._admit_caller(caller)
@@ -376,7 +391,22 @@ class TaskManager:
     ) -> CallToolResult:
         """Run an OPTIONAL tool's step within the request (the client did not declare the extension): its
         ``CallToolResult``; ``TaskFailed`` becomes that JSON-RPC error, ``TaskInputRequired`` or an exception
-        -32603. Nothing is stored."""
+        -32603. Nothing is stored. One span, ``soklet.task.run_inline``."""
+        with task_span("run_inline", tool.name) as traced:
+            result = await self._run_inline(tool, admission, arguments, capabilities, start, cancelled)
+            if traced is not None:
+                traced.done(TaskStatus.COMPLETED.value)
+            return result
+
+    async def _run_inline(
+        self,
+        tool: ToolRegistration,
+        admission: Admission,
+        arguments: JsonObject,
+        capabilities: ClientCapabilities,
+        start: StartTask,
+        cancelled: Callable[[], bool] | None,
+    ) -> CallToolResult:
         step = tool.task_step
         assert step is not None
         context = TaskContext(
@@ -425,16 +455,20 @@ class TaskManager:
     async def get(self, task_id: str, admission: Admission) -> tuple[bytes, str]:
         """``tasks/get``: the encoded DetailedTask (``resultType: "complete"``, without ``_meta``) and the task's tool
         name (what the access log names the request by). A ``working`` task whose lease ran out has its step started
-        here. Raises :class:`TaskError` (``NOT_FOUND``, ``EXPIRED``, ``DOCUMENT``)."""
-        record = await self._owned(task_id, admission)
-        document = await read_document(record)
-        self._steps.revive(record, document)  # its process died: run its step here
-        if record.status.terminal:
-            self._forget(record)
-        if len(record.document) <= INLINE_BODY_BYTES:
-            return encode_task(record, document, detailed=True), record.tool
-        # A large result is written out in a worker thread, as it was read.
-        return await asyncio.to_thread(encode_task, record, document, detailed=True), record.tool
+        here. Raises :class:`TaskError` (``NOT_FOUND``, ``EXPIRED``, ``DOCUMENT``). One span, ``soklet.task.get``,
+        its outcome the task's status."""
+        with task_span("get") as traced:
+            record = await self._owned(task_id, admission)
+            document = await read_document(record)
+            self._steps.revive(record, document)  # its process died: run its step here
+            if record.status.terminal:
+                self._forget(record)
+            if traced is not None:
+                traced.done(record.status.value, record.tool)
+            if len(record.document) <= INLINE_BODY_BYTES:
+                return encode_task(record, document, detailed=True), record.tool
+            # A large result is written out in a worker thread, as it was read.
+            return await asyncio.to_thread(encode_task, record, document, detailed=True), record.tool
 
     # ------------------------------------------------------------------------------------------------ update
 
@@ -445,7 +479,17 @@ class TaskManager:
         answered or superseded) are ignored unread. When every outstanding key is answered the task is ``working``
         again and its next round runs here. Idempotent; a terminal task is left as it is. The task's tool name;
         raises :class:`TaskError` (``NOT_FOUND``, ``EXPIRED``, ``INPUT_RESPONSES`` for an answer to an outstanding
-        key outside the protocol union of the request that key asked, ``CONTENTION``)."""
+        key outside the protocol union of the request that key asked, ``CONTENTION``). One span,
+        ``soklet.task.update``."""
+        with task_span("update") as traced:
+            tool = await self._update(task_id, admission, responses)
+            if traced is not None:
+                traced.done("updated", tool)
+            return tool
+
+    async def _update(
+        self, task_id: str, admission: Admission, responses: InputResponses | Mapping[str, JsonValue]
+    ) -> str:
         given = responses.as_map() if isinstance(responses, InputResponses) else responses
         for _ in range(CAS_TRIES):
             record = await self._owned(task_id, admission)
@@ -493,7 +537,15 @@ class TaskManager:
 
     async def cancel(self, task_id: str, admission: Admission) -> str:
         """``tasks/cancel``: a non-terminal task becomes ``cancelled`` at once and its step here is cancelled;
-        a terminal one is left as it is (the same ack). The task's tool name; raises :class:`TaskError`."""
+        a terminal one is left as it is (the same ack). The task's tool name; raises :class:`TaskError`. One span,
+        ``soklet.task.cancel``."""
+        with task_span("cancel") as traced:
+            tool = await self._cancel(task_id, admission)
+            if traced is not None:
+                traced.done(TaskStatus.CANCELLED.value, tool)
+            return tool
+
+    async def _cancel(self, task_id: str, admission: Admission) -> str:
         for _ in range(CAS_TRIES):
             record = await self._owned(task_id, admission)
             if record.status.terminal:

@@ -19,6 +19,13 @@ The store figures (tasks by status, live handles) are read from the durable stor
 (:meth:`ServerMetrics.refresh_store`), bounded by :data:`STORE_SCRAPE_TIMEOUT_SECONDS`; a store that fails or
 does not answer makes ``soklet_store_up`` 0 and drops the figures, and the scrape still succeeds.
 
+Refusals carry an exemplar while tracing is on: the counts of refused state opens and seals, of admission refusals,
+and of requests whose outcome is a refusal or an error (:data:`EXEMPLAR_OUTCOMES`) are incremented with
+``{"trace_id": ...}`` of the refused request's trace (:func:`~soklet_core.tracing.current_trace_ids`), so a graph's
+spike leads to one trace of it. Only the OpenMetrics format shows exemplars: :meth:`ServerMetrics.render` writes it
+when the scraper's ``Accept`` asks for ``application/openmetrics-text`` (:func:`exposition_for`), else the classic
+text format. While tracing is off a refusal costs one check more and carries no exemplar.
+
 Each :class:`ServerMetrics` owns its own ``CollectorRegistry``: two servers in one process (tests, one process
 serving many admin listeners) never share counters, and the process-global registry is never touched.
 """
@@ -35,6 +42,7 @@ from typing import TYPE_CHECKING, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.registry import Collector
 
 from soklet_core import __version__
@@ -45,6 +53,7 @@ from soklet_core.mcp.server.durable._handles import HANDLE_REJECTED_REASON
 from soklet_core.mcp.server.ops._readiness import NotReady, Readiness
 from soklet_core.protection import EnvelopeHeader, RequestStateProtectionException, RequestStateProtectionReason
 from soklet_core.store import DurableStore, StoreError, TaskStatus
+from soklet_core.tracing import TraceIds, current_trace_ids
 
 if TYPE_CHECKING:
     from soklet_core.keys import KeyringSnapshot
@@ -52,9 +61,11 @@ if TYPE_CHECKING:
 __all__ = [
     "ADMIN_AUTH_FAILURE_REASONS",
     "ADMISSION_REFUSAL_REASONS",
+    "EXEMPLAR_OUTCOMES",
     "MAX_REMEMBERED_REMOVED_KEYS",
     "METRICS_CONTENT_TYPE",
     "METRIC_METHODS",
+    "OPENMETRICS_CONTENT_TYPE",
     "OPEN_OUTCOMES",
     "OTHER",
     "REQUEST_OUTCOMES",
@@ -62,6 +73,7 @@ __all__ = [
     "SEAL_OUTCOMES",
     "STORE_SCRAPE_TIMEOUT_SECONDS",
     "ServerMetrics",
+    "exposition_for",
     "request_outcome",
 ]
 
@@ -71,6 +83,11 @@ OTHER: Final = "other"
 NO_REASON: Final = "none"
 #: ``generate_latest`` writes the classic text format (names are plain ASCII), so the response says so.
 METRICS_CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
+#: The OpenMetrics format (1.0.0), written for a scraper that asks for it: the one that shows exemplars.
+OPENMETRICS_CONTENT_TYPE: Final = openmetrics.CONTENT_TYPE_LATEST
+# The media type a scraper names to get OpenMetrics, and the most of an Accept value read for it.
+_OPENMETRICS_MEDIA_TYPE: Final = "application/openmetrics-text"
+_MAX_ACCEPT_CHARS: Final = 1024
 #: The method label values besides ``other``: the client requests the server answers (``methods.KNOWN_METHODS``).
 METRIC_METHODS: Final = KNOWN_METHODS
 #: Request outcomes (see :func:`request_outcome`).
@@ -88,6 +105,9 @@ REQUEST_OUTCOMES: Final = frozenset(
     }
 )
 SEAL_OUTCOMES: Final = frozenset({"sealed", "refused"})
+#: Request outcomes counted with an exemplar (the trace of one such request) while tracing is on: the refusals and
+#: the errors, which an operator follows to a trace; not a success, nor a client that left.
+EXEMPLAR_OUTCOMES: Final = REQUEST_OUTCOMES - {"ok", "accepted", "disconnected"}
 #: Why the admin listener refused an authentication: no ``Authorization`` header, or one that names no token.
 ADMIN_AUTH_FAILURE_REASONS: Final = frozenset({"missing", "invalid"})
 #: Why the MCP endpoint refused a caller's credentials: the admission policies' closed reasons.
@@ -129,6 +149,38 @@ def request_outcome(status: int, code: int | None, reason: str | None) -> str:
     if 400 <= status < 500:
         return "refused"
     return "server_error" if status >= 500 else OTHER
+
+
+def exposition_for(accept: bytes | str | None) -> tuple[Callable[[CollectorRegistry], bytes], str]:
+    """The writer and content type a scrape gets for its ``Accept`` value: OpenMetrics 1.0.0 when it names
+    ``application/openmetrics-text`` (without ``q=0``), else the classic text format. Only the first
+    1024 characters are read, and the content type answered is a constant: nothing of the header is echoed."""
+    if isinstance(accept, bytes):
+        accept = accept.decode("latin-1")
+    if accept:
+        for accepted in accept[:_MAX_ACCEPT_CHARS].split(","):
+            media_type, _, parameters = accepted.partition(";")
+            if media_type.strip().lower() == _OPENMETRICS_MEDIA_TYPE and not _refused(parameters):
+                return openmetrics.generate_latest, OPENMETRICS_CONTENT_TYPE
+    return generate_latest, METRICS_CONTENT_TYPE
+
+
+def _refused(parameters: str) -> bool:
+    """Whether a media range's parameters weigh it ``q=0`` (the scraper refuses it)."""
+    for parameter in parameters.split(";"):
+        name, _, weight = parameter.partition("=")
+        if name.strip().lower() == "q":
+            try:
+                return float(weight.strip()) == 0
+            except ValueError:
+                return False
+    return False
+
+
+def _exemplar(trace: TraceIds | None = None) -> dict[str, str] | None:
+    """The exemplar of a refusal counted now: the trace of the request refused (``None`` when tracing is off)."""
+    ids = trace if trace is not None else current_trace_ids()
+    return None if ids is None else {"trace_id": ids.trace_id}
 
 
 def _bounded(value: str | None, allowed: frozenset[str]) -> str:
@@ -379,13 +431,15 @@ class ServerMetrics:
         )
         return [up, tasks, handles]
 
-    def render(self) -> tuple[bytes, str]:
-        """The Prometheus text exposition of every metric, and its content type."""
+    def render(self, accept: bytes | str | None = None) -> tuple[bytes, str]:
+        """The exposition of every metric, and its content type: OpenMetrics (with the exemplars) when ``accept``,
+        the scrape's ``Accept`` value, asks for it, else the classic Prometheus text (:func:`exposition_for`)."""
+        write, content_type = exposition_for(accept)
         source = self._keyring_source
         if source is not None:
             self.observe_keyring(source())
         with self._keyring_lock:  # never a half-replaced keyring view
-            return generate_latest(self._registry), METRICS_CONTENT_TYPE
+            return write(self._registry), content_type
 
     def observe_keyring(
         self,
@@ -445,27 +499,35 @@ class ServerMetrics:
         """The key ids this instance held and removed (at most :data:`MAX_REMEMBERED_REMOVED_KEYS`, newest kept)."""
         return self._removed_key_ids
 
-    def request(self, method: str | None, outcome: str) -> None:
-        """Count one answered POST: ``method`` outside :data:`METRIC_METHODS` and unknown outcomes count as other."""
-        self._inc(self._requests, "r", _bounded(method, METRIC_METHODS), _bounded(outcome, REQUEST_OUTCOMES))
+    def request(self, method: str | None, outcome: str, *, trace: TraceIds | None = None) -> None:
+        """Count one answered POST: ``method`` outside :data:`METRIC_METHODS` and unknown outcomes count as other.
+        An outcome of :data:`EXEMPLAR_OUTCOMES` carries the trace of the request (``trace``, its span's ids, else
+        the current span's) as an exemplar while tracing is on."""
+        bounded = _bounded(outcome, REQUEST_OUTCOMES)
+        exemplar = _exemplar(trace) if bounded in EXEMPLAR_OUTCOMES else None
+        self._inc(self._requests, "r", _bounded(method, METRIC_METHODS), bounded, exemplar=exemplar)
 
     def input_required(self, method: str) -> None:
         """Count one ``input_required`` result answering ``method``."""
         self._inc(self._input_required, "i", _bounded(method, METRIC_METHODS))
 
     def seal(self, outcome: str, reason: str | None = None) -> None:
-        """Count one seal: ``sealed``, or ``refused`` with a :class:`RequestStateProtectionReason` value."""
-        self._inc(self._seals, "s", *self._state_labels(outcome, SEAL_OUTCOMES, reason))
+        """Count one seal: ``sealed``, or ``refused`` with a :class:`RequestStateProtectionReason` value (a refusal
+        carries the current trace as an exemplar while tracing is on)."""
+        labels = self._state_labels(outcome, SEAL_OUTCOMES, reason)
+        self._inc(self._seals, "s", *labels, exemplar=_exemplar() if labels[0] == "refused" else None)
 
     def open(self, outcome: str, reason: str | None = None, *, token: str | None = None) -> None:
         """Count one open: ``opened``, or ``refused`` with a :class:`RequestStateProtectionReason` value.
 
         An ``unknown-key`` refusal given the refused ``token`` is counted as :data:`RETIRED_KEY_REASON` when the
         token's key id is one this instance held and removed. The token's header is read only then (bounded work:
-        the opener refused it after its size check); the id itself never becomes a label."""
+        the opener refused it after its size check); the id itself never becomes a label. A refusal carries the
+        current trace as an exemplar while tracing is on."""
         if reason == RequestStateProtectionReason.UNKNOWN_KEY.value and token is not None and self._removed_key_ids:
             reason = self._unknown_key_reason(token)
-        self._inc(self._opens, "o", *self._state_labels(outcome, OPEN_OUTCOMES, reason))
+        labels = self._state_labels(outcome, OPEN_OUTCOMES, reason)
+        self._inc(self._opens, "o", *labels, exemplar=_exemplar() if labels[0] == "refused" else None)
 
     def _unknown_key_reason(self, token: str) -> str:
         unknown: str = RequestStateProtectionReason.UNKNOWN_KEY.value
@@ -480,20 +542,21 @@ class ServerMetrics:
         self._inc(self._admin_auth_failures, "a", _bounded(reason, ADMIN_AUTH_FAILURE_REASONS))
 
     def admission_refused(self, reason: str) -> None:
-        """Count one MCP request refused by admission: an :data:`ADMISSION_REFUSAL_REASONS` value, else other."""
-        self._inc(self._admission_refusals, "d", _bounded(reason, ADMISSION_REFUSAL_REASONS))
+        """Count one MCP request refused by admission: an :data:`ADMISSION_REFUSAL_REASONS` value, else other (with
+        the current trace as an exemplar while tracing is on)."""
+        self._inc(self._admission_refusals, "d", _bounded(reason, ADMISSION_REFUSAL_REASONS), exemplar=_exemplar())
 
     @staticmethod
     def _state_labels(outcome: str, outcomes: frozenset[str], reason: str | None) -> tuple[str, str]:
         return _bounded(outcome, outcomes), NO_REASON if reason is None else _bounded(reason, _REASONS)
 
-    def _inc(self, counter: Counter, family: str, *labels: str) -> None:
+    def _inc(self, counter: Counter, family: str, *labels: str, exemplar: dict[str, str] | None = None) -> None:
         key = (family, *labels)
         child = self._children.get(key)
         if child is None:
             # Racing threads may both create it: labels() returns the same child, so nothing is lost.
             child = self._children.setdefault(key, counter.labels(*labels))
-        child.inc()
+        child.inc(exemplar=exemplar)
 
     def __repr__(self) -> str:
         return "ServerMetrics()"
