@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ __all__ = [
     "OPERATION",
     "OUTCOME",
     "REASON",
+    "RECHECK_SECONDS",
     "ROUND",
     "TRACER_NAME",
     "AttributeValue",
@@ -84,42 +86,52 @@ ROUND: Final = "soklet.request_state.round"
 AttributeValue: TypeAlias = str | int | float | bool
 
 _HEX: Final = frozenset("0123456789abcdef")
+#: How long a decision of :func:`tracer` stands: a global provider installed (or replaced) later is seen within
+#: this time. Asking the API every call would cost about a microsecond (it reads the process environment while no
+#: provider is set), several times per request.
+RECHECK_SECONDS: Final = 1.0
+
 _lock = threading.Lock()
-# (provider, its soklet tracer): the tracer is asked for once per provider.
-_cached: tuple[object, Tracer] | None = None
 # A provider for soklet alone (tests, an application that keeps soklet's spans apart); None: the global one.
 _override: TracerProvider | None = None
+# (until when the decision stands by time.monotonic(), the provider it was taken for, its soklet tracer or None).
+_decision: tuple[float, object, Tracer | None] = (0.0, None, None)
 
 
 def use_provider(provider: TracerProvider | None) -> None:
-    """Send soklet's spans to ``provider`` instead of the global tracer provider (``None``: back to the global).
+    """Send soklet's spans to ``provider`` instead of the global tracer provider (``None``: back to the global),
+    from the next span on.
 
     The global provider can be set only once per process; this is how a test, or an application that routes
     soklet's spans apart, chooses another.
     """
-    global _override, _cached
+    global _override, _decision
     with _lock:
         _override = provider
-        _cached = None
+        _decision = (0.0, None, None)
 
 
 def tracer() -> Tracer | None:
-    """soklet's tracer, or ``None`` while no SDK provider is installed (tracing is off)."""
-    provider = _override if _override is not None else trace.get_tracer_provider()
-    cached = _cached
-    if cached is not None and cached[0] is provider:
-        return cached[1]
-    if isinstance(provider, ProxyTracerProvider | NoOpTracerProvider):
-        return None
-    return _tracer_of(provider)
+    """soklet's tracer, or ``None`` while no SDK provider is installed (tracing is off).
+
+    The answer is decided at most once per :data:`RECHECK_SECONDS`, so the check costs a clock read when off.
+    """
+    decision = _decision
+    if time.monotonic() < decision[0]:
+        return decision[2]
+    return _decide()
 
 
-def _tracer_of(provider: TracerProvider) -> Tracer:
-    global _cached
-    found = provider.get_tracer(TRACER_NAME, _version())
+def _decide() -> Tracer | None:
+    global _decision
     with _lock:
-        _cached = (provider, found)
-    return found
+        provider = _override if _override is not None else trace.get_tracer_provider()
+        _until, known, found = _decision
+        if known is not provider:
+            off = isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
+            found = None if off else provider.get_tracer(TRACER_NAME, _version())
+        _decision = (time.monotonic() + RECHECK_SECONDS, provider, found)
+        return found
 
 
 def _version() -> str | None:
