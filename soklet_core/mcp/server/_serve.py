@@ -235,7 +235,7 @@ async def _serve(config: ServeConfig, emit: EventSink, early: list[int]) -> None
         # Before anything that makes spans (the store, the server); flushed only once all of it has stopped.
         tracing = _start_tracing() if config.trace_from_environment else None
         try:
-            await _serve_traced(config, emit, early, stack, protocol_out)
+            await _serve_traced(config, emit, early, stack, protocol_out, tracing)
         finally:
             if tracing is not None:
                 # The flush waits on the exporter's thread (an HTTP post): off the loop.
@@ -243,19 +243,21 @@ async def _serve(config: ServeConfig, emit: EventSink, early: list[int]) -> None
 
 
 def _start_tracing() -> TracingSetup | None:
-    """The trace export the ``OTEL_*`` variables ask for, logged by its exporters' names (never an endpoint's
-    headers, which may hold an API key); a refusal is a :class:`ServeError` like any other bad configuration."""
+    """The trace export the ``OTEL_*`` variables ask for; a refusal is a :class:`ServeError` like any other bad
+    configuration."""
     try:
-        tracing = configure_from_environment()
+        return configure_from_environment()
     except TracingSetupError as error:
         raise ServeError(ServeErrorReason.TRACING, detail=str(error)) from error
-    if tracing is not None:
-        _logger.info("tracing: exporting spans (%s) as service %s", ", ".join(tracing.exporters), tracing.service_name)
-    return tracing
 
 
 async def _serve_traced(
-    config: ServeConfig, emit: EventSink, early: list[int], stack: contextlib.ExitStack, protocol_out: BinaryIO | None
+    config: ServeConfig,
+    emit: EventSink,
+    early: list[int],
+    stack: contextlib.ExitStack,
+    protocol_out: BinaryIO | None,
+    tracing: TracingSetup | None,
 ) -> None:
     # The app first: a module that cannot be imported stops the start before anything is opened.
     app = load_app(config.app) if isinstance(config.app, str) else config.app
@@ -267,7 +269,7 @@ async def _serve_traced(
     # Built on the server's loop (its key-set or introspection client belongs to it) and closed on it.
     policy = None if config.auth is None else config.auth.policy()
     try:
-        server = await _run_opened(config, app, durable, policy, protocol_out, emit, early, stack)
+        server = await _run_opened(config, app, durable, policy, protocol_out, emit, early, stack, tracing)
     finally:
         await _close_store(server, durable)
         if policy is not None:
@@ -283,6 +285,7 @@ async def _run_opened(
     emit: EventSink,
     early: list[int],
     stack: contextlib.ExitStack,
+    tracing: TracingSetup | None,
 ) -> McpServer:
     source = config.keyring
     fleet = None
@@ -438,6 +441,9 @@ async def _run_opened(
             auth.audience or "not checked",
             auth.metadata_url,
         )
+    if tracing is not None:
+        # Where spans go, by the exporters' names: never an endpoint's headers, which may hold an API key.
+        _logger.info("tracing: exporting spans (%s) as service %s", ", ".join(tracing.exporters), tracing.service_name)
     if config.expect_fingerprint is not None:
         # Checked now and after every reload or admin change; a mismatch holds the instance back (logged).
         expectation = ExpectedFingerprint(readiness, config.expect_fingerprint)
