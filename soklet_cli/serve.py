@@ -23,6 +23,7 @@ from soklet_core.files import KeyringDocument, KeyringFileError, KeyringFileErro
 from soklet_core.files.fleet_file import check_instance_name, is_environment_name
 from soklet_core.fleet import parse_expected_fingerprint
 from soklet_core.json import encode_wire
+from soklet_core.json_logs import JsonLogFormatter
 from soklet_core.keys import Fingerprint, KeyringError, KeyWrapError, KeyWrapper, ProtectionKey
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION
 from soklet_core.mcp import Registry
@@ -179,6 +180,13 @@ class LogLevel(StrEnum):
     error = "error"
 
 
+class LogFormat(StrEnum):
+    """How log lines are written: text for people, JSON (one object per line) for a log pipeline."""
+
+    text = "text"
+    json = "json"
+
+
 def _request(url: str, request_id: int, params: dict[str, Any]) -> str:
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
     headers = [
@@ -217,13 +225,37 @@ def example_commands(url: str) -> list[str]:
     ]
 
 
-def _configure_logging(level: LogLevel) -> None:
+def _configure_logging(level: LogLevel, log_format: LogFormat = LogFormat.text) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    handler.setFormatter(
+        JsonLogFormatter()
+        if log_format is LogFormat.json
+        else logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s")
+    )
     root = logging.getLogger("soklet")
     root.handlers[:] = [handler]
     root.setLevel(level.value.upper())
     root.propagate = False
+
+
+@contextlib.contextmanager
+def _uvicorn_lines_as_json() -> Iterator[None]:
+    """uvicorn's own lines (start, stop, a malformed request) as JSON too, while the block runs.
+
+    Each ``uvicorn.Config`` the core makes applies uvicorn's default logging configuration (its module-level
+    ``LOGGING_CONFIG``), the last one after the server reported it serves: so its formatters are swapped there,
+    not on the loggers, which that configuration would reset."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    formatters = LOGGING_CONFIG["formatters"]
+    previous = dict(formatters)
+    for name in previous:
+        formatters[name] = {"()": JsonLogFormatter}
+    try:
+        yield
+    finally:
+        formatters.clear()
+        formatters.update(previous)
 
 
 def _check_timeout(value: str) -> str:
@@ -635,6 +667,13 @@ def serve(
     resource: ResourceOption = None,
     authorization_servers: AuthorizationServerOption = None,
     log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log level.")] = LogLevel.info,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            "--log-format",
+            help="Log lines as text for people, or json: one object per line with the event's fields and span ids.",
+        ),
+    ] = LogFormat.text,
     allow_insecure: InsecureOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the start-up facts as one JSON document.")] = False,
 ) -> None:
@@ -700,6 +739,13 @@ def serve(
     still running get --shutdown-grace to be answered, then the server exits 0. Log lines that stderr does not
     take (nobody reads it) are dropped, never waited for.
 
+    **Logs** go to stderr once the server serves: text lines for people by default; **--log-format json** writes
+    one JSON object per line (time, level, logger, message, then the event's own fields: the access log's method,
+    operation, status and duration, a refused request state's reason, the admin audit's action, key id, token
+    label and outcome; trace_id and span_id while tracing is on), never a token or other client input
+    (docs/server.md, "Logs"). Spans are exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT (or
+    OTEL_TRACES_EXPORTER=otlp) is set and the tracing extra is installed: docs/tracing.md.
+
     **Bearer tokens** (OAuth 2.1): **--auth jwt** admits an HTTP request only with an access token (JWT, RFC
     9068) from --issuer for --audience, verified against --jwks-url or --jwks-file; **--auth introspection** asks
     the authorization server's RFC 7662 endpoint (--introspection-url, --client-id, --client-secret-file) instead.
@@ -732,6 +778,8 @@ def serve(
       soklet serve --protocol modern
 
       soklet serve --max-sessions 256 --session-idle-timeout 10m --input-timeout 2m
+
+      soklet serve --keyring keys.toml --log-format json 2>> soklet.jsonl
 
       {auth_example}
 
@@ -902,10 +950,15 @@ def serve(
             keyring_file=keyring_file,
             demo=app is None,
             log_level=log_level,
+            log_format=log_format,
         )
         # The driver's pool logs each failed connection attempt (a warning with the driver's own text); the start
         # says what went wrong in its one line instead.
         logging.getLogger("psycopg").addHandler(logging.NullHandler())
+        if log_format is LogFormat.json:
+            # A pipeline reads every line: what is logged while starting is JSON too, not only what follows.
+            _configure_logging(log_level, log_format)
+            stack.enter_context(_uvicorn_lines_as_json())
         try:
             run(config, on_event=banner.on_event)
         except ServeError as error:
@@ -1140,6 +1193,7 @@ class _Banner:
         keyring_file: Path | None,
         demo: bool,
         log_level: LogLevel,
+        log_format: LogFormat,
     ) -> None:
         self._config = config
         self._stack = stack
@@ -1149,6 +1203,7 @@ class _Banner:
         self._keyring_file = keyring_file
         self._demo = demo
         self._log_level = log_level
+        self._log_format = log_format
         self._listening: Listening | None = None
         self._admin: AdminListening | None = None
         self._keyring: KeyringLoaded | None = None
@@ -1167,7 +1222,7 @@ class _Banner:
         elif isinstance(event, Serving):
             self._print()
             sys.stdout.flush()
-            _configure_logging(self._log_level)
+            _configure_logging(self._log_level, self._log_format)
             if self._config.stdio:
                 # Over stdio nobody may read stderr: log lines it does not take are dropped, never waited for.
                 self._stack.enter_context(_stderr_never_blocks())
