@@ -201,6 +201,7 @@ def test_otlp_exports_to_the_endpoint_with_its_headers_as_service_soklet_by_defa
     assert child.attributes[tracing.ROUND] == 1
 
 
+@pytest.mark.slow
 def test_the_service_name_and_resource_come_from_the_standard_variables() -> None:
     with OtlpReceiver() as receiver:
         named = _run(
