@@ -160,13 +160,19 @@ _OFF: Final = _Off()
 def span(
     name: str, attributes: Mapping[str, AttributeValue] | None = None, *, kind: SpanKind = SpanKind.INTERNAL
 ) -> AbstractContextManager[Span | None]:
-    """A child of the current span, current inside the ``with`` block (``None`` in it when tracing is off).
+    """A child of the current span, current inside the ``with`` block (``None`` in it when tracing is off, or when
+    the current span was sampled out: a child follows its request's sampling decision).
 
     ``name`` and ``attributes`` are fixed or bounded values (see the module docstring). An exception leaving the
     block marks the span ``ERROR`` with its type name only.
     """
     found = tracer()
     if found is None:
+        return _OFF
+    parent = trace.get_current_span()
+    if not parent.is_recording() and parent.get_span_context().is_valid:
+        # The request was sampled out: its children follow its decision (as a parent-based sampler would decide
+        # for each of them, at several microseconds a span).
         return _OFF
     return _Scoped(found.start_span(name, kind=kind, attributes=attributes))
 

@@ -457,6 +457,20 @@ class DispatchResult:
             trace=self.trace,
         )
 
+    def traced(self, ids: TraceIds) -> DispatchResult:
+        """This answer with the ids of the request's server span (for the access log)."""
+        return DispatchResult(
+            self.status,
+            self.body,
+            self.method,
+            self.operation,
+            self.reason,
+            self.headers,
+            self.code,
+            self.request_id,
+            ids,
+        )
+
     @classmethod
     def refused(
         cls,

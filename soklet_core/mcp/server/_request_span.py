@@ -20,7 +20,6 @@ operation names, validated protocol versions and closed reasons are written: nev
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Final
@@ -154,7 +153,7 @@ class RequestSpan:
             )
         span.end()
         ids = tracing.trace_ids(span)
-        return result if ids is None else dataclasses.replace(result, trace=ids)
+        return result if ids is None else result.traced(ids)
 
     def abandon(self, reason: str) -> None:
         """End the span of a request that got no answer (cancelled: ``reason`` says by whom)."""
