@@ -785,7 +785,9 @@ def serve(
 
     **Exit codes**: 0 stopped (with --stdio: standard input ended); 1 the keyring was refused (store mode: the
     store holds no fleet keyring, or the KEK cannot be loaded or does not unwrap it), the store's schema is not one
-    this soklet writes, or the --app module or factory raised; 2 usage (an admin listener
+    this soklet writes, the --app module or factory raised, or the OTEL_* variables ask for a trace export soklet
+    cannot make (an exporter other than otlp or console, a protocol other than http/protobuf, the tracing extra not
+    installed); 2 usage (an admin listener
     without a usable token source, on the MCP port, non-loopback without TLS, or with --stdio included; a
     malformed store URL; a bearer-token option missing, malformed, without --auth or with --stdio; an --app
     naming no module or object, a factory needing arguments, or no Registry); 3 the keyring file, a token,
@@ -1082,6 +1084,9 @@ def _serve_failure(
         )
     if reason is ServeErrorReason.STDIO_UNUSABLE:
         fail(f"--stdio cannot use standard input or output ({detail})", ExitCode.IO)
+    if reason is ServeErrorReason.TRACING:
+        # The variable is named, never its value (OTEL_EXPORTER_OTLP_HEADERS may hold an API key).
+        fail(f"tracing: {detail}", ExitCode.REFUSED)
     _app_failure(error, app or "")
 
 

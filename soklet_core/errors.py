@@ -4,6 +4,7 @@ Each layer raises its own subclass, and most carry one member of a closed reason
 so a caller may catch the whole library, one layer, or switch on one reason::
 
     SokletError                                     (defined in)                 reason
+    ├── TracingSetupError                           soklet_core.tracing_setup    TracingSetupErrorReason
     ├── JsonError (ValueError)                      soklet_core.json             JsonErrorReason
     ├── KeyringError (ValueError)                   soklet_core.keys             KeyringErrorReason
     │   └── KeyInUse

@@ -81,6 +81,7 @@ from soklet_core.protection import (
     normalize_endpoint_path,
 )
 from soklet_core.store import StoreError, StoreErrorReason
+from soklet_core.tracing_setup import TracingSetupError, TracingSetupErrorReason
 
 
 def _core_modules() -> list[types.ModuleType]:
@@ -227,6 +228,7 @@ EXAMPLES: list[SokletError] = [
     TaskError(TaskErrorReason.NOT_FOUND),
     HandleRejected(),
     ServeError(ServeErrorReason.APP_FACTORY_NEEDS_ARGUMENTS, detail="TypeError", names=("settings",)),
+    TracingSetupError(TracingSetupErrorReason.SDK_REFUSED, variable="OTEL_TRACES_EXPORTER", detail="ValueError"),
     SnapshotError("missing", "keys[0].id"),
     StoreError(StoreErrorReason.UNAVAILABLE, "insert_task: sqlite3.OperationalError"),
     RecordError("not JSON"),

@@ -128,6 +128,10 @@ __all__ = [
     "ASGIApp",
     "MalformedAuthority",
     "McpAsgiApp",
+    "Message",
+    "Receive",
+    "Scope",
+    "Send",
     "parse_authority",
     "parse_origin",
 ]
