@@ -135,6 +135,8 @@ def test_an_id_the_key_id_rule_refuses_is_never_told(
     [found] = spans.get_finished_spans()
     assert tracing.KEY_ID not in (found.attributes or {})
     _no_secret(spans.get_finished_spans(), caplog, BAD_ID, "DROP")
+    # Nor in any other line (the live keyring's own refusal line names the id only once it passed the rule).
+    assert not any("DROP" in record.getMessage() for record in caplog.records)
 
 
 def test_a_malformed_body_is_audited_without_its_text(

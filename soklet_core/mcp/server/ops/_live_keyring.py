@@ -56,6 +56,7 @@ from soklet_core.keys import (
     printable_name,
 )
 from soklet_core.keys.fingerprint import CURRENT_FINGERPRINT_VERSION, FINGERPRINT_VERSIONS
+from soklet_core.keys.key import key_id_problem
 from soklet_core.mcp.server.ops._readiness import NotReady, Readiness
 
 __all__ = [
@@ -310,12 +311,14 @@ class LiveKeyring:
                     # What is on disk now is refused, as a reload of it is. (A file that fails to read is the
                     # watcher's to judge: a failed write or a busy lock says nothing of what the file holds.)
                     self._refuse_file()
-                shown = printable_name(key_id, what="a key id")
-                _logger.warning("keyring %s of %s by %s refused: %s", action, shown, actor, error.reason.value)
+                _logger.warning(
+                    "keyring %s of %s by %s refused: %s", action, _shown_id(key_id), actor, error.reason.value
+                )
                 raise
             except KeyringError as error:
-                shown = printable_name(key_id, what="a key id")
-                _logger.warning("keyring %s of %s by %s refused: %s", action, shown, actor, error.reason.value)
+                _logger.warning(
+                    "keyring %s of %s by %s refused: %s", action, _shown_id(key_id), actor, error.reason.value
+                )
                 raise
             changed = self._manager.generation != before
         if adopted:
@@ -416,7 +419,15 @@ def announce_change(
     key id, generation, fingerprint; never material), then every observer (metrics), none of which may undo or
     fail the change."""
     fingerprint = snapshot.fingerprint
-    shown = "-" if key_id is None else printable_name(key_id, what="a key id")
+    shown = "-" if key_id is None else _shown_id(key_id)
+    fields = {
+        "event": "keyring-change",
+        "actor": actor,
+        "action": action,
+        "key_id": None if key_id is None else shown,
+        "generation": snapshot.generation,
+        "fingerprint": f"v{fingerprint.version}:{fingerprint.value}",
+    }
     _audit.info(
         "actor=%s action=%s key=%s generation=%d fingerprint=v%d:%s",
         actor,
@@ -425,12 +436,20 @@ def announce_change(
         snapshot.generation,
         fingerprint.version,
         fingerprint.value,
+        extra={"soklet": fields},
     )
     for observer in observers:
         try:
             observer(snapshot)
         except Exception as error:  # an observer (metrics) must never undo or fail an applied change
             _logger.error("keyring observer failed: %s", type(error).__name__)
+
+
+def _shown_id(key_id: str) -> str:
+    # A refused change may name an id that breaks the key-id rule: that is the client's text, never logged.
+    if key_id_problem(key_id) is not None:
+        return "<not a key id>"
+    return printable_name(key_id, what="a key id")
 
 
 def _diverged(on_disk: ProtectionKeyring, live: ProtectionKeyring) -> bool:
