@@ -7,22 +7,29 @@ the token; malformed trace context starts a new trace and is never echoed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from soklet_apps import demo
 from soklet_core import tracing
+from soklet_core.files import read_keyring_file
 from soklet_core.keys import ProtectionKey, ProtectionKeyring
 from soklet_core.mcp import McpServer
+from soklet_core.mcp.server.ops import AdminApp, AdminTokens, LiveKeyring
+from soklet_core.mcp.server.ops._metrics import ServerMetrics
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import FORM_CAPS, Client, running
-from tests.server.support_admin import material_text
+from tests.server.support_admin import LABEL, TOKEN, material_text, write_keyring
 
 KEY = ProtectionKey.generate("span-key")
 ACCEPT = {"action": "accept", "content": {}}
@@ -253,3 +260,52 @@ def test_nothing_is_made_with_tracing_off(base_url: str, exporter: InMemorySpanE
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         tracing.use_provider(provider)
+
+
+def test_a_refused_retry_is_an_exemplar_of_its_trace(exporter: InMemorySpanExporter, tmp_path: Path) -> None:
+    # A real server counting into its metrics, scraped through the real admin app as Prometheus scrapes it.
+    metrics = ServerMetrics(instance="spans")
+    keyring = tmp_path / "keys.toml"
+    write_keyring(keyring, KEY)
+    document = read_keyring_file(keyring)
+    server = McpServer(demo.build_registry(), protection=ProtectionConfig(keyring=document.keyring()), metrics=metrics)
+    manager = server.protection_keyring_manager
+    assert manager is not None
+    admin = AdminApp(
+        LiveKeyring(manager, keyring, document=document),
+        AdminTokens.parse(f"{LABEL}:{TOKEN}"),
+        instance="spans",
+        lifetime_ms=60_000,
+        rounds=3,
+        metrics=metrics,
+    )
+    with running(server) as url:
+        c = Client(url)
+        first = c.call("catalog.continue", {}, capabilities=FORM_CAPS)
+        assert first.state is not None
+        exporter.clear()
+        c.retry("catalog.continue", {}, first.state[:-4] + "AAAA", {"approval": ACCEPT}, capabilities=FORM_CAPS)
+        c.close()
+    (span,) = servers(exporter)
+    trace_id = format(span.context.trace_id, "032x")
+
+    async def scrape(accept: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=admin)
+        async with httpx.AsyncClient(transport=transport, base_url="http://admin") as client:
+            return await client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}", "Accept": accept})
+
+    scraped = asyncio.run(scrape("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"))
+    assert scraped.headers["content-type"].startswith("application/openmetrics-text")
+    exemplars = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.exemplar
+        for family in text_string_to_metric_families(scraped.text)
+        for sample in family.samples
+        if sample.exemplar is not None
+    }
+    named = {key: exemplar.labels["trace_id"] for key, exemplar in exemplars.items()}
+    assert trace_id in named.values()
+    assert any(name.startswith("soklet_mcp_requests") and value == trace_id for (name, _), value in named.items())
+    assert any("open" in name and value == trace_id for (name, _), value in named.items())
+    plain = asyncio.run(scrape("text/plain"))
+    assert plain.headers["content-type"].startswith("text/plain")
+    assert trace_id not in plain.text

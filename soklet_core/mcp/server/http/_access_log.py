@@ -33,7 +33,7 @@ def record_answer(
     """Count ``result`` in ``metrics`` and write its access-log line (``started``: ``time.perf_counter()`` when the
     request arrived; ``transport``: a fixed name prefixed as ``transport=NAME``, ``None`` for HTTP)."""
     if metrics is not None:
-        metrics.request(result.method, request_outcome(result.status, result.code, result.reason))
+        metrics.request(result.method, request_outcome(result.status, result.code, result.reason), trace=result.trace)
     if not _access_log.isEnabledFor(logging.INFO):
         return
     duration_ms = round((time.perf_counter() - started) * 1000, 1)

@@ -490,7 +490,7 @@ class AdminApp:
         if method != allowed:
             raise _Refused(405, "method-not-allowed", [(b"allow", allowed.encode("ascii"))])
         if path == "/metrics":
-            await self._send_metrics(send)
+            await self._send_metrics(send, headers.get(b"accept"))
             return
         if method == "GET":
             await _answer(send, 200, self._document(self._live.snapshot()))
@@ -591,11 +591,12 @@ class AdminApp:
                 await store.check()
         self._readiness.set(NotReady.STORE_FILE_LOST, store.file_lost)
 
-    async def _send_metrics(self, send: Send) -> None:
+    async def _send_metrics(self, send: Send, accept: bytes | None = None) -> None:
+        # OpenMetrics (which carries the refusal counters' exemplars) when the scraper asks for it.
         if self._metrics is None:
             raise _Refused(404, "not-found")
         await self._metrics.refresh_store()  # the store's figures are read at scrape time, bounded
-        body, content_type = self._metrics.render()
+        body, content_type = self._metrics.render(accept)
         await _send(send, 200, body, [(b"content-type", content_type.encode("ascii")), (b"cache-control", b"no-store")])
 
 
