@@ -80,12 +80,12 @@ class RequestSpan:
         era: str,
         started_ns: int | None = None,
     ) -> RequestSpan | None:
-        """Start the span of a request for ``method`` (``None``: a method soklet does not know, never named), its
-        parent from ``meta`` or ``headers``; ``transport`` is ``tcp`` or ``pipe``; ``started_ns``: when the request
-        arrived (``time.time_ns()``), else now. ``None`` when tracing is off."""
+        """Start the span of a request for ``method`` — a method the transport knows (its access log's rule), or
+        ``None``: never named — with its parent from ``meta`` or ``headers``; ``transport`` is ``tcp`` or ``pipe``;
+        ``started_ns``: when the request arrived (``time.time_ns()``), else now. ``None`` when tracing is off."""
         if tracing.tracer() is None:
             return None
-        known = method if method is not None and method in methods.KNOWN_METHODS else None
+        known = method
         from_meta = meta.get(_TRACEPARENT) if meta is not None else None
         parent = tracing.remote_parent(from_meta.value) if isinstance(from_meta, JsonString) else None
         header = tracing.remote_parent(headers.get(_TRACEPARENT)) if headers is not None else None

@@ -251,7 +251,7 @@ class HttpDispatch:
         ``headers`` ``None``: a transport without headers (stdio: ``transport`` ``pipe``)."""
         request_id = envelope.request_id
         span = RequestSpan.start(
-            method=method,
+            method=_logged(method),
             meta=meta_of(envelope.message),
             headers=headers,
             transport=transport,
