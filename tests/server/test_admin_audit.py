@@ -12,8 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -22,6 +21,7 @@ from soklet_core.files import read_keyring_file
 from soklet_core.keys import KeyringManager, ProtectionKey
 from soklet_core.mcp.server.ops import AdminApp, AdminTokens, LiveKeyring
 from tests.server.support_admin import LABEL, TOKEN, material_text, write_keyring
+from tests.support_tracing import recorded_spans
 
 #: An id the key-id rule refuses (not an RFC 9110 token): it must never be logged or traced.
 BAD_ID = "no such id; DROP"
@@ -39,15 +39,8 @@ def app(tmp_path: Path) -> AdminApp:
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     """Tracing on for soklet alone, every ended span kept; off again after the test."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use_provider(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.use_provider(None)
-        provider.shutdown()
+    with recorded_spans() as recorded:
+        yield recorded
 
 
 def _post(app: AdminApp, path: str, body: bytes) -> httpx.Response:

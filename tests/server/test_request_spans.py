@@ -30,6 +30,7 @@ from soklet_core.mcp.server.ops._metrics import ServerMetrics
 from soklet_core.protection import ProtectionConfig
 from tests.server.support import FORM_CAPS, Client, running
 from tests.server.support_admin import LABEL, TOKEN, material_text, write_keyring
+from tests.support_tracing import recorded_spans
 
 KEY = ProtectionKey.generate("span-key")
 ACCEPT = {"action": "accept", "content": {}}
@@ -40,15 +41,8 @@ TRACEPARENT = f"00-{TRACE_ID}-{CLIENT_SPAN}-01"
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[InMemorySpanExporter]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracing.use_provider(provider)
-    try:
-        yield memory
-    finally:
-        tracing.use_provider(None)
-        provider.shutdown()
+    with recorded_spans() as recorded:
+        yield recorded
 
 
 @pytest.fixture(scope="module")

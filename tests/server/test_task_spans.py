@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -41,6 +40,7 @@ from soklet_core.mcp.server.durable._task_spans import ATTEMPT, STEP_SPAN
 from soklet_core.mcp.server.durable._tasks import TaskManager
 from soklet_core.store import DurableStore, TaskStatus, open_store
 from tests.server.support import Client, running, task_request, wait_for_task
+from tests.support_tracing import recorded_spans
 
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 TASKS_FORM = {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
@@ -106,15 +106,8 @@ REGISTRY = Registry(echo, protocol_error, boom, ask, slow, stall_once)
 @pytest.fixture
 def exporter() -> Iterator[InMemorySpanExporter]:
     """soklet's spans routed to an in-memory exporter for the test (and back to the global provider after)."""
-    found = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(found))
-    tracing.use_provider(provider)
-    try:
-        yield found
-    finally:
-        tracing.use_provider(None)
-        provider.shutdown()
+    with recorded_spans() as recorded:
+        yield recorded
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ from datetime import timedelta
 from typing import TypeVar
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider, SpanKind, StatusCode
 
@@ -28,6 +27,7 @@ from soklet_core.store import (
 )
 from soklet_core.store.traced import DB_OPERATION, DB_SYSTEM, TRACED_OPERATIONS
 from tests.store.support import NOW, handle, task
+from tests.support_tracing import recorded_spans
 
 _T = TypeVar("_T")
 
@@ -41,15 +41,8 @@ BINDING = HandleBinding(tenant="tenant-Ux7", principal="principal-Kd5", partitio
 @pytest.fixture
 def exporter() -> Iterator[InMemorySpanExporter]:
     """soklet's spans routed to an in-memory exporter for the test (and back to the global provider after)."""
-    found = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(found))
-    tracing.use_provider(provider)
-    try:
-        yield found
-    finally:
-        tracing.use_provider(None)
-        provider.shutdown()
+    with recorded_spans() as recorded:
+        yield recorded
 
 
 def run(url: str, steps: Callable[[DurableStore], Awaitable[_T]]) -> _T:
