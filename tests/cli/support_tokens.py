@@ -258,3 +258,21 @@ class JwksServer(Endpoint):
     def url(self) -> str:
         """The JWKS URL."""
         return f"http://127.0.0.1:{self.port}{self.path}"
+
+
+def serve_auth_args(jwks: JwksServer, *extra: str) -> tuple[str, ...]:
+    """``soklet serve``'s options admitting this module's tokens against ``jwks``, the partition from the
+    ``tenant`` claim, then ``extra``."""
+    return (
+        "--auth",
+        "jwt",
+        "--issuer",
+        ISSUER,
+        "--audience",
+        AUDIENCE,
+        "--jwks-url",
+        jwks.url,
+        "--partition-claim",
+        "tenant",
+        *extra,
+    )

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.cli.support_serve import Served
-from tests.cli.support_tokens import AUDIENCE, ISSUER, JwksServer, TokenIssuer
+from tests.cli.support_tokens import AUDIENCE, ISSUER, JwksServer, TokenIssuer, serve_auth_args
 from tests.server.support import Client
 
 pytestmark = pytest.mark.slow
@@ -31,22 +31,6 @@ TOOL = "catalog.continue"
 ELICIT = {"elicitation": {}}
 APPROVE = {"approval": {"action": "accept", "content": {}}}
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
-
-
-def _auth_args(jwks: JwksServer, *extra: str) -> tuple[str, ...]:
-    return (
-        "--auth",
-        "jwt",
-        "--issuer",
-        ISSUER,
-        "--audience",
-        AUDIENCE,
-        "--jwks-url",
-        jwks.url,
-        "--partition-claim",
-        "tenant",
-        *extra,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +46,7 @@ def jwks(issuer: TokenIssuer) -> Iterator[JwksServer]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, jwks: JwksServer) -> Iterator[Served]:
-    server = Served(tmp_path_factory.mktemp("auth"), *_auth_args(jwks))
+    server = Served(tmp_path_factory.mktemp("auth"), *serve_auth_args(jwks))
     try:
         yield server
     finally:
@@ -209,7 +193,7 @@ def test_the_access_log_never_holds_a_token(served: Served, issuer: TokenIssuer)
 def test_a_missing_required_scope_is_403_insufficient_scope(
     tmp_path: Path, jwks: JwksServer, issuer: TokenIssuer
 ) -> None:
-    server = Served(tmp_path, *_auth_args(jwks, "--required-scope", "mcp:tools", "--required-scope", "mcp:read"))
+    server = Served(tmp_path, *serve_auth_args(jwks, "--required-scope", "mcp:tools", "--required-scope", "mcp:read"))
     try:
         base = _base(server)
         reply = Client(base, token=issuer.token(tenant="acme", scope="mcp:read")).call(TOOL, {}, capabilities=ELICIT)

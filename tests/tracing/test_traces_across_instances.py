@@ -33,7 +33,7 @@ import pytest
 from soklet_core import tracing
 from soklet_core.files import read_keyring_file
 from tests.cli.support_serve import Served, shared_keyring
-from tests.cli.support_tokens import AUDIENCE, ISSUER, JwksServer, TokenIssuer
+from tests.cli.support_tokens import JwksServer, TokenIssuer, serve_auth_args
 from tests.server.support import Client
 from tests.tracing.otlp_receiver import OtlpReceiver, ReceivedSpan
 
@@ -67,21 +67,6 @@ def _clean_env(**variables: str) -> dict[str, str]:
     return env
 
 
-def _auth_args(jwks: JwksServer) -> tuple[str, ...]:
-    return (
-        "--auth",
-        "jwt",
-        "--issuer",
-        ISSUER,
-        "--audience",
-        AUDIENCE,
-        "--jwks-url",
-        jwks.url,
-        "--partition-claim",
-        "tenant",
-    )
-
-
 @dataclass
 class Fleet:
     """The receiver, the two traced instances, the shared keyring and the caller's token."""
@@ -112,7 +97,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                     OTEL_BSP_SCHEDULE_DELAY="100",
                 )
                 arguments = ("--keyring", str(keyring), "--store", f"sqlite://{folder / f'{name}.db'}")
-                started.append(Served(folder, *arguments, *_auth_args(jwks), env=env, name=f"serve-{name}"))
+                started.append(Served(folder, *arguments, *serve_auth_args(jwks), env=env, name=f"serve-{name}"))
             yield Fleet(receiver, started[0], started[1], keyring, issuer.token(sub="alice", tenant=PARTITION))
             for served in started:
                 log = served.stop()
