@@ -232,30 +232,13 @@ def _configure_logging(level: LogLevel, log_format: LogFormat = LogFormat.text) 
         if log_format is LogFormat.json
         else logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s")
     )
-    root = logging.getLogger("soklet")
-    root.handlers[:] = [handler]
-    root.setLevel(level.value.upper())
-    root.propagate = False
-
-
-@contextlib.contextmanager
-def _uvicorn_lines_as_json() -> Iterator[None]:
-    """uvicorn's own lines (start, stop, a malformed request) as JSON too, while the block runs.
-
-    Each ``uvicorn.Config`` the core makes applies uvicorn's default logging configuration (its module-level
-    ``LOGGING_CONFIG``), the last one after the server reported it serves: so its formatters are swapped there,
-    not on the loggers, which that configuration would reset."""
-    from uvicorn.config import LOGGING_CONFIG
-
-    formatters = LOGGING_CONFIG["formatters"]
-    previous = dict(formatters)
-    for name in previous:
-        formatters[name] = {"()": JsonLogFormatter}
-    try:
-        yield
-    finally:
-        formatters.clear()
-        formatters.update(previous)
+    # uvicorn's own lines (start, stop, a malformed request) beside soklet's, in the same format: the core's
+    # run() lets uvicorn configure no logging of its own.
+    for name in ("soklet", "uvicorn"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level.value.upper())
+        logger.propagate = False
 
 
 def _check_timeout(value: str) -> str:
@@ -960,7 +943,6 @@ def serve(
         if log_format is LogFormat.json:
             # A pipeline reads every line: what is logged while starting is JSON too, not only what follows.
             _configure_logging(log_level, log_format)
-            stack.enter_context(_uvicorn_lines_as_json())
         try:
             run(config, on_event=banner.on_event)
         except ServeError as error:

@@ -93,7 +93,11 @@ def run(config: ServeConfig, *, on_event: EventSink | None = None) -> None:
     if not isinstance(config, ServeConfig):
         raise TypeError("run takes a ServeConfig")
     # One event loop for the listeners and the store: a PostgreSQL pool belongs to the loop it was opened on.
-    loop_factory = None if config.stdio else limited_uvicorn_config(None, config.options.http.limits).get_loop_factory()
+    loop_factory = (
+        None
+        if config.stdio
+        else limited_uvicorn_config(None, config.options.http.limits, log_config=None).get_loop_factory()
+    )
     with _early_stop() as early, asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(_serve(config, on_event or _ignore, early))
 
@@ -405,7 +409,9 @@ async def _run_opened(
         tls: dict[str, Any] = {}
         if admin.tls_cert is not None:
             tls = {"ssl_certfile": str(admin.tls_cert), "ssl_keyfile": str(admin.tls_key)}
-        admin_config = limited_uvicorn_config(admin_app, config.options.http.limits, log_level=config.log_level, **tls)
+        admin_config = limited_uvicorn_config(
+            admin_app, config.options.http.limits, log_level=config.log_level, log_config=None, **tls
+        )
         try:
             admin_config.load()  # TLS files are read here: a bad one stops the start, not a running server
         except (OSError, ValueError) as error:
@@ -459,7 +465,9 @@ async def _run_opened(
         await _serve_stdio(server, protocol_out, emit, early)
         return server
     assert sock is not None
-    primary = _quiet_server_class(early, emit)(uvicorn_config(server, log_level=config.log_level))
+    # log_config=None: uvicorn leaves the process's logging as the application set it (its loggers' lines go to
+    # the application's handlers, formatted as its own lines: soklet serve's text or JSON).
+    primary = _quiet_server_class(early, emit)(uvicorn_config(server, log_level=config.log_level, log_config=None))
     others = [] if admin_server is None else [(admin_server, [admin_sock])]
     following: asyncio.Task[None] | None = None
     if isinstance(live, StoreKeyring):

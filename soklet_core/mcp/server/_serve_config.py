@@ -229,7 +229,8 @@ class ServeConfig:
     * ``state_lifetime``, ``state_rounds`` — the request-state bounds
       (:class:`~soklet_core.protection.ProtectionConfig`); ``options`` — the server's
       :class:`~soklet_core.mcp.server.ServerOptions` (protocol, HTTP and its limits, sessions, tasks);
-      ``log_level`` — uvicorn's loggers.
+      ``log_level`` — uvicorn's loggers (``uvicorn.error``); ``run`` installs no handler and leaves the
+      process's logging configuration as the application made it, so uvicorn's lines go wherever its own go.
     * ``trace_from_environment`` — export soklet's spans as the ``OTEL_*`` variables ask
       (:func:`~soklet_core.tracing_setup.configure_from_environment`: off unless an exporter or an OTLP endpoint is
       named), from the start until the server has drained; ``False`` leaves tracing to the application (an SDK
