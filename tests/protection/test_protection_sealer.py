@@ -103,7 +103,9 @@ def test_open_returns_application_json_only(setup) -> None:
     opened = sealer.open(token, bound(request(2)))
     assert opened.state == state({"step": 2})
     public = [name for name in dir(opened) if not name.startswith("_")]
-    assert public == ["state"]
+    # The round is the server's to read (its spans); a handler is given opened.state alone (RequestContext).
+    assert public == ["round", "state"]
+    assert opened.round == 1
     assert "step" not in repr(opened)
     contents = sealer.diagnose(token).contents
     assert contents is not None
