@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
 
 import pytest
 
@@ -22,27 +21,11 @@ from soklet_core.keys import (
     RetiredTooRecently,
 )
 from soklet_core.store import FleetKeyring, StoredKeyRole, StoreError, StoreErrorReason, open_store
-from soklet_core.store.postgres import PostgresStore
-from soklet_core.store.sqlite import SqliteStore
-
-_T = TypeVar("_T")
-Store = SqliteStore | PostgresStore
+from tests.store.support import Store, run
 
 KEK = LocalKek(bytes(range(32)))
 OTHER_KEK = LocalKek(bytes(range(1, 33)))
 LIFETIME = timedelta(minutes=15)
-
-
-def run(url: str, steps: Callable[[Store], Awaitable[_T]]) -> _T:
-    async def main() -> _T:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await steps(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(main())
 
 
 def first_keyring() -> ProtectionKeyring:

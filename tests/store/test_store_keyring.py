@@ -11,11 +11,10 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
 
 import psycopg
 import pytest
@@ -36,32 +35,15 @@ from soklet_core.store import (
     StoreError,
     StoreErrorReason,
     StoreUrl,
-    open_store,
 )
 from soklet_core.store.postgres import LISTENER_NAME, PostgresStore
 from soklet_core.store.sqlite import SqliteStore
 from soklet_core.store.statements import SQLITE, Statements
-
-_T = TypeVar("_T")
-Store = SqliteStore | PostgresStore
+from tests.store.support import Store, run
 
 NOW = datetime(2026, 8, 1, 12, 0, 0, 123000, tzinfo=UTC)
 KEK = LocalKek(bytes(range(32)))
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(url: str, steps: Callable[[Store], Awaitable[_T]]) -> _T:
-    """Open a store on ``url``, run ``steps`` on it, close it."""
-
-    async def main() -> _T:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await steps(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(main())
 
 
 async def opened(url: str, **options: bool) -> Store:

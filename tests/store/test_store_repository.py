@@ -6,10 +6,9 @@ Each test gets a fresh store: a new SQLite file, or a new database on the run's 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import timedelta
-from typing import TypeVar
 
 import pytest
 
@@ -24,24 +23,7 @@ from soklet_core.store import (
     TaskStatus,
     open_store,
 )
-from tests.store.support import BINDING, NOW, handle, task
-
-_T = TypeVar("_T")
-
-
-def run(url: str, steps: Callable[[DurableStore], Awaitable[_T]]) -> _T:
-    """Open a store on ``url``, run ``steps`` on it, close it."""
-
-    async def main() -> _T:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await steps(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(main())
-
+from tests.store.support import BINDING, NOW, handle, run, task
 
 # -- tasks ------------------------------------------------------------------------------------------------------
 

@@ -5,10 +5,9 @@ record's content, an id or a binding in a span."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
-from typing import TypeVar
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -26,10 +25,8 @@ from soklet_core.store import (
     open_store,
 )
 from soklet_core.store.traced import DB_OPERATION, DB_SYSTEM, TRACED_OPERATIONS
-from tests.store.support import NOW, handle, task
+from tests.store.support import NOW, handle, run, task
 from tests.support_tracing import recorded_spans
-
-_T = TypeVar("_T")
 
 #: What a record may hold that no span may: a token-like document, ids, a binding's names.
 SECRET = "sk-live-7Hq2ZxV9pL3mN8wR4tY6"
@@ -43,20 +40,6 @@ def exporter() -> Iterator[InMemorySpanExporter]:
     """soklet's spans routed to an in-memory exporter for the test (and back to the global provider after)."""
     with recorded_spans() as recorded:
         yield recorded
-
-
-def run(url: str, steps: Callable[[DurableStore], Awaitable[_T]]) -> _T:
-    """Open a store on ``url``, run ``steps`` on it, close it."""
-
-    async def main() -> _T:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await steps(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(main())
 
 
 def _backend(url: str) -> str:
