@@ -24,6 +24,9 @@ CAPS = "io.modelcontextprotocol/clientCapabilities"
 FORM_CAPS: dict[str, Any] = {"elicitation": {}}
 #: What the conformance suite's task scenarios declare on every request: the tasks extension, elicitation, sampling.
 TASK_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "extensions": {TASKS_EXTENSION: {}}}
+#: The tasks extension alone, and with form elicitation (what the task tests declare).
+TASKS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
+TASKS_FORM: dict[str, Any] = {"elicitation": {}, "extensions": {TASKS_EXTENSION: {}}}
 #: A bound on waiting for a task to reach a status (tasks here settle within about a second; it stops a hung test).
 TASK_SETTLE_SECONDS = 60.0
 

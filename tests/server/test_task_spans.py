@@ -25,8 +25,6 @@ from soklet_core.mcp import (
     ClientCapabilities,
     Identity,
     InputRequest,
-    InputRequestDeclaration,
-    InputRequirement,
     McpServer,
     Registry,
     StartTask,
@@ -39,13 +37,9 @@ from soklet_core.mcp.server.admission import Admission, BearerTokenEntry
 from soklet_core.mcp.server.durable._task_spans import ATTEMPT, STEP_SPAN
 from soklet_core.mcp.server.durable._tasks import TaskManager
 from soklet_core.store import DurableStore, TaskStatus, open_store
-from tests.server.support import Client, running, task_request, wait_for_task
+from tests.server.support import FORM, OBJECT, TASKS, TASKS_FORM, Client, running, task_request, wait_for_task
 from tests.support_tracing import recorded_spans
 
-TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
-TASKS_FORM = {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
-FORM = InputRequestDeclaration.from_elicitation_form(InputRequirement.CONDITIONAL)
-OBJECT = {"type": "object"}
 TOKEN = "alice-token-Qm93xZ"
 #: An argument no span may carry.
 SECRET = "sk-live-Rt5Wq8Lp2Xv7"

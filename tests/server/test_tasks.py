@@ -24,9 +24,7 @@ from soklet_core.mcp import (
     ClientCapabilities,
     Identity,
     InputRequest,
-    InputRequestDeclaration,
     InputRequiredResult,
-    InputRequirement,
     McpServer,
     Registry,
     RequestContext,
@@ -42,12 +40,8 @@ from soklet_core.mcp.server.admission import Admission, BearerTokenEntry
 from soklet_core.mcp.server.durable._tasks import TaskManager
 from soklet_core.mcp.server.options import TaskOptions
 from soklet_core.store import DurableStore, open_store
-from tests.server.support import Client, running, task_request, wait_for_task
+from tests.server.support import FORM, OBJECT, TASKS, TASKS_FORM, Client, running, task_request, wait_for_task
 
-TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
-TASKS_FORM = {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
-FORM = InputRequestDeclaration.from_elicitation_form(InputRequirement.CONDITIONAL)
-OBJECT = {"type": "object"}
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
