@@ -146,7 +146,13 @@ def list_tasks(
 
 
 TaskIdArgument = Annotated[
-    str, typer.Argument(metavar="TASK_ID", parser=parse_task_id, help="The task's id (as tasks/get names it).")
+    str,
+    typer.Argument(
+        metavar="TASK_ID",
+        parser=parse_task_id,
+        help="The task's id (as tasks/get names it); one that begins with '-' goes after '--' (soklet tasks show "
+        "-- -Fj2p...).",
+    ),
 ]
 
 
@@ -198,8 +204,8 @@ def show(
 
       soklet tasks show 3kq2V0mZ9W8xYpL1 --json --show-content
 
-    **Exit codes**: 0 shown; 1 the store's schema is not one this soklet reads; 2 usage; 3 the store is
-    unreachable or its SQLite file does not exist; 5 no such task.
+    **Exit codes**: 0 shown; 1 the store's schema, or the task's stored document, is not one this soklet reads;
+    2 usage; 3 the store is unreachable or its SQLite file does not exist; 5 no such task.
     """
     url = resolve_store_url(store)
 
@@ -209,7 +215,11 @@ def show(
     record = run_on_store(url, work)
     if record is None:
         fail(f"no task {task_id} in the store", ExitCode.NOT_FOUND)
-    detailed = json.loads(detailed_task(record))
+    try:
+        detailed = json.loads(detailed_task(record))
+    except ValueError:
+        # A document written by another program, or edited by hand: said in one line, never quoted.
+        fail(f"task {task_id}: its stored document is not one this soklet reads", ExitCode.REFUSED)
     run = task_run(record)
     outstanding = _outstanding(detailed)
     error = detailed.get("error")

@@ -56,6 +56,35 @@ def test_list_text_shows_ids_whole_and_escapes_tool_names(soklet: Soklet) -> Non
     assert "no tasks failed in sqlite://" in empty.stdout
 
 
+#: A stored task document as the server writes it (a working task, nobody holding its lease).
+DOCUMENT = json.dumps(
+    {"v": 1, "arguments": {}, "capabilities": {}, "ttlMs": None, "pollIntervalMs": 500, "round": 1, "issued": []}
+)
+
+
+def test_an_id_that_begins_with_a_dash_goes_after_double_dash(soklet: Soklet) -> None:
+    # Older stores may hold such ids (new ones never begin with '-'): '--' ends the options.
+    url = f"sqlite://{soklet.cwd / 'tasks.db'}"
+    seed_tasks(url, [replace(task("-Fj2pG-dash-first", TaskStatus.WORKING), document=DOCUMENT)])
+    as_option = soklet.run("tasks", "show", "-Fj2pG-dash-first", "--store", url)
+    assert as_option.returncode == 2
+    shown = soklet.run("tasks", "show", "--store", url, "--json", "--", "-Fj2pG-dash-first")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["task"]["task_id"] == "-Fj2pG-dash-first"
+    cancelled = soklet.run("tasks", "cancel", "--store", url, "--json", "--", "-Fj2pG-dash-first")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["status"] == "cancelled"
+
+
+def test_show_of_a_document_this_soklet_cannot_read_is_one_line(soklet: Soklet) -> None:
+    url = f"sqlite://{soklet.cwd / 'tasks.db'}"
+    seed_tasks(url, [task("foreign", TaskStatus.WORKING)])  # its document is another program's
+    shown = soklet.run("tasks", "show", "foreign", "--store", url)
+    assert shown.returncode == 1
+    assert shown.stderr == "soklet: task foreign: its stored document is not one this soklet reads\n"
+    assert "user-data-7c1e" not in shown.output
+
+
 @pytest.mark.slow
 def test_list_usage_errors(soklet: Soklet) -> None:
     url = f"sqlite://{soklet.cwd / 'tasks.db'}"

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import re
+import string
 import subprocess
 import sys
 import time
@@ -37,11 +38,12 @@ from soklet_core.mcp import (
 )
 from soklet_core.mcp.model import TaskFailed, TaskInputRequired, ToolRegistration
 from soklet_core.mcp.server.admission import Admission, BearerTokenEntry
-from soklet_core.mcp.server.durable._tasks import TaskManager
+from soklet_core.mcp.server.durable._tasks import TaskManager, new_task_id
 from soklet_core.mcp.server.options import TaskOptions
 from soklet_core.store import DurableStore, open_store
 from tests.server.support import FORM, OBJECT, TASKS, TASKS_FORM, Client, running, task_request, wait_for_task
 
+URL_SAFE = string.ascii_letters + string.digits + "-_"
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
@@ -615,3 +617,12 @@ def test_the_manager_purges_expired_tasks_before_every_nth_creation(store_url: s
     assert purged_on_demand in (0, 1)  # the third task may have expired meanwhile too
     with pytest.raises(ValueError, match="purge_every"):
         TaskManager(open_store(store_url), registry=Registry(echo), purge_every=0)
+
+
+def test_a_new_task_id_never_begins_with_a_dash() -> None:
+    # One draw in 64 would: 10,000 draws without one cannot happen by chance (about e**-156).
+    ids = [new_task_id() for _ in range(10_000)]
+    assert not any(task_id.startswith("-") for task_id in ids)
+    assert {len(task_id) for task_id in ids} == {43}
+    assert all(set(task_id) <= set(URL_SAFE) for task_id in ids)
+    assert len(set(ids)) == len(ids)

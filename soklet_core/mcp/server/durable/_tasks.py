@@ -105,6 +105,7 @@ __all__ = [
     "TaskRun",
     "detailed_task",
     "iso_time",
+    "new_task_id",
     "task_run",
 ]
 
@@ -120,6 +121,17 @@ MAX_LIVE_TASKS: Final = 65_536
 ORPHAN_SWEEP_SECONDS: Final = 5.0
 #: How often a served manager deletes the store's expired tasks on its own.
 PURGE_INTERVAL_SECONDS: Final = 60.0
+
+
+def new_task_id() -> str:
+    """A fresh task id: 32 bytes of the OS CSPRNG as base64url, never beginning with ``-``.
+
+    Task ids are typed on command lines (``soklet tasks show ID``), where one beginning with ``-`` reads as an
+    option: such a draw (1 in 64) is drawn again, which leaves 255.9 bits of the 256."""
+    while True:
+        task_id = secrets.token_urlsafe(32)
+        if not task_id.startswith("-"):
+            return task_id
 
 
 def _now() -> datetime:
@@ -317,7 +329,7 @@ class TaskManager:
         if self._created % self._purge_every == 0:  # before the insert: a failing purge stores nothing
             await self.purge_expired()
         now = _now()
-        task_id = secrets.token_urlsafe(32)
+        task_id = new_task_id()
         document = self._steps.leased(
             TaskDocument(
                 arguments=arguments,
@@ -410,7 +422,7 @@ class TaskManager:
         step = tool.task_step
         assert step is not None
         context = TaskContext(
-            task_id=secrets.token_urlsafe(32),
+            task_id=new_task_id(),
             tool=tool.name,
             identity=admission.identity,
             partition=admission.partition,
