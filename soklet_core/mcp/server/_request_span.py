@@ -140,8 +140,8 @@ class RequestSpan:
     def finish(self, result: DispatchResult) -> DispatchResult:
         """End the span with the answer (status, JSON-RPC code, refusal reason); ``result`` with the span's ids."""
         span = self._span
-        if result.operation is not None:
-            self.operation(result.operation)
+        if self._outcome is None and result.operation is not None:
+            self.operation(result.operation)  # a transport that does not hand over the engine's outcome (2025 era)
         span.set_attribute("http.response.status_code", result.status)
         if result.code is not None:
             span.set_attribute("rpc.response.status_code", str(result.code))
